@@ -1,0 +1,124 @@
+//! What each subcommand does, given parsed arguments. `main` only calls [`run`].
+
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+
+use crate::cli::{Cli, Command};
+use crate::config::{self, ConfigError};
+use crate::policy::{DEFAULT_POLICY, Policy};
+
+/// Runs one command line; the exit code is the command's.
+pub fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Check {
+            policy,
+            print_default,
+        } => {
+            if print_default {
+                std::io::stdout().write_all(DEFAULT_POLICY.as_bytes())?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            check(policy.as_deref())
+        }
+        Command::Explain {
+            policy,
+            workspace,
+            json,
+            paths,
+        } => explain(policy.as_deref(), &workspace, json, &paths),
+    }
+}
+
+fn check(path: Option<&Path>) -> Result<ExitCode> {
+    let loaded = match config::load_policy(path, Path::new(".")) {
+        Ok(l) => l,
+        Err(ConfigError::Invalid(e)) => {
+            eprintln!("{e}");
+            return Ok(ExitCode::from(1));
+        }
+        Err(e) => {
+            eprintln!("veilfs: {e}");
+            return Ok(ExitCode::from(1));
+        }
+    };
+    let warnings = loaded.policy.lint();
+    for w in &warnings {
+        eprintln!("{w}");
+    }
+    let p = &loaded.policy;
+    println!(
+        "{}: ok: {} rules, {} patterns, default \"{}\"{}",
+        loaded.source(),
+        p.rule_count(),
+        p.patterns().len(),
+        p.default_action(),
+        match warnings.len() {
+            0 => String::new(),
+            n => format!(", {n} warning{}", if n == 1 { "" } else { "s" }),
+        }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn explain(
+    policy: Option<&Path>,
+    workspace: &Path,
+    json: bool,
+    paths: &[std::path::PathBuf],
+) -> Result<ExitCode> {
+    let loaded = config::load_policy(policy, workspace)?;
+    let out = std::io::stdout();
+    let mut out = out.lock();
+    if !json {
+        writeln!(out, "# policy: {}", loaded.source())?;
+    }
+    for arg in paths {
+        let rel = config::relative_path(arg, workspace).map_err(anyhow::Error::msg)?;
+        let line = explain_one(&loaded.policy, workspace, &rel, json)
+            .with_context(|| format!("explaining {}", arg.display()))?;
+        writeln!(out, "{line}")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn explain_one(
+    policy: &Policy,
+    workspace: &Path,
+    rel: &config::RelPath,
+    json: bool,
+) -> Result<String> {
+    use std::os::unix::ffi::OsStrExt;
+    let is_dir = rel.trailing_slash
+        || workspace
+            .join(std::ffi::OsStr::from_bytes(&rel.bytes))
+            .symlink_metadata()
+            .is_ok_and(|m| m.is_dir());
+    let decision = if rel.bytes.is_empty() {
+        crate::Decision::root()
+    } else {
+        policy.decide(&rel.bytes, is_dir)
+    };
+    let shown = format!(
+        "{rel}{}",
+        if is_dir && !rel.bytes.is_empty() {
+            "/"
+        } else {
+            ""
+        }
+    );
+    Ok(if json {
+        let mut v = decision.to_json(&rel.bytes);
+        v["dir"] = is_dir.into();
+        v.to_string()
+    } else {
+        format!(
+            "{:<9} {}  ({})",
+            decision.action.as_str(),
+            if shown.is_empty() { "." } else { &shown },
+            decision.why()
+        )
+    })
+}

@@ -1,0 +1,49 @@
+//! The command line: `veilfs check`, `veilfs explain` (and, as they land, `mount`
+//! and `run`). Doc comments on these types are the `--help` text.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+/// A FUSE filesystem that mirrors a workspace and enforces one path policy on every
+/// lookup, listing, open and change. Denied paths answer "Permission denied" when
+/// named and are absent from listings.
+#[derive(Debug, Parser)]
+#[command(name = "veilfs", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Parse and lint a policy: exit 0 when it is usable (warnings are printed), 1 with
+    /// its errors (file:line:col and what was expected).
+    Check {
+        /// The policy file to check. Default: .veilfs.toml in the current directory if
+        /// present, else the built-in default policy.
+        policy: Option<PathBuf>,
+        /// Print the built-in default policy and exit.
+        #[arg(long, conflicts_with = "policy")]
+        print_default: bool,
+    },
+    /// Say, for each PATH, the action the policy takes (allow, read-only, deny) and
+    /// the rule (file:line:col) or other reason that decided it.
+    Explain {
+        /// The policy file. Default: .veilfs.toml at the workspace root if present,
+        /// else the built-in default policy.
+        #[arg(long, value_name = "FILE")]
+        policy: Option<PathBuf>,
+        /// The workspace the paths are relative to. Default: the current directory.
+        #[arg(long, value_name = "DIR", default_value = ".")]
+        workspace: PathBuf,
+        /// One JSON object per line instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Workspace-relative paths (or absolute paths inside the workspace). A
+        /// trailing `/`, or an existing directory in the workspace, is asked about as
+        /// a directory.
+        #[arg(required = true, value_name = "PATH")]
+        paths: Vec<PathBuf>,
+    },
+}

@@ -1,0 +1,260 @@
+//! The policy file: TOML text in, a list of rules with their source locations out.
+//!
+//! This module only parses and validates the *shape* of the file (keys, actions,
+//! pattern syntax that does not need the glob compiler). Every error carries the
+//! `file:line:col` of the offending token and says what was expected. It does no I/O:
+//! the caller reads the file and passes its text and the name to print.
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::Action;
+
+/// Where something was written: the policy's name (a path or `<built-in>`), 1-based
+/// line and column.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Location {
+    pub file: Arc<str>,
+    pub line: u32,
+    pub col: u32,
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}", self.file, self.line, self.col)
+    }
+}
+
+/// One problem with a policy file, located.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PolicyError {
+    pub at: Location,
+    pub message: String,
+}
+
+impl fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: error: {}", self.at, self.message)
+    }
+}
+
+/// Every problem found in one policy file (at least one).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub struct LoadError {
+    pub errors: Vec<PolicyError>,
+}
+
+impl fmt::Display for LoadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.errors.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A rule as written: its action and its patterns, each with its location.
+#[derive(Clone, Debug)]
+pub struct RawRule {
+    pub action: Action,
+    pub at: Location,
+    pub patterns: Vec<(String, Location)>,
+}
+
+/// A parsed policy file, before glob compilation.
+#[derive(Clone, Debug)]
+pub struct RawPolicy {
+    pub name: Arc<str>,
+    pub default: Action,
+    pub default_at: Option<Location>,
+    pub rules: Vec<RawRule>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileShape {
+    default: Option<Spanned<String>>,
+    #[serde(default)]
+    rules: Vec<Spanned<RuleShape>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuleShape {
+    action: Spanned<String>,
+    paths: Spanned<Vec<Spanned<String>>>,
+}
+
+/// Maps byte offsets of one text to 1-based line and column (columns count chars).
+struct LineIndex<'a> {
+    text: &'a str,
+    name: Arc<str>,
+}
+
+impl LineIndex<'_> {
+    fn at(&self, offset: usize) -> Location {
+        let offset = offset.min(self.text.len());
+        let before = &self.text[..offset];
+        let line = before.matches('\n').count() + 1;
+        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+        let col = before[line_start..].chars().count() + 1;
+        Location {
+            file: self.name.clone(),
+            line: line as u32,
+            col: col as u32,
+        }
+    }
+}
+
+const ACTIONS: &str = r#""allow", "read-only" or "deny""#;
+
+fn parse_action(s: &str) -> Option<Action> {
+    match s {
+        "allow" => Some(Action::Allow),
+        "read-only" => Some(Action::ReadOnly),
+        "deny" => Some(Action::Deny),
+        _ => None,
+    }
+}
+
+/// Parses policy text. `name` is what error messages print as the file.
+///
+/// A file that is not TOML of the right shape is an `Err`. Otherwise the rules that
+/// could be read come back with the errors found in the others (unknown actions,
+/// malformed patterns), so that one run reports every problem.
+pub fn parse(name: &str, text: &str) -> Result<(RawPolicy, Vec<PolicyError>), LoadError> {
+    let name: Arc<str> = Arc::from(name);
+    let index = LineIndex {
+        text,
+        name: name.clone(),
+    };
+    let shape: FileShape = toml::from_str(text).map_err(|e| LoadError {
+        errors: vec![PolicyError {
+            at: index.at(e.span().map_or(0, |s| s.start)),
+            message: toml_message(e.message()),
+        }],
+    })?;
+
+    let mut errors = Vec::new();
+    let (default, default_at) = match &shape.default {
+        None => (Action::Allow, None),
+        Some(d) => {
+            let at = index.at(d.span().start);
+            match parse_action(d.get_ref()) {
+                Some(a) => (a, Some(at)),
+                None => {
+                    errors.push(PolicyError {
+                        at: at.clone(),
+                        message: format!(
+                            "unknown default action {:?}: expected {ACTIONS}",
+                            d.get_ref()
+                        ),
+                    });
+                    (Action::Deny, Some(at))
+                }
+            }
+        }
+    };
+
+    let mut rules = Vec::new();
+    for (i, rule) in shape.rules.iter().enumerate() {
+        let r = rule.get_ref();
+        let action_at = index.at(r.action.span().start);
+        let action = match parse_action(r.action.get_ref()) {
+            Some(a) => a,
+            None => {
+                errors.push(PolicyError {
+                    at: action_at.clone(),
+                    message: format!(
+                        "rule {}: unknown action {:?}: expected {ACTIONS}",
+                        i + 1,
+                        r.action.get_ref()
+                    ),
+                });
+                continue;
+            }
+        };
+        if r.paths.get_ref().is_empty() {
+            errors.push(PolicyError {
+                at: index.at(r.paths.span().start),
+                message: format!(
+                    "rule {}: `paths` is empty: expected at least one pattern",
+                    i + 1
+                ),
+            });
+        }
+        let mut patterns = Vec::new();
+        for p in r.paths.get_ref() {
+            let at = index.at(p.span().start);
+            match check_pattern_shape(p.get_ref()) {
+                Ok(()) => patterns.push((p.get_ref().clone(), at)),
+                Err(why) => errors.push(PolicyError {
+                    at,
+                    message: format!("rule {}: pattern {:?}: {why}", i + 1, p.get_ref()),
+                }),
+            }
+        }
+        rules.push(RawRule {
+            action,
+            at: action_at,
+            patterns,
+        });
+    }
+
+    Ok((
+        RawPolicy {
+            name,
+            default,
+            default_at,
+            rules,
+        },
+        errors,
+    ))
+}
+
+/// serde's messages name Rust-side things; keep them but make the common ones read
+/// like the policy language.
+fn toml_message(m: &str) -> String {
+    let m = m.trim_end();
+    if let Some(rest) = m.strip_prefix("unknown field ") {
+        return format!("unknown key {rest}");
+    }
+    if let Some(rest) = m.strip_prefix("missing field ") {
+        return format!("missing key {rest}");
+    }
+    m.to_string()
+}
+
+/// The checks a pattern must pass before it reaches the glob compiler: the ones that
+/// would otherwise produce a pattern that can never match a workspace path.
+fn check_pattern_shape(p: &str) -> Result<(), String> {
+    if p.is_empty() {
+        return Err("empty pattern: expected a glob such as \".env\" or \"secrets/\"".into());
+    }
+    if p.contains('\0') {
+        return Err("contains a NUL byte, which no file name can hold".into());
+    }
+    let body = p.strip_prefix('/').unwrap_or(p);
+    let body = body.strip_suffix('/').unwrap_or(body);
+    if body.is_empty() {
+        return Err("names no path: expected a glob after the slashes".into());
+    }
+    for seg in body.split('/') {
+        match seg {
+            "" => return Err("empty path segment (`//`): expected one `/` between names".into()),
+            "." | ".." => {
+                return Err(format!(
+                    "`{seg}` segment: paths are matched after normalisation, so it can never match"
+                ));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}

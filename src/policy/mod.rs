@@ -1,0 +1,629 @@
+//! The path policy: which workspace paths are visible, readable and changeable.
+//!
+//! This module is pure: no I/O, no `unsafe`. It turns policy text into a compiled
+//! [`Policy`] and answers one question, "what may be done to this path?", with a
+//! [`Decision`] that carries both the [`Action`] and the [`Reason`] for it.
+//!
+//! # The language
+//!
+//! ```toml
+//! default = "allow"            # "allow" | "read-only" | "deny"; for paths no rule decides
+//!
+//! [[rules]]
+//! action = "deny"
+//! paths  = [".env", ".env.*", "secrets/", "*.pem"]
+//!
+//! [[rules]]
+//! action = "allow"
+//! paths  = [".env.example"]
+//! ```
+//!
+//! | action    | listing | stat / read | any change                   |
+//! |-----------|---------|-------------|------------------------------|
+//! | allow     | shown   | yes         | yes                          |
+//! | read-only | shown   | yes         | `EACCES`                     |
+//! | deny      | hidden  | `EACCES`    | `EACCES`                     |
+//!
+//! # Matching
+//!
+//! * A path is workspace-relative, `/`-separated, without a leading `/`; names are
+//!   bytes (a name that is not UTF-8, or holds a `\`, is matched literally). The
+//!   workspace root itself is never asked about.
+//! * Patterns are `globset` globs: `*` and `?` never cross `/` (`?` is one byte),
+//!   `**` spans directories, `[ab]`, `[!ab]` and `{a,b}` work, `\` escapes.
+//! * A pattern with no `/` (a trailing one aside) matches a name at any depth:
+//!   `.env` means `**/.env`. A leading `/` or an inner `/` anchors it at the root.
+//! * A trailing `/` restricts a pattern to directories.
+//! * For one path, the last rule with a matching pattern decides.
+//! * Decisions are inherited segment-wise, outermost first. A path's action is the
+//!   most restrictive (deny > read-only > allow) of its own rule's and its parent's;
+//!   a path no rule matches takes its nearest matched ancestor's action, or the
+//!   `default` when no ancestor matched either. A deny stops the walk: nothing below a
+//!   denied directory can be re-opened.
+//! * When the `default` is not `allow`, the literal directory prefix of each `allow`
+//!   or `read-only` pattern is *admitted*: `allow src/lib/**` makes the directories
+//!   `src` and `src/lib` visible and listable (their action is the pattern's), so an
+//!   allow-list needs no extra rules to reach what it allows.
+//!
+//! | rules                                  | path                     | action    |
+//! |----------------------------------------|--------------------------|-----------|
+//! | `deny .env`                            | `app/.env`               | deny      |
+//! | `deny .env`, `allow .env.example`      | `.env.example`           | allow     |
+//! | `deny secrets/`                        | `secrets/a/b.txt`        | deny      |
+//! | `deny secrets/`                        | `secrets` (a file)       | allow     |
+//! | `deny credentials`                     | `credentials-backup`     | allow     |
+//! | `deny /build`                          | `src/build`              | allow     |
+//! | `deny secrets/`, `allow secrets/x`     | `secrets/x`              | deny      |
+//! | `read-only .git/`                      | `.git/config`            | read-only |
+//! | default deny, `allow src/lib/**`       | `src` (a directory)      | allow     |
+//! | default deny, `allow src/lib/**`       | `src/main.rs`            | deny      |
+//!
+//! # Cost
+//!
+//! [`Policy::decide_child`] decides a path from its parent's [`Decision`] and one
+//! name: one match against the unanchored glob set (the name) and one against the
+//! anchored set (the path), whatever the number of rules or the depth.
+
+mod file;
+mod lint;
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::fmt;
+use std::os::unix::ffi::OsStrExt;
+use std::sync::Arc;
+
+use globset::{Candidate, GlobBuilder, GlobSet, GlobSetBuilder};
+
+pub use file::{LoadError, Location, PolicyError, RawPolicy, RawRule};
+pub use lint::Warning;
+
+/// The built-in default policy, shipped as `policy-examples/default.toml`.
+pub const DEFAULT_POLICY: &str = include_str!("../../policy-examples/default.toml");
+
+/// What may be done to a path. Ordered from most permissive to most restrictive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Action {
+    Allow,
+    ReadOnly,
+    Deny,
+}
+
+impl Action {
+    /// The spelling used in policy files and in `explain`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Allow => "allow",
+            Action::ReadOnly => "read-only",
+            Action::Deny => "deny",
+        }
+    }
+
+    /// Whether the path is shown in listings and may be looked up, stat'ed and read.
+    pub fn visible(self) -> bool {
+        self != Action::Deny
+    }
+
+    /// Whether the path may be changed (written, created, removed, renamed, ...).
+    pub fn writable(self) -> bool {
+        self == Action::Allow
+    }
+
+    pub(crate) fn past_tense(self) -> &'static str {
+        match self {
+            Action::Allow => "allowed",
+            Action::ReadOnly => "made read-only",
+            Action::Deny => "denied",
+        }
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One pattern of one rule, as written, and what it was compiled to.
+#[derive(Debug)]
+pub struct Pattern {
+    /// 1-based rule number, top to bottom.
+    pub rule: usize,
+    pub action: Action,
+    /// The pattern exactly as written in the file.
+    pub text: String,
+    pub at: Location,
+    /// Trailing `/`: matches directories only.
+    pub dir_only: bool,
+    /// Leading or inner `/`: matched against the whole path, else against the name.
+    pub anchored: bool,
+    /// The glob handed to `globset` (anchors and trailing `/` removed).
+    glob: String,
+}
+
+impl fmt::Display for Pattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "rule {} {:?} ({})", self.rule, self.text, self.at)
+    }
+}
+
+/// Why a path got its action.
+#[derive(Clone, Debug)]
+pub enum Reason {
+    /// The workspace root: always visible and listable.
+    Root,
+    /// No rule matches the path or any ancestor: the policy's `default`.
+    Default,
+    /// A pattern of this rule matches the path itself.
+    Rule(Arc<Pattern>),
+    /// The path is a directory on the literal prefix of this pattern (an allow-list
+    /// admits the directories that lead to what it allows).
+    Admitted(Arc<Pattern>),
+    /// An ancestor's action was at least as restrictive, or no rule matches the path
+    /// and it inherits its nearest matched ancestor's action.
+    Ancestor {
+        /// The ancestor's workspace-relative path.
+        path: Arc<[u8]>,
+        /// Why the ancestor has its action (never itself `Ancestor`).
+        cause: Arc<Reason>,
+    },
+    /// The policy file of this mount lies in the workspace: it is read-only whatever
+    /// the rules say, so the rules cannot be rewritten through the mount.
+    PolicyFile,
+}
+
+/// The effective action for one path, and why.
+#[derive(Clone, Debug)]
+pub struct Decision {
+    pub action: Action,
+    pub reason: Reason,
+    /// Some rule matched this path or an ancestor: unmatched children inherit the
+    /// action instead of taking the default.
+    ruled: bool,
+}
+
+impl Decision {
+    /// The decision for the workspace root, the parent of every top-level entry.
+    pub fn root() -> Decision {
+        Decision {
+            action: Action::Allow,
+            reason: Reason::Root,
+            ruled: false,
+        }
+    }
+
+    /// This decision made at least read-only because the path is the mount's own
+    /// policy file.
+    pub fn guard_policy_file(self) -> Decision {
+        if self.action >= Action::ReadOnly {
+            return self;
+        }
+        Decision {
+            action: Action::ReadOnly,
+            reason: Reason::PolicyFile,
+            ruled: true,
+        }
+    }
+
+    /// The reason as one line of text, e.g. ``ancestor `secrets` denied by rule 1
+    /// "secrets/" (policy.toml:4:12)``.
+    pub fn why(&self) -> String {
+        let mut s = String::new();
+        write_reason(&mut s, self.action, &self.reason);
+        s
+    }
+
+    /// The decision as a JSON object (for `explain --json` and the audit log).
+    pub fn to_json(&self, path: &[u8]) -> serde_json::Value {
+        let mut obj = serde_json::json!({
+            "path": String::from_utf8_lossy(path),
+            "action": self.action.as_str(),
+            "why": self.why(),
+        });
+        let (kind, pattern, ancestor) = match &self.reason {
+            Reason::Root => ("root", None, None),
+            Reason::Default => ("default", None, None),
+            Reason::Rule(p) => ("rule", Some(p), None),
+            Reason::Admitted(p) => ("admitted", Some(p), None),
+            Reason::PolicyFile => ("policy-file", None, None),
+            Reason::Ancestor { path, cause } => {
+                let p = match &**cause {
+                    Reason::Rule(p) | Reason::Admitted(p) => Some(p),
+                    _ => None,
+                };
+                ("ancestor", p, Some(path))
+            }
+        };
+        obj["reason"] = kind.into();
+        if let Some(p) = pattern {
+            obj["rule"] = p.rule.into();
+            obj["pattern"] = p.text.clone().into();
+            obj["location"] = p.at.to_string().into();
+        }
+        if let Some(a) = ancestor {
+            obj["ancestor"] = String::from_utf8_lossy(a).into();
+        }
+        obj
+    }
+}
+
+fn write_reason(s: &mut String, action: Action, reason: &Reason) {
+    use std::fmt::Write;
+    match reason {
+        Reason::Root => s.push_str("the workspace root is always visible"),
+        Reason::Default => {
+            let _ = write!(s, "no rule matches: the policy default is \"{action}\"");
+        }
+        Reason::Rule(p) => {
+            let _ = write!(s, "{p}");
+        }
+        Reason::Admitted(p) => {
+            let _ = write!(s, "admitted as a directory leading to {p}");
+        }
+        Reason::PolicyFile => {
+            s.push_str("the mount's own policy file is read-only through the mount")
+        }
+        Reason::Ancestor { path, cause } => {
+            let _ = write!(
+                s,
+                "ancestor `{}` {} by ",
+                String::from_utf8_lossy(path),
+                action.past_tense()
+            );
+            match &**cause {
+                Reason::Default => s.push_str("the policy default"),
+                Reason::Admitted(p) => {
+                    let _ = write!(s, "admission as a directory leading to {p}");
+                }
+                other => write_reason(s, action, other),
+            }
+        }
+    }
+}
+
+/// A compiled policy: decides paths with a constant number of glob-set matches.
+#[derive(Debug)]
+pub struct Policy {
+    name: Arc<str>,
+    default: Action,
+    patterns: Vec<Arc<Pattern>>,
+    /// Unanchored patterns, matched against a path's last name.
+    names: GlobSet,
+    name_ids: Vec<usize>,
+    /// Anchored patterns, matched against the whole path.
+    paths: GlobSet,
+    path_ids: Vec<usize>,
+    /// Directories admitted by the literal prefix of an allow or read-only pattern
+    /// (only filled when `default` is not `allow`), with the most permissive pattern
+    /// that admits each.
+    admitted: HashMap<Vec<u8>, Arc<Pattern>>,
+    rule_count: usize,
+}
+
+thread_local! {
+    static MATCHES: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+}
+
+impl Policy {
+    /// Parses and compiles policy text; `name` is what locations print as the file.
+    pub fn parse(name: &str, text: &str) -> Result<Policy, LoadError> {
+        let (raw, mut errors) = file::parse(name, text)?;
+        match Policy::compile(raw) {
+            Ok(p) if errors.is_empty() => Ok(p),
+            Ok(_) => Err(LoadError { errors }),
+            Err(e) => {
+                errors.extend(e.errors);
+                errors.sort_by_key(|e| (e.at.line, e.at.col));
+                Err(LoadError { errors })
+            }
+        }
+    }
+
+    /// The built-in default policy.
+    pub fn builtin() -> Policy {
+        Policy::parse("<built-in>", DEFAULT_POLICY).expect("the built-in policy compiles")
+    }
+
+    /// Compiles parsed rules into glob sets.
+    pub fn compile(raw: RawPolicy) -> Result<Policy, LoadError> {
+        let mut errors = Vec::new();
+        let mut patterns = Vec::new();
+        let mut names = GlobSetBuilder::new();
+        let mut name_ids = Vec::new();
+        let mut paths = GlobSetBuilder::new();
+        let mut path_ids = Vec::new();
+        for (i, rule) in raw.rules.iter().enumerate() {
+            for (text, at) in &rule.patterns {
+                let (body, dir_only) = match text.strip_suffix('/') {
+                    Some(b) => (b, true),
+                    None => (text.as_str(), false),
+                };
+                let (body, anchored) = match body.strip_prefix('/') {
+                    Some(b) => (b, true),
+                    None => (body, body.contains('/')),
+                };
+                let glob = match GlobBuilder::new(body)
+                    .literal_separator(true)
+                    .backslash_escape(true)
+                    .build()
+                {
+                    Ok(g) => g,
+                    Err(e) => {
+                        errors.push(PolicyError {
+                            at: at.clone(),
+                            message: format!(
+                                "rule {}: pattern {text:?}: invalid glob: {}",
+                                i + 1,
+                                e.kind()
+                            ),
+                        });
+                        continue;
+                    }
+                };
+                let id = patterns.len();
+                if anchored {
+                    paths.add(glob);
+                    path_ids.push(id);
+                } else {
+                    names.add(glob);
+                    name_ids.push(id);
+                }
+                patterns.push(Arc::new(Pattern {
+                    rule: i + 1,
+                    action: rule.action,
+                    text: text.clone(),
+                    at: at.clone(),
+                    dir_only,
+                    anchored,
+                    glob: body.to_string(),
+                }));
+            }
+        }
+        if !errors.is_empty() {
+            return Err(LoadError { errors });
+        }
+        let build = |b: GlobSetBuilder| {
+            b.build().map_err(|e| LoadError {
+                errors: vec![PolicyError {
+                    at: Location {
+                        file: raw.name.clone(),
+                        line: 1,
+                        col: 1,
+                    },
+                    message: format!("the patterns do not compile together: {e}"),
+                }],
+            })
+        };
+        let names = build(names)?;
+        let paths = build(paths)?;
+
+        let mut admitted: HashMap<Vec<u8>, Arc<Pattern>> = HashMap::new();
+        if raw.default != Action::Allow {
+            for p in &patterns {
+                if p.action == Action::Deny || !p.anchored {
+                    continue;
+                }
+                for dir in literal_dir_prefixes(&p.glob) {
+                    let slot = admitted.entry(dir.as_bytes().to_vec());
+                    slot.and_modify(|q| {
+                        if p.action < q.action {
+                            *q = p.clone();
+                        }
+                    })
+                    .or_insert_with(|| p.clone());
+                }
+            }
+        }
+
+        Ok(Policy {
+            name: raw.name,
+            default: raw.default,
+            patterns,
+            names,
+            name_ids,
+            paths,
+            path_ids,
+            admitted,
+            rule_count: raw.rules.len(),
+        })
+    }
+
+    /// The name the policy was loaded under (a path, or `<built-in>`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The action for paths that no rule decides.
+    pub fn default_action(&self) -> Action {
+        self.default
+    }
+
+    /// Every pattern, in rule order.
+    pub fn patterns(&self) -> &[Arc<Pattern>] {
+        &self.patterns
+    }
+
+    /// The number of `[[rules]]` tables.
+    pub fn rule_count(&self) -> usize {
+        self.rule_count
+    }
+
+    /// Lint warnings: rules that can never take effect. Empty for a clean policy.
+    pub fn lint(&self) -> Vec<Warning> {
+        lint::lint(self)
+    }
+
+    /// Decides a workspace-relative path from scratch, walking it outermost first.
+    /// `is_dir` says whether the last segment is a directory (all others are).
+    pub fn decide(&self, path: &[u8], is_dir: bool) -> Decision {
+        let mut d = Decision::root();
+        let mut end = 0;
+        loop {
+            let next = path[end..].iter().position(|&b| b == b'/').map(|i| end + i);
+            let last = next.is_none();
+            let upto = next.unwrap_or(path.len());
+            d = self.decide_child(&d, &path[..upto], || !last || is_dir);
+            if last {
+                return d;
+            }
+            end = upto + 1;
+        }
+    }
+
+    /// Decides `path` (whose last segment is the name being asked about) from its
+    /// parent's decision. `is_dir` is called only when the answer depends on whether
+    /// the entry is a directory (a directory-only pattern matched, or an allow-list
+    /// admits a directory at this path), so a caller can avoid a `stat`.
+    pub fn decide_child(
+        &self,
+        parent: &Decision,
+        path: &[u8],
+        is_dir: impl FnOnce() -> bool,
+    ) -> Decision {
+        debug_assert!(!path.is_empty() && !path.starts_with(b"/") && !path.ends_with(b"/"));
+        let name_start = path.iter().rposition(|&b| b == b'/').map_or(0, |i| i + 1);
+        if parent.action == Action::Deny {
+            return inherit(parent, &path[..name_start.saturating_sub(1)]);
+        }
+        let (any, dir) = self.matches(path, &path[name_start..]);
+        let mut is_dir = Some(is_dir);
+        let mut dir_known: Option<bool> = None;
+        let mut ask_dir = || *dir_known.get_or_insert_with(|| (is_dir.take().unwrap())());
+
+        let own = match (any, dir) {
+            (a, Some(d)) if a.is_none_or(|a| d > a) => {
+                if ask_dir() {
+                    Some(d)
+                } else {
+                    a
+                }
+            }
+            (a, _) => a,
+        };
+        let parent_path = &path[..name_start.saturating_sub(1)];
+        match own {
+            Some(id) => {
+                let p = &self.patterns[id];
+                if parent.action >= p.action && parent.action != Action::Allow {
+                    inherit(parent, parent_path)
+                } else {
+                    Decision {
+                        action: p.action,
+                        reason: Reason::Rule(p.clone()),
+                        ruled: true,
+                    }
+                }
+            }
+            None if parent.ruled => inherit(parent, parent_path),
+            None => {
+                let action = parent.action.max(self.default);
+                if action != Action::Allow
+                    && let Some(p) = self.admitted.get(path)
+                    && ask_dir()
+                {
+                    return Decision {
+                        action: parent.action.max(p.action),
+                        reason: Reason::Admitted(p.clone()),
+                        ruled: false,
+                    };
+                }
+                if parent.action > self.default {
+                    let mut d = inherit(parent, parent_path);
+                    d.ruled = false;
+                    d
+                } else {
+                    Decision {
+                        action,
+                        reason: Reason::Default,
+                        ruled: false,
+                    }
+                }
+            }
+        }
+    }
+
+    /// The last-rule pattern matching the path regardless of type, and the last-rule
+    /// directory-only pattern matching it (both as indexes into `patterns`, whose
+    /// order is rule order, so the largest index is the last rule).
+    fn matches(&self, path: &[u8], name: &[u8]) -> (Option<usize>, Option<usize>) {
+        MATCHES.with(|buf| {
+            let mut buf = buf.borrow_mut();
+            let mut any = None;
+            let mut dir = None;
+            let mut take = |ids: &[usize], hits: &[usize]| {
+                for &h in hits {
+                    let id = ids[h];
+                    let slot = if self.patterns[id].dir_only {
+                        &mut dir
+                    } else {
+                        &mut any
+                    };
+                    *slot = (*slot).max(Some(id));
+                }
+            };
+            if !self.names.is_empty() {
+                self.names
+                    .matches_candidate_into(&Candidate::new(OsStr::from_bytes(name)), &mut buf);
+                take(&self.name_ids, &buf);
+            }
+            if !self.paths.is_empty() {
+                self.paths
+                    .matches_candidate_into(&Candidate::new(OsStr::from_bytes(path)), &mut buf);
+                take(&self.path_ids, &buf);
+            }
+            (any, dir)
+        })
+    }
+}
+
+/// The decision of a child that inherits its parent's action.
+fn inherit(parent: &Decision, parent_path: &[u8]) -> Decision {
+    let reason = match &parent.reason {
+        Reason::Ancestor { .. } => parent.reason.clone(),
+        other => Reason::Ancestor {
+            path: Arc::from(parent_path),
+            cause: Arc::new(other.clone()),
+        },
+    };
+    Decision {
+        action: parent.action,
+        reason,
+        ruled: parent.ruled,
+    }
+}
+
+/// The directories an anchored glob must pass through: its leading segments up to
+/// (not including) the first one with a glob metacharacter, and never the last.
+fn literal_dir_prefixes(glob: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let segs: Vec<&str> = glob.split('/').collect();
+    let mut end = 0;
+    for seg in &segs[..segs.len() - 1] {
+        if seg.contains(['*', '?', '[', ']', '{', '}', '\\']) {
+            break;
+        }
+        end += seg.len() + usize::from(end > 0);
+        out.push(&glob[..end]);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn literal_prefixes() {
+        assert_eq!(literal_dir_prefixes("src/lib/**"), vec!["src", "src/lib"]);
+        assert_eq!(literal_dir_prefixes("src/*/x"), vec!["src"]);
+        assert_eq!(literal_dir_prefixes("**/x"), Vec::<&str>::new());
+        assert_eq!(literal_dir_prefixes("Cargo.toml"), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn builtin_compiles_without_warnings() {
+        let p = Policy::builtin();
+        assert!(p.lint().is_empty(), "{:?}", p.lint());
+    }
+}
