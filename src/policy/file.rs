@@ -95,15 +95,22 @@ struct RuleShape {
 struct LineIndex<'a> {
     text: &'a str,
     name: Arc<str>,
+    /// Byte offset of the start of each line.
+    starts: Vec<usize>,
 }
 
-impl LineIndex<'_> {
+impl<'a> LineIndex<'a> {
+    fn new(name: Arc<str>, text: &'a str) -> Self {
+        let starts = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        LineIndex { text, name, starts }
+    }
+
     fn at(&self, offset: usize) -> Location {
         let offset = offset.min(self.text.len());
-        let before = &self.text[..offset];
-        let line = before.matches('\n').count() + 1;
-        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-        let col = before[line_start..].chars().count() + 1;
+        let line = self.starts.partition_point(|&s| s <= offset);
+        let col = self.text[self.starts[line - 1]..offset].chars().count() + 1;
         Location {
             file: self.name.clone(),
             line: line as u32,
@@ -130,10 +137,7 @@ fn parse_action(s: &str) -> Option<Action> {
 /// malformed patterns), so that one run reports every problem.
 pub fn parse(name: &str, text: &str) -> Result<(RawPolicy, Vec<PolicyError>), LoadError> {
     let name: Arc<str> = Arc::from(name);
-    let index = LineIndex {
-        text,
-        name: name.clone(),
-    };
+    let index = LineIndex::new(name.clone(), text);
     let shape: FileShape = toml::from_str(text).map_err(|e| LoadError {
         errors: vec![PolicyError {
             at: index.at(e.span().map_or(0, |s| s.start)),

@@ -9,11 +9,7 @@
 //! Warnings never make a policy unusable; `veilfs check` prints them and exits 0.
 
 use std::collections::HashMap;
-use std::ffi::OsStr;
 use std::fmt;
-use std::os::unix::ffi::OsStrExt;
-
-use globset::Candidate;
 
 use super::{Action, Location, Pattern, Policy, Reason, literal_dir_prefixes};
 
@@ -122,29 +118,12 @@ fn overridden_by(policy: &Policy, i: usize, last: &HashMap<(&str, bool), usize>)
     if has_meta(&p.glob) {
         return None;
     }
-    // A literal pattern: ask the compiled sets which later patterns match its text.
-    let name = p.glob.rsplit('/').next().unwrap_or(&p.glob);
-    let mut hits = Vec::new();
-    policy.names.matches_candidate_into(
-        &Candidate::new(OsStr::from_bytes(name.as_bytes())),
-        &mut hits,
-    );
-    let mut best = hits
-        .iter()
-        .map(|&h| policy.name_ids[h])
-        .filter(|&j| covers(j))
-        .max();
-    if p.anchored {
-        policy.paths.matches_candidate_into(
-            &Candidate::new(OsStr::from_bytes(p.glob.as_bytes())),
-            &mut hits,
-        );
-        best = best.max(
-            hits.iter()
-                .map(|&h| policy.path_ids[h])
-                .filter(|&j| covers(j))
-                .max(),
-        );
-    }
-    best
+    // A literal pattern: ask the compiled index which later patterns match its text.
+    // An unanchored literal names any entry with that name, so only unanchored
+    // patterns (matched by name) can cover it.
+    policy
+        .matching_patterns(p.glob.as_bytes())
+        .into_iter()
+        .filter(|&j| covers(j) && (p.anchored || !pats[j].anchored))
+        .max()
 }

@@ -65,16 +65,14 @@
 //! anchored set (the path), whatever the number of rules or the depth.
 
 mod file;
+mod index;
 mod lint;
 
-use std::cell::RefCell;
 use std::collections::HashMap;
-use std::ffi::OsStr;
 use std::fmt;
-use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
 
-use globset::{Candidate, GlobBuilder, GlobSet, GlobSetBuilder};
+use index::{GlobIndex, GlobIndexBuilder, build_glob};
 
 pub use file::{LoadError, Location, PolicyError, RawPolicy, RawRule};
 pub use lint::Warning;
@@ -288,21 +286,16 @@ pub struct Policy {
     name: Arc<str>,
     default: Action,
     patterns: Vec<Arc<Pattern>>,
-    /// Unanchored patterns, matched against a path's last name.
-    names: GlobSet,
-    name_ids: Vec<usize>,
-    /// Anchored patterns, matched against the whole path.
-    paths: GlobSet,
-    path_ids: Vec<usize>,
+    /// Patterns matched against a path's last name: the unanchored ones, and
+    /// anchored ones of the form `**/NAME`. Ids are indexes into `patterns`.
+    names: GlobIndex,
+    /// The other anchored patterns, matched against the whole path.
+    paths: GlobIndex,
     /// Directories admitted by the literal prefix of an allow or read-only pattern
     /// (only filled when `default` is not `allow`), with the most permissive pattern
     /// that admits each.
     admitted: HashMap<Vec<u8>, Arc<Pattern>>,
     rule_count: usize,
-}
-
-thread_local! {
-    static MATCHES: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
 }
 
 impl Policy {
@@ -329,10 +322,8 @@ impl Policy {
     pub fn compile(raw: RawPolicy) -> Result<Policy, LoadError> {
         let mut errors = Vec::new();
         let mut patterns = Vec::new();
-        let mut names = GlobSetBuilder::new();
-        let mut name_ids = Vec::new();
-        let mut paths = GlobSetBuilder::new();
-        let mut path_ids = Vec::new();
+        let mut names = GlobIndexBuilder::default();
+        let mut paths = GlobIndexBuilder::default();
         for (i, rule) in raw.rules.iter().enumerate() {
             for (text, at) in &rule.patterns {
                 let (body, dir_only) = match text.strip_suffix('/') {
@@ -343,31 +334,22 @@ impl Policy {
                     Some(b) => (b, true),
                     None => (body, body.contains('/')),
                 };
-                let glob = match GlobBuilder::new(body)
-                    .literal_separator(true)
-                    .backslash_escape(true)
-                    .build()
-                {
-                    Ok(g) => g,
-                    Err(e) => {
-                        errors.push(PolicyError {
-                            at: at.clone(),
-                            message: format!(
-                                "rule {}: pattern {text:?}: invalid glob: {}",
-                                i + 1,
-                                e.kind()
-                            ),
-                        });
-                        continue;
-                    }
-                };
                 let id = patterns.len();
-                if anchored {
-                    paths.add(glob);
-                    path_ids.push(id);
-                } else {
-                    names.add(glob);
-                    name_ids.push(id);
+                let added = build_glob(body).and_then(|_| match body.strip_prefix("**/") {
+                    Some(name) if !name.contains('/') => names.add(name, id),
+                    _ if anchored => paths.add(body, id),
+                    _ => names.add(body, id),
+                });
+                if let Err(e) = added {
+                    errors.push(PolicyError {
+                        at: at.clone(),
+                        message: format!(
+                            "rule {}: pattern {text:?}: invalid glob: {}",
+                            i + 1,
+                            e.kind()
+                        ),
+                    });
+                    continue;
                 }
                 patterns.push(Arc::new(Pattern {
                     rule: i + 1,
@@ -383,20 +365,8 @@ impl Policy {
         if !errors.is_empty() {
             return Err(LoadError { errors });
         }
-        let build = |b: GlobSetBuilder| {
-            b.build().map_err(|e| LoadError {
-                errors: vec![PolicyError {
-                    at: Location {
-                        file: raw.name.clone(),
-                        line: 1,
-                        col: 1,
-                    },
-                    message: format!("the patterns do not compile together: {e}"),
-                }],
-            })
-        };
-        let names = build(names)?;
-        let paths = build(paths)?;
+        let names = names.build();
+        let paths = paths.build();
 
         let mut admitted: HashMap<Vec<u8>, Arc<Pattern>> = HashMap::new();
         if raw.default != Action::Allow {
@@ -421,9 +391,7 @@ impl Policy {
             default: raw.default,
             patterns,
             names,
-            name_ids,
             paths,
-            path_ids,
             admitted,
             rule_count: raw.rules.len(),
         })
@@ -506,7 +474,12 @@ impl Policy {
             Some(id) => {
                 let p = &self.patterns[id];
                 if parent.action >= p.action && parent.action != Action::Allow {
-                    inherit(parent, parent_path)
+                    // The ancestor is at least as restrictive and named first; the
+                    // match still puts this subtree under the rules.
+                    Decision {
+                        ruled: true,
+                        ..inherit(parent, parent_path)
+                    }
                 } else {
                     Decision {
                         action: p.action,
@@ -547,33 +520,36 @@ impl Policy {
     /// directory-only pattern matching it (both as indexes into `patterns`, whose
     /// order is rule order, so the largest index is the last rule).
     fn matches(&self, path: &[u8], name: &[u8]) -> (Option<usize>, Option<usize>) {
-        MATCHES.with(|buf| {
-            let mut buf = buf.borrow_mut();
-            let mut any = None;
-            let mut dir = None;
-            let mut take = |ids: &[usize], hits: &[usize]| {
-                for &h in hits {
-                    let id = ids[h];
-                    let slot = if self.patterns[id].dir_only {
-                        &mut dir
-                    } else {
-                        &mut any
-                    };
-                    *slot = (*slot).max(Some(id));
-                }
+        let mut any = None;
+        let mut dir = None;
+        let mut take = |id: usize| {
+            let slot = if self.patterns[id].dir_only {
+                &mut dir
+            } else {
+                &mut any
             };
-            if !self.names.is_empty() {
-                self.names
-                    .matches_candidate_into(&Candidate::new(OsStr::from_bytes(name)), &mut buf);
-                take(&self.name_ids, &buf);
-            }
-            if !self.paths.is_empty() {
-                self.paths
-                    .matches_candidate_into(&Candidate::new(OsStr::from_bytes(path)), &mut buf);
-                take(&self.path_ids, &buf);
-            }
-            (any, dir)
-        })
+            *slot = (*slot).max(Some(id));
+        };
+        if !self.names.is_empty() {
+            self.names.for_each_match(name, &mut take);
+        }
+        if !self.paths.is_empty() {
+            self.paths.for_each_match(path, &mut take);
+        }
+        (any, dir)
+    }
+
+    /// Every pattern matching the path (or, for unanchored ones, its name), in rule
+    /// order, whatever the entry's type.
+    fn matching_patterns(&self, path: &[u8]) -> Vec<usize> {
+        let name_start = path.iter().rposition(|&b| b == b'/').map_or(0, |i| i + 1);
+        let mut out = Vec::new();
+        self.names
+            .for_each_match(&path[name_start..], |id| out.push(id));
+        self.paths.for_each_match(path, |id| out.push(id));
+        out.sort_unstable();
+        out.dedup();
+        out
     }
 }
 

@@ -1,0 +1,183 @@
+//! Every shipped example policy loads without warnings and decides a small tree the
+//! way its comments promise; the built-in default is the shipped `default.toml`.
+
+use std::path::Path;
+use std::process::Command;
+
+use veilfs::{Action, Policy};
+
+fn load(name: &str) -> Policy {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("policy-examples")
+        .join(name);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let p = Policy::parse(name, &text).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        p.lint().is_empty(),
+        "{name} has lint warnings: {:?}",
+        p.lint()
+    );
+    p
+}
+
+/// (path, is a directory, expected action)
+type Tree<'a> = &'a [(&'a str, bool, Action)];
+
+fn expect(policy: &Policy, tree: Tree) {
+    let mut wrong = Vec::new();
+    for &(path, dir, want) in tree {
+        let d = policy.decide(path.as_bytes(), dir);
+        if d.action != want {
+            wrong.push(format!(
+                "{path}: want {want}, got {} ({})",
+                d.action,
+                d.why()
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}:\n{}", policy.name(), wrong.join("\n"));
+}
+
+use Action::{Allow, Deny, ReadOnly};
+
+#[test]
+fn every_example_is_covered() {
+    let mut names: Vec<String> =
+        std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("policy-examples"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "allow-list.toml",
+            "default.toml",
+            "git-read-only.toml",
+            "monorepo.toml"
+        ],
+        "a new example needs a test in tests/examples.rs"
+    );
+}
+
+#[test]
+fn default_policy() {
+    let p = load("default.toml");
+    expect(
+        &p,
+        &[
+            ("src/main.rs", false, Allow),
+            (".env", false, Deny),
+            ("app/.env.production", false, Deny),
+            (".env.example", false, Allow),
+            ("web/.env.sample", false, Allow),
+            (".env.template", false, Allow),
+            ("certs/server.pem", false, Deny),
+            ("tls/server.key", false, Deny),
+            ("client.p12", false, Deny),
+            ("client.pfx", false, Deny),
+            ("id_rsa", false, Deny),
+            ("keys/id_ed25519", false, Deny),
+            ("id_ecdsa", false, Deny),
+            ("id_rsa.pub", false, Allow),
+            ("keys/id_ed25519.pub", false, Allow),
+            (".ssh", true, Deny),
+            (".ssh/config", false, Deny),
+            (".ssh/id_rsa.pub", false, Deny),
+            (".aws/credentials", false, Deny),
+            (".gnupg/pubring.kbx", false, Deny),
+            (".netrc", false, Deny),
+            (".npmrc", false, Deny),
+            (".pypirc", false, Deny),
+            ("secrets/db.txt", false, Deny),
+            ("secrets", false, Allow),
+            ("secrets-backup/db.txt", false, Allow),
+            (".git/config", false, Allow),
+            ("README.md", false, Allow),
+        ],
+    );
+}
+
+#[test]
+fn allow_list_policy() {
+    let p = load("allow-list.toml");
+    expect(
+        &p,
+        &[
+            ("src", true, Allow),
+            ("src/main.rs", false, Allow),
+            ("src/a/b/c.rs", false, Allow),
+            ("src/.env", false, Deny),
+            ("src/keys/dev.pem", false, Deny),
+            ("tests/it.rs", false, Allow),
+            ("Cargo.toml", false, Allow),
+            ("Cargo.lock", false, Allow),
+            ("README.md", false, Allow),
+            ("target", true, Deny),
+            ("target/debug/veilfs", false, Deny),
+            (".git", true, Deny),
+            (".env", false, Deny),
+            ("docs/index.md", false, Deny),
+            ("sub/Cargo.toml", false, Deny),
+        ],
+    );
+}
+
+#[test]
+fn git_read_only_policy() {
+    let p = load("git-read-only.toml");
+    expect(
+        &p,
+        &[
+            (".git", true, ReadOnly),
+            (".git/config", false, ReadOnly),
+            (".git/hooks/pre-commit", false, ReadOnly),
+            (".gitmodules", false, ReadOnly),
+            (".gitignore", false, Allow),
+            ("src/lib.rs", false, Allow),
+            (".env", false, Deny),
+            (".env.example", false, Allow),
+            ("secrets/x", false, Deny),
+        ],
+    );
+}
+
+#[test]
+fn monorepo_policy() {
+    let p = load("monorepo.toml");
+    expect(
+        &p,
+        &[
+            ("services/web/src/app.ts", false, Allow),
+            ("services/web/migrations/001.sql", false, ReadOnly),
+            ("services/payments", true, Deny),
+            ("services/payments/README.md", false, Deny),
+            ("services/payments-ui/app.ts", false, Allow),
+            ("vendor/lib/x.go", false, ReadOnly),
+            ("third_party/zlib/zlib.h", false, ReadOnly),
+            ("api/generated/client.ts", false, ReadOnly),
+            ("infra/prod/eu/vars.tfvars", false, Deny),
+            ("infra/prod/main.tf", false, Allow),
+            ("infra/state/prod.tfstate", false, Deny),
+            ("services/web/.env", false, Deny),
+            ("services/web/.env.example", false, Allow),
+            ("vendor/x/.env", false, Deny),
+        ],
+    );
+}
+
+#[test]
+fn print_default_is_the_shipped_default_toml() {
+    let out = Command::new(env!("CARGO_BIN_EXE_veilfs"))
+        .args(["check", "--print-default"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let shipped =
+        std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("policy-examples/default.toml"))
+            .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&shipped)
+    );
+}

@@ -1,0 +1,183 @@
+//! Every bad input is refused with `file:line:col` and what was expected.
+
+use veilfs::Policy;
+
+fn errors(text: &str) -> String {
+    match Policy::parse("bad.toml", text) {
+        Ok(_) => panic!("policy was accepted:\n{text}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn rule(paths: &str) -> String {
+    format!("[[rules]]\naction = \"deny\"\npaths = [{paths}]\n")
+}
+
+#[test]
+fn toml_syntax_error() {
+    let e = errors("default = \"allow\n");
+    assert!(e.starts_with("bad.toml:1:"), "{e}");
+    assert!(e.contains("error:"), "{e}");
+}
+
+#[test]
+fn unknown_top_level_key() {
+    assert_eq!(
+        errors("default = \"allow\"\nmode = \"x\"\n"),
+        "bad.toml:2:1: error: unknown key `mode`, expected `default` or `rules`"
+    );
+}
+
+#[test]
+fn unknown_rule_key() {
+    assert_eq!(
+        errors("[[rules]]\naction = \"deny\"\npaths = [\"a\"]\ncomment = \"x\"\n"),
+        "bad.toml:4:1: error: unknown key `comment`, expected `action` or `paths`"
+    );
+}
+
+#[test]
+fn missing_paths() {
+    let e = errors("[[rules]]\naction = \"deny\"\n");
+    assert!(
+        e.starts_with("bad.toml:1:1: error: missing key `paths`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn missing_action() {
+    let e = errors("[[rules]]\npaths = [\"a\"]\n");
+    assert!(
+        e.starts_with("bad.toml:1:1: error: missing key `action`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn unknown_action() {
+    assert_eq!(
+        errors("[[rules]]\naction = \"hide\"\npaths = [\"a\"]\n"),
+        r#"bad.toml:2:10: error: rule 1: unknown action "hide": expected "allow", "read-only" or "deny""#
+    );
+}
+
+#[test]
+fn unknown_default() {
+    assert_eq!(
+        errors("default = \"readonly\"\n"),
+        r#"bad.toml:1:11: error: unknown default action "readonly": expected "allow", "read-only" or "deny""#
+    );
+}
+
+#[test]
+fn paths_of_wrong_type() {
+    let e = errors("[[rules]]\naction = \"deny\"\npaths = \".env\"\n");
+    assert!(e.starts_with("bad.toml:3:9: error: invalid type"), "{e}");
+}
+
+#[test]
+fn empty_paths() {
+    assert_eq!(
+        errors(&rule("")),
+        "bad.toml:3:9: error: rule 1: `paths` is empty: expected at least one pattern"
+    );
+}
+
+#[test]
+fn empty_pattern() {
+    assert_eq!(
+        errors(&rule("\"\"")),
+        r#"bad.toml:3:10: error: rule 1: pattern "": empty pattern: expected a glob such as ".env" or "secrets/""#
+    );
+}
+
+#[test]
+fn slash_only_pattern() {
+    assert_eq!(
+        errors(&rule("\"/\"")),
+        r#"bad.toml:3:10: error: rule 1: pattern "/": names no path: expected a glob after the slashes"#
+    );
+}
+
+#[test]
+fn double_slash_pattern() {
+    assert_eq!(
+        errors(&rule("\"a//b\"")),
+        r#"bad.toml:3:10: error: rule 1: pattern "a//b": empty path segment (`//`): expected one `/` between names"#
+    );
+}
+
+#[test]
+fn dot_segment_pattern() {
+    assert_eq!(
+        errors(&rule("\"a/../b\"")),
+        r#"bad.toml:3:10: error: rule 1: pattern "a/../b": `..` segment: paths are matched after normalisation, so it can never match"#
+    );
+}
+
+#[test]
+fn unclosed_class() {
+    assert_eq!(
+        errors(&rule("\"tmp[0-9\"")),
+        r#"bad.toml:3:10: error: rule 1: pattern "tmp[0-9": invalid glob: unclosed character class; missing ']'"#
+    );
+}
+
+#[test]
+fn invalid_range() {
+    let e = errors(&rule("\"[z-a]\""));
+    assert!(
+        e.starts_with(
+            "bad.toml:3:10: error: rule 1: pattern \"[z-a]\": invalid glob: invalid range"
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn unopened_alternates() {
+    let e = errors(&rule("\"a}\""));
+    assert!(
+        e.starts_with(
+            "bad.toml:3:10: error: rule 1: pattern \"a}\": invalid glob: unopened alternate"
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn dangling_escape() {
+    let e = errors(&rule("'a\\'"));
+    assert!(
+        e.starts_with("bad.toml:3:10: error: rule 1: pattern \"a\\\\\": invalid glob: dangling"),
+        "{e}"
+    );
+}
+
+#[test]
+fn unclosed_alternates() {
+    let e = errors(&rule("\"*.{a,b\""));
+    assert!(
+        e.starts_with("bad.toml:3:10: error: rule 1: pattern \"*.{a,b\": invalid glob:"),
+        "{e}"
+    );
+}
+
+#[test]
+fn every_error_is_reported_at_once() {
+    let text = "[[rules]]\naction = \"deny\"\npaths = [\"ok\", \"a[\", \"\"]\n\n[[rules]]\naction = \"hid\"\npaths = [\"b\"]\n";
+    let e = errors(text);
+    let lines: Vec<&str> = e.lines().collect();
+    assert_eq!(lines.len(), 3, "{e}");
+    assert!(lines[0].starts_with("bad.toml:3:16:"), "{e}");
+    assert!(lines[1].starts_with("bad.toml:3:22:"), "{e}");
+    assert!(lines[2].starts_with("bad.toml:6:10:"), "{e}");
+}
+
+#[test]
+fn column_counts_characters_not_bytes() {
+    // "é" is two bytes; the column of the bad pattern is still counted in characters.
+    let e = errors("[[rules]]\naction = \"deny\"\npaths = [\"é\", \"a[\"]\n");
+    assert!(e.starts_with("bad.toml:3:15:"), "{e}");
+}
