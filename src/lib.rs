@@ -19,6 +19,10 @@
 pub mod app;
 pub mod cli;
 pub mod config;
+pub mod fs;
+pub mod mount;
 pub mod policy;
+pub mod sys;
 
+pub use mount::{Mount, MountOptions};
 pub use policy::{Action, Decision, Policy, Reason};

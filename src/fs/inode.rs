@@ -1,0 +1,129 @@
+//! The node table: one entry per inode the kernel knows about.
+//!
+//! Invariants:
+//! * A node's `fd` is an `O_PATH | O_NOFOLLOW` descriptor on the backing inode, opened
+//!   relative to its parent's `fd` with one name. Holding it keeps the inode number
+//!   from being reused while the kernel may still name it.
+//! * The FUSE node id is the backing `st_ino`, except that the source root is node 1
+//!   (`FUSE_ROOT_ID`) and a backing inode numbered 1 takes the root's number instead
+//!   (a bijection, so ids never collide within one backing filesystem).
+//! * `lookups` counts the entries replied to the kernel for this node; `forget`
+//!   subtracts. A node at zero is dropped (the root never is), so memory is bounded by
+//!   what the kernel caches, not by what was ever walked.
+//! * A node's policy path and decision are derived from its parent's and its name.
+//!   They are cached with the filesystem's `epoch`; a directory rename or a policy
+//!   reload bumps the epoch, and a stale cache is recomputed from the parent chain
+//!   before it is used. Only one node's `state` lock is held at a time.
+
+use std::collections::HashMap;
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use crate::policy::Decision;
+
+pub const ROOT: u64 = 1;
+
+/// What the policy knows about a node's place in the workspace.
+#[derive(Clone, Debug)]
+pub struct Place {
+    pub parent: u64,
+    pub name: Vec<u8>,
+    /// Workspace-relative path (empty for the root).
+    pub path: Arc<[u8]>,
+    pub decision: Decision,
+    pub epoch: u64,
+}
+
+#[derive(Debug)]
+pub struct Node {
+    pub ino: u64,
+    pub fd: OwnedFd,
+    /// `st_mode & S_IFMT` of the backing entry (a type never changes).
+    pub fmt: u32,
+    pub place: Mutex<Place>,
+    pub lookups: AtomicU64,
+}
+
+impl Node {
+    pub fn is_dir(&self) -> bool {
+        self.fmt == libc::S_IFDIR
+    }
+
+    pub fn place(&self) -> Place {
+        self.place.lock().unwrap().clone()
+    }
+}
+
+#[derive(Debug)]
+pub struct Inodes {
+    map: RwLock<HashMap<u64, Arc<Node>>>,
+    root_backing: u64,
+}
+
+impl Inodes {
+    pub fn new(root: Node, root_backing: u64) -> Inodes {
+        let mut map = HashMap::new();
+        map.insert(ROOT, Arc::new(root));
+        Inodes {
+            map: RwLock::new(map),
+            root_backing,
+        }
+    }
+
+    /// The node id for a backing inode number.
+    pub fn id_of(&self, backing: u64) -> u64 {
+        if backing == self.root_backing {
+            ROOT
+        } else if backing == ROOT {
+            self.root_backing
+        } else {
+            backing
+        }
+    }
+
+    pub fn get(&self, ino: u64) -> Option<Arc<Node>> {
+        self.map.read().unwrap().get(&ino).cloned()
+    }
+
+    /// Returns the node for `ino`, creating it with `make` if the kernel does not know
+    /// it yet, and counts one lookup. `update` runs on an existing node's place.
+    pub fn lookup_or_insert(
+        &self,
+        ino: u64,
+        make: impl FnOnce() -> Node,
+        update: impl FnOnce(&mut Place),
+    ) -> Arc<Node> {
+        if let Some(n) = self.get(ino) {
+            n.lookups.fetch_add(1, Ordering::Relaxed);
+            update(&mut n.place.lock().unwrap());
+            return n;
+        }
+        let mut map = self.map.write().unwrap();
+        let n = map.entry(ino).or_insert_with(|| Arc::new(make()));
+        n.lookups.fetch_add(1, Ordering::Relaxed);
+        n.clone()
+    }
+
+    /// The kernel forgot `n` lookups of `ino`.
+    pub fn forget(&self, ino: u64, n: u64) {
+        if ino == ROOT {
+            return;
+        }
+        let mut map = self.map.write().unwrap();
+        if let Some(node) = map.get(&ino) {
+            let prev = node.lookups.fetch_sub(n.min(node.lookups.load(Ordering::Relaxed)), Ordering::Relaxed);
+            if prev <= n {
+                map.remove(&ino);
+            }
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.read().unwrap().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}

@@ -1,0 +1,120 @@
+//! The filesystem: a read-write mirror of a source directory that enforces a policy.
+//!
+//! One request goes kernel → [`fuse`] (decode, reply) → [`ops`] (policy, then one
+//! syscall relative to a parent's descriptor) → [`crate::sys`]. [`ops`] is the only
+//! place the policy is enforced.
+
+pub mod fuse;
+pub mod inode;
+pub mod ops;
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, RwLock};
+
+use crate::policy::{Decision, Policy};
+use crate::sys;
+use inode::{Inodes, Node, Place};
+
+/// An open file: the descriptor reopened from the node with the access asked for.
+#[derive(Debug)]
+pub struct FileHandle {
+    pub file: File,
+}
+
+/// An open directory: a snapshot of its admitted entries, taken at `opendir`, so that
+/// offsets stay stable for a reader that pauses mid-listing.
+#[derive(Debug)]
+pub struct DirHandle {
+    pub entries: Vec<ops::Listed>,
+}
+
+/// The mounted filesystem's state.
+#[derive(Debug)]
+pub struct VeilFs {
+    pub(crate) inodes: Inodes,
+    pub(crate) policy: RwLock<Arc<Policy>>,
+    /// Bumped by a directory rename or a policy change: cached decisions older than
+    /// this are recomputed before use.
+    pub(crate) epoch: AtomicU64,
+    /// The policy file's workspace-relative path, when it lies inside the source.
+    pub(crate) policy_file: Option<Vec<u8>>,
+    /// `/proc/self/fd`, for reopening `O_PATH` descriptors.
+    pub(crate) proc_fd: OwnedFd,
+    pub(crate) files: RwLock<HashMap<u64, Arc<FileHandle>>>,
+    pub(crate) dirs: RwLock<HashMap<u64, Arc<DirHandle>>>,
+    pub(crate) next_fh: AtomicU64,
+    /// The daemon runs as root: new entries are given to the requesting user.
+    pub(crate) chown_new: bool,
+}
+
+impl VeilFs {
+    /// Opens the source root (a directory descriptor taken now, before anything is
+    /// mounted; every later access is relative to it).
+    pub fn new(src: &Path, policy: Policy, policy_file: Option<&Path>) -> io::Result<VeilFs> {
+        let root_fd = sys::open_dir_path(src)?;
+        Self::from_fd(root_fd, src, policy, policy_file)
+    }
+
+    /// Like [`VeilFs::new`] with the root descriptor already open (`veilfs run` opens
+    /// the workspace before mounting over it).
+    pub fn from_fd(
+        root_fd: OwnedFd,
+        src: &Path,
+        policy: Policy,
+        policy_file: Option<&Path>,
+    ) -> io::Result<VeilFs> {
+        let st = sys::stat(root_fd.as_fd())?;
+        let proc_fd = sys::open_dir_path(Path::new("/proc/self/fd"))?;
+        let policy_file = policy_file.and_then(|p| relative_inside(src, p));
+        let root = Node {
+            ino: inode::ROOT,
+            fd: root_fd,
+            fmt: st.st_mode & libc::S_IFMT,
+            place: std::sync::Mutex::new(Place {
+                parent: inode::ROOT,
+                name: Vec::new(),
+                path: Arc::from(&b""[..]),
+                decision: Decision::root(),
+                epoch: u64::MAX,
+            }),
+            lookups: AtomicU64::new(1),
+        };
+        Ok(VeilFs {
+            inodes: Inodes::new(root, st.st_ino),
+            policy: RwLock::new(Arc::new(policy)),
+            epoch: AtomicU64::new(0),
+            policy_file,
+            proc_fd,
+            files: RwLock::new(HashMap::new()),
+            dirs: RwLock::new(HashMap::new()),
+            next_fh: AtomicU64::new(1),
+            chown_new: sys::euid() == 0,
+        })
+    }
+
+    /// The number of nodes the kernel currently holds (for tests of `forget`).
+    pub fn node_count(&self) -> usize {
+        self.inodes.len()
+    }
+}
+
+/// `p`'s path relative to `src` when it lies inside it (both made absolute and
+/// canonical where they exist).
+fn relative_inside(src: &Path, p: &Path) -> Option<Vec<u8>> {
+    use std::os::unix::ffi::OsStrExt;
+    let src = src.canonicalize().ok()?;
+    let dir = p.parent()?;
+    let dir = if dir.as_os_str().is_empty() {
+        std::env::current_dir().ok()?
+    } else {
+        dir.canonicalize().ok()?
+    };
+    let full = dir.join(p.file_name()?);
+    let rel = full.strip_prefix(&src).ok()?;
+    Some(rel.as_os_str().as_bytes().to_vec())
+}

@@ -1,0 +1,583 @@
+//! Every filesystem operation as a plain function returning `io::Result`: the policy
+//! check first, then one syscall relative to a parent's descriptor. This is the only
+//! place the policy is enforced; every refusal is [`eacces`].
+
+use std::ffi::{CStr, OsStr};
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::inode::{Node, Place};
+use super::{DirHandle, FileHandle, VeilFs};
+use crate::policy::{Action, Decision, Policy};
+use crate::sys;
+
+/// The one refusal errno.
+pub fn eacces() -> io::Error {
+    io::Error::from_raw_os_error(libc::EACCES)
+}
+
+fn errno(e: i32) -> io::Error {
+    io::Error::from_raw_os_error(e)
+}
+
+/// One admitted directory entry.
+#[derive(Clone, Debug)]
+pub struct Listed {
+    pub ino: u64,
+    /// `DT_*` type.
+    pub kind: u8,
+    pub name: Vec<u8>,
+}
+
+/// The attribute changes of one `setattr`.
+#[derive(Default, Debug)]
+pub struct SetAttr {
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub size: Option<u64>,
+    /// `Some(None)` = now.
+    pub atime: Option<Option<libc::timespec>>,
+    pub mtime: Option<Option<libc::timespec>>,
+}
+
+/// Who asked, for the owner of what they create.
+#[derive(Clone, Copy, Debug)]
+pub struct Caller {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+fn join(parent: &[u8], name: &[u8]) -> Vec<u8> {
+    if parent.is_empty() {
+        name.to_vec()
+    } else {
+        let mut p = Vec::with_capacity(parent.len() + 1 + name.len());
+        p.extend_from_slice(parent);
+        p.push(b'/');
+        p.extend_from_slice(name);
+        p
+    }
+}
+
+impl VeilFs {
+    fn policy(&self) -> Arc<Policy> {
+        self.policy.read().unwrap().clone()
+    }
+
+    fn node(&self, ino: u64) -> io::Result<Arc<Node>> {
+        self.inodes.get(ino).ok_or_else(|| errno(libc::ESTALE))
+    }
+
+    /// The decision for `path` given its parent's, with the policy-file guard.
+    fn decide(
+        &self,
+        policy: &Policy,
+        parent: &Decision,
+        path: &[u8],
+        is_dir: impl FnOnce() -> bool,
+    ) -> Decision {
+        let d = policy.decide_child(parent, path, is_dir);
+        match &self.policy_file {
+            Some(p) if p.as_slice() == path => d.guard_policy_file(),
+            _ => d,
+        }
+    }
+
+    /// A node's place with a decision that is current for this epoch.
+    fn place(&self, node: &Node) -> io::Result<Place> {
+        let epoch = self.epoch.load(Ordering::Acquire);
+        let place = node.place();
+        if place.epoch == epoch || node.ino == super::inode::ROOT {
+            return Ok(place);
+        }
+        // Stale: recompute from the parent chain (each parent refreshes itself).
+        let parent = self.node(place.parent).map_err(|_| eacces())?;
+        let pp = self.place(&parent)?;
+        let path = join(&pp.path, &place.name);
+        let decision = self.decide(&self.policy(), &pp.decision, &path, || node.is_dir());
+        let mut st = node.place.lock().unwrap();
+        st.path = Arc::from(path);
+        st.decision = decision;
+        st.epoch = epoch;
+        Ok(st.clone())
+    }
+
+    fn visible(&self, node: &Node) -> io::Result<Place> {
+        let p = self.place(node)?;
+        if p.decision.action.visible() {
+            Ok(p)
+        } else {
+            Err(eacces())
+        }
+    }
+
+    fn writable(&self, node: &Node) -> io::Result<Place> {
+        let p = self.place(node)?;
+        if p.decision.action.writable() {
+            Ok(p)
+        } else {
+            Err(eacces())
+        }
+    }
+
+    /// The decision for a name in a directory, asking the disk for the entry's type
+    /// only if a directory-only pattern needs it.
+    fn child(&self, dir: &Node, dp: &Place, name: &CStr, kind: Kind) -> (Vec<u8>, Decision) {
+        let path = join(&dp.path, name.to_bytes());
+        let d = self.decide(&self.policy(), &dp.decision, &path, || match kind {
+            Kind::Dir => true,
+            Kind::NotDir => false,
+            Kind::OnDisk => sys::statat(dir.fd.as_fd(), name)
+                .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR),
+        });
+        (path, d)
+    }
+
+    /// Registers the backing entry `name` of `parent` as a node (one lookup).
+    fn enter(&self, parent: u64, name: &CStr, dir: &Node, path: Vec<u8>, decision: Decision) -> io::Result<(Arc<Node>, libc::stat)> {
+        let fd = sys::open_path(dir.fd.as_fd(), name)?;
+        let st = sys::stat(fd.as_fd())?;
+        let ino = self.inodes.id_of(st.st_ino);
+        let epoch = self.epoch.load(Ordering::Acquire);
+        let path: Arc<[u8]> = Arc::from(path);
+        let place = Place {
+            parent,
+            name: name.to_bytes().to_vec(),
+            path,
+            decision,
+            epoch,
+        };
+        let fresh = place.clone();
+        let node = self.inodes.lookup_or_insert(
+            ino,
+            || Node {
+                ino,
+                fd,
+                fmt: st.st_mode & libc::S_IFMT,
+                place: Mutex::new(place),
+                lookups: AtomicU64::new(0),
+            },
+            |p| {
+                // A second name for the same inode (a hard link): keep the more
+                // restrictive of the two decisions while both are current.
+                if p.epoch != epoch || fresh.decision.action >= p.decision.action {
+                    *p = fresh;
+                }
+            },
+        );
+        Ok((node, st))
+    }
+
+    pub fn lookup(&self, parent: u64, name: &OsStr) -> io::Result<(Arc<Node>, libc::stat)> {
+        let dir = self.node(parent)?;
+        let dp = self.visible(&dir)?;
+        let cname = sys::name(name)?;
+        let (path, d) = self.child(&dir, &dp, &cname, Kind::OnDisk);
+        if !d.action.visible() {
+            return Err(eacces());
+        }
+        self.enter(parent, &cname, &dir, path, d)
+    }
+
+    pub fn forget(&self, ino: u64, n: u64) {
+        self.inodes.forget(ino, n);
+    }
+
+    pub fn getattr(&self, ino: u64) -> io::Result<libc::stat> {
+        let node = self.node(ino)?;
+        self.visible(&node)?;
+        sys::stat(node.fd.as_fd())
+    }
+
+    pub fn setattr(&self, ino: u64, a: &SetAttr, fh: Option<u64>) -> io::Result<libc::stat> {
+        let node = self.node(ino)?;
+        self.writable(&node)?;
+        let fd = node.fd.as_fd();
+        if let Some(mode) = a.mode {
+            if node.fmt == libc::S_IFLNK {
+                return Err(errno(libc::EOPNOTSUPP));
+            }
+            sys::chmod(self.proc_fd.as_fd(), fd, mode & 0o7777)?;
+        }
+        if a.uid.is_some() || a.gid.is_some() {
+            sys::chown(fd, a.uid, a.gid)?;
+        }
+        if let Some(size) = a.size {
+            match fh.and_then(|h| self.files.read().unwrap().get(&h).cloned()) {
+                Some(h) => h.file.set_len(size)?,
+                None => {
+                    let f = File::from(sys::reopen(self.proc_fd.as_fd(), fd, libc::O_WRONLY)?);
+                    f.set_len(size)?;
+                }
+            }
+        }
+        if a.atime.is_some() || a.mtime.is_some() {
+            sys::utimes(self.proc_fd.as_fd(), fd, node.fmt == libc::S_IFLNK, a.atime, a.mtime)?;
+        }
+        sys::stat(fd)
+    }
+
+    pub fn readlink(&self, ino: u64) -> io::Result<Vec<u8>> {
+        let node = self.node(ino)?;
+        self.visible(&node)?;
+        sys::readlink(node.fd.as_fd())
+    }
+
+    /// The checks shared by every operation that makes a new name: the parent is
+    /// visible, and the name's own decision (as the type being made) allows changes.
+    fn new_name(&self, parent: u64, name: &OsStr, is_dir: bool) -> io::Result<(Arc<Node>, std::ffi::CString, Vec<u8>, Decision)> {
+        let dir = self.node(parent)?;
+        let dp = self.visible(&dir)?;
+        let cname = sys::name(name)?;
+        let (path, d) = self.child(&dir, &dp, &cname, if is_dir { Kind::Dir } else { Kind::NotDir });
+        if !d.action.writable() {
+            return Err(eacces());
+        }
+        Ok((dir, cname, path, d))
+    }
+
+    fn give(&self, fd: BorrowedFd, caller: Caller) -> io::Result<()> {
+        if self.chown_new && caller.uid != 0 {
+            sys::chown(fd, Some(caller.uid), Some(caller.gid))?;
+        }
+        Ok(())
+    }
+
+    fn made(&self, parent: u64, dir: &Node, name: &CStr, path: Vec<u8>, d: Decision, caller: Caller) -> io::Result<(Arc<Node>, libc::stat)> {
+        let (node, _) = self.enter(parent, name, dir, path, d)?;
+        self.give(node.fd.as_fd(), caller)?;
+        let st = sys::stat(node.fd.as_fd())?;
+        Ok((node, st))
+    }
+
+    pub fn mknod(&self, parent: u64, name: &OsStr, mode: u32, umask: u32, rdev: u32, caller: Caller) -> io::Result<(Arc<Node>, libc::stat)> {
+        let (dir, cname, path, d) = self.new_name(parent, name, false)?;
+        sys::mknodat(dir.fd.as_fd(), &cname, mode & !umask, rdev as u64)?;
+        self.made(parent, &dir, &cname, path, d, caller)
+    }
+
+    pub fn mkdir(&self, parent: u64, name: &OsStr, mode: u32, umask: u32, caller: Caller) -> io::Result<(Arc<Node>, libc::stat)> {
+        let (dir, cname, path, d) = self.new_name(parent, name, true)?;
+        sys::mkdirat(dir.fd.as_fd(), &cname, mode & !umask)?;
+        self.made(parent, &dir, &cname, path, d, caller)
+    }
+
+    pub fn symlink(&self, parent: u64, name: &OsStr, target: &OsStr, caller: Caller) -> io::Result<(Arc<Node>, libc::stat)> {
+        let (dir, cname, path, d) = self.new_name(parent, name, false)?;
+        sys::symlinkat(target, dir.fd.as_fd(), &cname)?;
+        self.made(parent, &dir, &cname, path, d, caller)
+    }
+
+    pub fn link(&self, ino: u64, newparent: u64, newname: &OsStr) -> io::Result<(Arc<Node>, libc::stat)> {
+        let node = self.node(ino)?;
+        // A new name for an inode changes it (its link count) and could give a
+        // read-only inode a writable alias: the source must be writable too.
+        self.writable(&node)?;
+        let (dir, cname, path, d) = self.new_name(newparent, newname, node.is_dir())?;
+        sys::linkat(self.proc_fd.as_fd(), node.fd.as_fd(), dir.fd.as_fd(), &cname)?;
+        self.enter(newparent, &cname, &dir, path, d)
+    }
+
+    fn remove(&self, parent: u64, name: &OsStr, is_dir: bool) -> io::Result<()> {
+        let dir = self.node(parent)?;
+        let dp = self.visible(&dir)?;
+        let cname = sys::name(name)?;
+        let (_, d) = self.child(&dir, &dp, &cname, if is_dir { Kind::Dir } else { Kind::OnDisk });
+        if !d.action.writable() {
+            return Err(eacces());
+        }
+        sys::unlinkat(dir.fd.as_fd(), &cname, is_dir)
+    }
+
+    pub fn unlink(&self, parent: u64, name: &OsStr) -> io::Result<()> {
+        self.remove(parent, name, false)
+    }
+
+    pub fn rmdir(&self, parent: u64, name: &OsStr) -> io::Result<()> {
+        self.remove(parent, name, true)
+    }
+
+    pub fn rename(&self, parent: u64, name: &OsStr, newparent: u64, newname: &OsStr, flags: u32) -> io::Result<()> {
+        let policy = self.policy();
+        let (from_dir, to_dir) = (self.node(parent)?, self.node(newparent)?);
+        let (fp, tp) = (self.visible(&from_dir)?, self.visible(&to_dir)?);
+        let (from, to) = (sys::name(name)?, sys::name(newname)?);
+        let from_st = sys::statat(from_dir.fd.as_fd(), &from)?;
+        let from_is_dir = from_st.st_mode & libc::S_IFMT == libc::S_IFDIR;
+        let exchange = flags & libc::RENAME_EXCHANGE != 0;
+
+        // The source as it is, and as it would be at the destination.
+        let (from_path, from_now) = self.child(&from_dir, &fp, &from, kind_of(from_is_dir));
+        let (to_path, from_then) = self.child(&to_dir, &tp, &to, kind_of(from_is_dir));
+        if !from_now.action.writable() || !from_then.action.writable() {
+            return Err(eacces());
+        }
+        // Whatever sits at the destination is replaced (or, for an exchange, moved
+        // to the source's place): its own decision must allow that too.
+        let to_st = sys::statat(to_dir.fd.as_fd(), &to).ok();
+        if let Some(st) = &to_st {
+            let to_is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
+            let (_, to_now) = self.child(&to_dir, &tp, &to, kind_of(to_is_dir));
+            if !to_now.action.writable() {
+                return Err(eacces());
+            }
+            if exchange {
+                let (_, to_then) = self.child(&from_dir, &fp, &from, kind_of(to_is_dir));
+                if !to_then.action.writable() {
+                    return Err(eacces());
+                }
+                if to_is_dir {
+                    let fd = sys::openat(to_dir.fd.as_fd(), &to, libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
+                    self.no_exposure(&policy, fd, &to_path, &to_now, &from_path, &to_then)?;
+                }
+            }
+        }
+        if from_is_dir {
+            let fd = sys::openat(from_dir.fd.as_fd(), &from, libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
+            self.no_exposure(&policy, fd, &from_path, &from_now, &to_path, &from_then)?;
+        }
+
+        sys::renameat2(from_dir.fd.as_fd(), &from, to_dir.fd.as_fd(), &to, flags)?;
+
+        // Keep the moved nodes' places in step, then invalidate every cached decision
+        // (descendants of a moved directory now live under another path).
+        self.moved(&from_dir, &from, parent, newparent, to.to_bytes(), &to_dir, &to, from_st.st_ino);
+        if exchange && let Some(st) = to_st {
+            self.moved(&to_dir, &to, newparent, parent, from.to_bytes(), &from_dir, &from, st.st_ino);
+        }
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn moved(&self, _old_dir: &Node, _old: &CStr, _old_parent: u64, new_parent: u64, new_name: &[u8], _new_dir: &Node, _new: &CStr, backing: u64) {
+        if let Some(n) = self.inodes.get(self.inodes.id_of(backing)) {
+            let mut p = n.place.lock().unwrap();
+            p.parent = new_parent;
+            p.name = new_name.to_vec();
+        }
+    }
+
+    /// Invariant 4: moving the directory `dir` from `old_path` to `new_path` must not
+    /// make anything beneath it more permissive. Walks the backing subtree.
+    fn no_exposure(&self, policy: &Policy, dir: OwnedFd, old_path: &[u8], old: &Decision, new_path: &[u8], new: &Decision) -> io::Result<()> {
+        if old.action == Action::Deny && new.action == Action::Deny {
+            return Ok(());
+        }
+        let reader = sys::openat(dir.as_fd(), c".", libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
+        for e in sys::read_dir(reader)? {
+            let cname = std::ffi::CString::new(e.name.clone()).map_err(|_| errno(libc::EINVAL))?;
+            let is_dir = match e.kind {
+                libc::DT_DIR => true,
+                libc::DT_UNKNOWN => sys::statat(dir.as_fd(), &cname).is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR),
+                _ => false,
+            };
+            let op = join(old_path, &e.name);
+            let np = join(new_path, &e.name);
+            let od = self.decide(policy, old, &op, || is_dir);
+            let nd = self.decide(policy, new, &np, || is_dir);
+            if nd.action < od.action {
+                return Err(eacces());
+            }
+            if is_dir {
+                let sub = sys::openat(dir.as_fd(), &cname, libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
+                self.no_exposure(policy, sub, &op, &od, &np, &nd)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn new_fh(&self) -> u64 {
+        self.next_fh.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn register(&self, fd: OwnedFd) -> u64 {
+        let fh = self.new_fh();
+        self.files.write().unwrap().insert(fh, Arc::new(FileHandle { file: File::from(fd) }));
+        fh
+    }
+
+    pub fn file(&self, fh: u64) -> io::Result<Arc<FileHandle>> {
+        self.files.read().unwrap().get(&fh).cloned().ok_or_else(|| errno(libc::EBADF))
+    }
+
+    pub fn open(&self, ino: u64, flags: i32) -> io::Result<u64> {
+        let node = self.node(ino)?;
+        let writes = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
+        if writes {
+            self.writable(&node)?;
+        } else {
+            self.visible(&node)?;
+        }
+        let fd = sys::reopen(self.proc_fd.as_fd(), node.fd.as_fd(), flags & !libc::O_CREAT & !libc::O_EXCL)?;
+        Ok(self.register(fd))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn create(&self, parent: u64, name: &OsStr, mode: u32, umask: u32, flags: i32, caller: Caller) -> io::Result<(Arc<Node>, libc::stat, u64)> {
+        let (dir, cname, path, d) = self.new_name(parent, name, false)?;
+        let fd = sys::openat(dir.fd.as_fd(), &cname, flags | libc::O_CREAT, mode & !umask)?;
+        let (node, st) = self.made(parent, &dir, &cname, path, d, caller)?;
+        Ok((node, st, self.register(fd)))
+    }
+
+    pub fn read(&self, fh: u64, offset: u64, size: u32) -> io::Result<Vec<u8>> {
+        let h = self.file(fh)?;
+        let mut buf = vec![0u8; size as usize];
+        let mut done = 0;
+        while done < buf.len() {
+            match h.file.read_at(&mut buf[done..], offset + done as u64) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        buf.truncate(done);
+        Ok(buf)
+    }
+
+    pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> io::Result<u32> {
+        let h = self.file(fh)?;
+        h.file.write_all_at(data, offset)?;
+        Ok(data.len() as u32)
+    }
+
+    pub fn release(&self, fh: u64) {
+        self.files.write().unwrap().remove(&fh);
+    }
+
+    pub fn fsync(&self, fh: u64, datasync: bool) -> io::Result<()> {
+        let h = self.file(fh)?;
+        sys::fsync(h.file.as_fd(), datasync)
+    }
+
+    pub fn opendir(&self, ino: u64) -> io::Result<u64> {
+        let node = self.node(ino)?;
+        let place = self.visible(&node)?;
+        let reader = sys::reopen(self.proc_fd.as_fd(), node.fd.as_fd(), libc::O_RDONLY | libc::O_DIRECTORY)?;
+        let policy = self.policy();
+        let mut entries = Vec::new();
+        for e in sys::read_dir(reader)? {
+            let path = join(&place.path, &e.name);
+            let d = self.decide(&policy, &place.decision, &path, || match e.kind {
+                libc::DT_DIR => true,
+                libc::DT_UNKNOWN => std::ffi::CString::new(e.name.clone())
+                    .ok()
+                    .and_then(|c| sys::statat(node.fd.as_fd(), &c).ok())
+                    .is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR),
+                _ => false,
+            });
+            if d.action.visible() {
+                entries.push(Listed {
+                    ino: self.inodes.id_of(e.ino),
+                    kind: e.kind,
+                    name: e.name,
+                });
+            }
+        }
+        let fh = self.new_fh();
+        self.dirs.write().unwrap().insert(fh, Arc::new(DirHandle { entries }));
+        Ok(fh)
+    }
+
+    pub fn dir(&self, fh: u64) -> io::Result<Arc<DirHandle>> {
+        self.dirs.read().unwrap().get(&fh).cloned().ok_or_else(|| errno(libc::EBADF))
+    }
+
+    pub fn releasedir(&self, fh: u64) {
+        self.dirs.write().unwrap().remove(&fh);
+    }
+
+    pub fn fsyncdir(&self, ino: u64, datasync: bool) -> io::Result<()> {
+        let node = self.node(ino)?;
+        self.visible(&node)?;
+        let fd = sys::reopen(self.proc_fd.as_fd(), node.fd.as_fd(), libc::O_RDONLY | libc::O_DIRECTORY)?;
+        sys::fsync(fd.as_fd(), datasync)
+    }
+
+    pub fn statfs(&self, ino: u64) -> io::Result<libc::statvfs> {
+        let node = self.node(ino)?;
+        sys::statvfs(node.fd.as_fd())
+    }
+
+    fn xattr_target(&self, ino: u64, write: bool) -> io::Result<Arc<Node>> {
+        let node = self.node(ino)?;
+        if write {
+            self.writable(&node)?;
+        } else {
+            self.visible(&node)?;
+        }
+        if node.fmt == libc::S_IFLNK {
+            // `/proc/self/fd/N` of a link would reach its target: not supported.
+            return Err(errno(libc::EOPNOTSUPP));
+        }
+        Ok(node)
+    }
+
+    pub fn getxattr(&self, ino: u64, name: &OsStr, size: u32) -> io::Result<(usize, Vec<u8>)> {
+        let node = self.xattr_target(ino, false)?;
+        let c = std::ffi::CString::new(name.as_bytes()).map_err(|_| errno(libc::EINVAL))?;
+        sys::getxattr(node.fd.as_fd(), &c, size as usize)
+    }
+
+    pub fn listxattr(&self, ino: u64, size: u32) -> io::Result<(usize, Vec<u8>)> {
+        let node = self.xattr_target(ino, false)?;
+        sys::listxattr(node.fd.as_fd(), size as usize)
+    }
+
+    pub fn setxattr(&self, ino: u64, name: &OsStr, value: &[u8], flags: i32) -> io::Result<()> {
+        let node = self.xattr_target(ino, true)?;
+        let c = std::ffi::CString::new(name.as_bytes()).map_err(|_| errno(libc::EINVAL))?;
+        sys::setxattr(node.fd.as_fd(), &c, value, flags)
+    }
+
+    pub fn removexattr(&self, ino: u64, name: &OsStr) -> io::Result<()> {
+        let node = self.xattr_target(ino, true)?;
+        let c = std::ffi::CString::new(name.as_bytes()).map_err(|_| errno(libc::EINVAL))?;
+        sys::removexattr(node.fd.as_fd(), &c)
+    }
+
+    pub fn access(&self, ino: u64, mask: i32) -> io::Result<()> {
+        let node = self.node(ino)?;
+        if mask & libc::W_OK != 0 {
+            self.writable(&node)?;
+        } else {
+            self.visible(&node)?;
+        }
+        Ok(())
+    }
+
+    pub fn fallocate(&self, fh: u64, mode: i32, offset: u64, len: u64) -> io::Result<()> {
+        let h = self.file(fh)?;
+        sys::fallocate(h.file.as_fd(), mode, offset as i64, len as i64)
+    }
+
+    pub fn lseek(&self, fh: u64, offset: i64, whence: i32) -> io::Result<i64> {
+        let h = self.file(fh)?;
+        sys::lseek(h.file.as_fd(), offset, whence)
+    }
+
+    pub fn copy_file_range(&self, fh_in: u64, off_in: u64, fh_out: u64, off_out: u64, len: u64) -> io::Result<usize> {
+        let (a, b) = (self.file(fh_in)?, self.file(fh_out)?);
+        sys::copy_file_range(a.file.as_fd(), off_in as i64, b.file.as_fd(), off_out as i64, len as usize)
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Dir,
+    NotDir,
+    /// Ask the backing directory, only if the decision depends on it.
+    OnDisk,
+}
+
+fn kind_of(is_dir: bool) -> Kind {
+    if is_dir { Kind::Dir } else { Kind::NotDir }
+}

@@ -1,0 +1,230 @@
+//! Mounting: the checks made before anything is mounted, the fuser session, and the
+//! [`Mount`] guard that test harnesses use (mounted on `new`, unmounted on drop).
+//!
+//! ```no_run
+//! // In another crate's test: a fixture tree seen through a policy.
+//! use veilfs::{Mount, MountOptions, Policy};
+//!
+//! let policy = Policy::parse("test", "[[rules]]\naction = \"deny\"\npaths = [\".env\"]\n").unwrap();
+//! let mnt = Mount::new("fixtures/ws".as_ref(), "/tmp/ws-mnt".as_ref(), policy, None,
+//!                      &MountOptions::default()).unwrap();
+//! assert!(std::fs::read("/tmp/ws-mnt/.env").is_err());   // EACCES
+//! drop(mnt);                                              // unmounted here
+//! ```
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use fuser::{Config, MountOption, SessionACL};
+
+use crate::fs::VeilFs;
+use crate::policy::Policy;
+
+/// How to mount.
+#[derive(Clone, Debug)]
+pub struct MountOptions {
+    /// Let other users (an agent under its own uid) use the mount.
+    pub allow_other: bool,
+    /// Refuse every change at the kernel (`EROFS`), whatever the policy.
+    pub read_only: bool,
+    /// Request threads.
+    pub threads: usize,
+}
+
+impl Default for MountOptions {
+    fn default() -> Self {
+        MountOptions {
+            allow_other: false,
+            read_only: false,
+            threads: 4,
+        }
+    }
+}
+
+/// Why veilfs will not mount. Nothing is mounted when this is returned.
+#[derive(Debug, thiserror::Error)]
+pub enum MountError {
+    #[error("source {0} is not a directory")]
+    SourceNotDir(PathBuf),
+    #[error("mount point {0} does not exist")]
+    MountPointMissing(PathBuf),
+    #[error("mount point {0} is not a directory")]
+    MountPointNotDir(PathBuf),
+    #[error("mount point {0} is already a mount point (unmount it first)")]
+    AlreadyMounted(PathBuf),
+    #[error("mount point {mnt} is inside the source {src}: the mount would contain itself")]
+    InsideSource { mnt: PathBuf, src: PathBuf },
+    #[error(
+        "FUSE is unavailable: /dev/fuse does not exist (install fuse3 and load the fuse \
+         module: `apt-get install fuse3 && modprobe fuse`; in a container, pass the \
+         device /dev/fuse)"
+    )]
+    NoFuseDevice,
+    #[error("FUSE is unavailable: cannot open /dev/fuse: {0} (run as root, or make /dev/fuse readable and writable for this user as the fuse3 package does)")]
+    FuseDevice(io::Error),
+    #[error("mounting {mnt} failed: {source}")]
+    Mount { mnt: PathBuf, source: io::Error },
+    #[error("cannot open the source {src}: {source}")]
+    Source { src: PathBuf, source: io::Error },
+}
+
+/// The checks made before mounting; each failure names the problem.
+pub fn preflight(src: &Path, mnt: &Path) -> Result<(PathBuf, PathBuf), MountError> {
+    let src_c = src
+        .canonicalize()
+        .ok()
+        .filter(|p| p.is_dir())
+        .ok_or_else(|| MountError::SourceNotDir(src.to_path_buf()))?;
+    let meta = std::fs::metadata(mnt).map_err(|_| MountError::MountPointMissing(mnt.to_path_buf()))?;
+    if !meta.is_dir() {
+        return Err(MountError::MountPointNotDir(mnt.to_path_buf()));
+    }
+    let mnt_c = mnt
+        .canonicalize()
+        .map_err(|_| MountError::MountPointMissing(mnt.to_path_buf()))?;
+    if mnt_c.starts_with(&src_c) {
+        return Err(MountError::InsideSource {
+            mnt: mnt.to_path_buf(),
+            src: src.to_path_buf(),
+        });
+    }
+    if is_mount_point(&mnt_c) {
+        return Err(MountError::AlreadyMounted(mnt.to_path_buf()));
+    }
+    check_fuse_device()?;
+    Ok((src_c, mnt_c))
+}
+
+/// `/dev/fuse` exists and can be opened read-write by this process.
+pub fn check_fuse_device() -> Result<(), MountError> {
+    let dev = Path::new("/dev/fuse");
+    if !dev.exists() {
+        return Err(MountError::NoFuseDevice);
+    }
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(dev)
+        .map(drop)
+        .map_err(MountError::FuseDevice)
+}
+
+/// Whether `path` (canonical) is a mount point, from `/proc/self/mountinfo`.
+pub fn is_mount_point(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(info) = std::fs::read("/proc/self/mountinfo") else {
+        return false;
+    };
+    let want = path.as_os_str().as_bytes();
+    info.split(|&b| b == b'\n').any(|line| {
+        line.split(|&b| b == b' ')
+            .nth(4)
+            .is_some_and(|mp| unescape_mountinfo(mp) == want)
+    })
+}
+
+/// Mount points in mountinfo escape space, tab, newline and backslash as `\ooo`.
+fn unescape_mountinfo(s: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(s.len());
+    let mut i = 0;
+    while i < s.len() {
+        if s[i] == b'\\' && i + 3 < s.len() + 0 && s[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+            out.push((s[i + 1] - b'0') * 64 + (s[i + 2] - b'0') * 8 + (s[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(s[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+fn config(src: &Path, opts: &MountOptions) -> Config {
+    let mut c = Config::default();
+    c.mount_options = vec![
+        MountOption::FSName(format!("veilfs:{}", src.display())),
+        MountOption::Subtype("veilfs".into()),
+        MountOption::DefaultPermissions,
+        MountOption::NoDev,
+        MountOption::NoSuid,
+    ];
+    if opts.read_only {
+        c.mount_options.push(MountOption::RO);
+    }
+    c.acl = if opts.allow_other {
+        SessionACL::All
+    } else {
+        SessionACL::Owner
+    };
+    c.n_threads = Some(opts.threads.max(1));
+    c.clone_fd = opts.threads > 1;
+    c
+}
+
+/// Builds the filesystem and mounts it; returns once the mount is live.
+pub fn session(
+    src: &Path,
+    mnt: &Path,
+    policy: Policy,
+    policy_file: Option<&Path>,
+    opts: &MountOptions,
+) -> Result<fuser::Session<VeilFs>, MountError> {
+    let (src_c, mnt_c) = preflight(src, mnt)?;
+    let fs = VeilFs::new(&src_c, policy, policy_file).map_err(|source| MountError::Source {
+        src: src.to_path_buf(),
+        source,
+    })?;
+    fuser::Session::new(fs, &mnt_c, &config(&src_c, opts)).map_err(|source| MountError::Mount {
+        mnt: mnt.to_path_buf(),
+        source,
+    })
+}
+
+/// A live mount in this process, unmounted when dropped.
+pub struct Mount {
+    session: Option<fuser::BackgroundSession>,
+    mountpoint: PathBuf,
+}
+
+impl Mount {
+    /// Mounts `src` at `mnt` with `policy` and returns once the mount is live.
+    /// `policy_file`, when the policy came from a file inside `src`, is kept
+    /// read-only through the mount.
+    pub fn new(
+        src: &Path,
+        mnt: &Path,
+        policy: Policy,
+        policy_file: Option<&Path>,
+        opts: &MountOptions,
+    ) -> Result<Mount, MountError> {
+        let s = session(src, mnt, policy, policy_file, opts)?;
+        let bg = s.spawn().map_err(|source| MountError::Mount {
+            mnt: mnt.to_path_buf(),
+            source,
+        })?;
+        Ok(Mount {
+            session: Some(bg),
+            mountpoint: mnt.to_path_buf(),
+        })
+    }
+
+    pub fn mountpoint(&self) -> &Path {
+        &self.mountpoint
+    }
+
+    /// Unmounts now and waits for the session to end.
+    pub fn unmount(mut self) -> io::Result<()> {
+        match self.session.take() {
+            Some(s) => s.umount_and_join(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        if let Some(s) = self.session.take() {
+            let _ = s.umount_and_join();
+        }
+    }
+}

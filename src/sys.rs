@@ -1,0 +1,415 @@
+//! The only `unsafe` in veilfs: thin, safe wrappers over the syscalls the filesystem
+//! needs. Every path argument here is ONE name relative to a directory descriptor
+//! (never a path string resolved against the source), and nothing follows a symlink
+//! unless it says so. Each wrapper turns `-1` into the `errno` as an `io::Error`.
+
+use std::ffi::{CStr, CString, OsStr};
+use std::io;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+
+/// `-1` → the thread's errno.
+fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+fn check_ssize(ret: libc::ssize_t) -> io::Result<usize> {
+    if ret == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret as usize)
+    }
+}
+
+/// A single path component as a C string. Refuses `/`, NUL, `.`, `..` and the empty
+/// name, so no wrapper can be made to walk more than one step.
+pub fn name(n: &OsStr) -> io::Result<CString> {
+    let b = n.as_bytes();
+    if b.is_empty() || b == b"." || b == b".." || b.contains(&b'/') {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    CString::new(b).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+/// `openat(dir, name, flags | O_NOFOLLOW | O_CLOEXEC, mode)`.
+pub fn openat(dir: BorrowedFd, name: &CStr, flags: i32, mode: u32) -> io::Result<OwnedFd> {
+    // SAFETY: `name` is a valid NUL-terminated string; the returned fd is new and
+    // owned by us.
+    let fd = check(unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            flags | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            mode as libc::c_uint,
+        )
+    })?;
+    // SAFETY: `fd` was just returned by openat and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// An `O_PATH` descriptor on the entry `name` in `dir`, without following it.
+pub fn open_path(dir: BorrowedFd, name: &CStr) -> io::Result<OwnedFd> {
+    openat(dir, name, libc::O_PATH, 0)
+}
+
+/// Opens `path` (absolute, outside any request) as an `O_PATH` directory descriptor.
+pub fn open_dir_path(path: &std::path::Path) -> io::Result<OwnedFd> {
+    let c = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: valid C string; the fd returned is new.
+    let fd = check(unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    })?;
+    // SAFETY: fresh fd owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// The name of an fd under `/proc/self/fd`, for reopening an `O_PATH` descriptor.
+fn fd_name(fd: RawFd) -> CString {
+    CString::new(fd.to_string()).expect("digits have no NUL")
+}
+
+/// Reopens an `O_PATH` descriptor with real access `flags`, through the
+/// `/proc/self/fd` directory descriptor `proc_fd` (the inode itself, not a path).
+pub fn reopen(proc_fd: BorrowedFd, fd: BorrowedFd, flags: i32) -> io::Result<OwnedFd> {
+    let n = fd_name(fd.as_raw_fd());
+    // SAFETY: valid C string; O_NOFOLLOW is not set because the magic link must be
+    // followed to reach the inode; the fd returned is new.
+    let r = check(unsafe {
+        libc::openat(
+            proc_fd.as_raw_fd(),
+            n.as_ptr(),
+            (flags | libc::O_CLOEXEC) & !libc::O_NOFOLLOW & !libc::O_CREAT,
+        )
+    })?;
+    // SAFETY: fresh fd.
+    Ok(unsafe { OwnedFd::from_raw_fd(r) })
+}
+
+/// `fstatat(dir, name, AT_SYMLINK_NOFOLLOW)`.
+pub fn statat(dir: BorrowedFd, name: &CStr) -> io::Result<libc::stat> {
+    let mut st = MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: `st` is a valid out-pointer; the kernel fills it on success.
+    check(unsafe {
+        libc::fstatat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            st.as_mut_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    })?;
+    // SAFETY: fstatat succeeded, so `st` is initialised.
+    Ok(unsafe { st.assume_init() })
+}
+
+/// `fstat` of any descriptor, `O_PATH` ones included.
+pub fn stat(fd: BorrowedFd) -> io::Result<libc::stat> {
+    statat(fd, c"").or_else(|_| {
+        let mut st = MaybeUninit::<libc::stat>::uninit();
+        // SAFETY: as above, with AT_EMPTY_PATH on the descriptor itself.
+        check(unsafe {
+            libc::fstatat(
+                fd.as_raw_fd(),
+                c"".as_ptr(),
+                st.as_mut_ptr(),
+                libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
+            )
+        })?;
+        // SAFETY: initialised on success.
+        Ok(unsafe { st.assume_init() })
+    })
+}
+
+pub fn mkdirat(dir: BorrowedFd, name: &CStr, mode: u32) -> io::Result<()> {
+    // SAFETY: valid C string.
+    check(unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), mode) }).map(drop)
+}
+
+pub fn mknodat(dir: BorrowedFd, name: &CStr, mode: u32, rdev: u64) -> io::Result<()> {
+    // SAFETY: valid C string.
+    check(unsafe { libc::mknodat(dir.as_raw_fd(), name.as_ptr(), mode, rdev) }).map(drop)
+}
+
+pub fn symlinkat(target: &OsStr, dir: BorrowedFd, name: &CStr) -> io::Result<()> {
+    let t = CString::new(target.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: valid C strings.
+    check(unsafe { libc::symlinkat(t.as_ptr(), dir.as_raw_fd(), name.as_ptr()) }).map(drop)
+}
+
+pub fn unlinkat(dir: BorrowedFd, name: &CStr, dir_flag: bool) -> io::Result<()> {
+    let flags = if dir_flag { libc::AT_REMOVEDIR } else { 0 };
+    // SAFETY: valid C string.
+    check(unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), flags) }).map(drop)
+}
+
+pub fn renameat2(
+    old_dir: BorrowedFd,
+    old: &CStr,
+    new_dir: BorrowedFd,
+    new: &CStr,
+    flags: u32,
+) -> io::Result<()> {
+    // SAFETY: valid C strings and descriptors; renameat2 has no libc wrapper on
+    // every target, so it is called as a raw syscall.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
+            old_dir.as_raw_fd(),
+            old.as_ptr(),
+            new_dir.as_raw_fd(),
+            new.as_ptr(),
+            flags,
+        ) as libc::c_int
+    })
+    .map(drop)
+}
+
+/// A new hard link `name` in `dir` to the inode of the `O_PATH` descriptor `fd`
+/// (through `/proc/self/fd`, which needs no `CAP_DAC_READ_SEARCH`).
+pub fn linkat(proc_fd: BorrowedFd, fd: BorrowedFd, dir: BorrowedFd, name: &CStr) -> io::Result<()> {
+    let n = fd_name(fd.as_raw_fd());
+    // SAFETY: valid C strings and descriptors.
+    check(unsafe {
+        libc::linkat(
+            proc_fd.as_raw_fd(),
+            n.as_ptr(),
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            libc::AT_SYMLINK_FOLLOW,
+        )
+    })
+    .map(drop)
+}
+
+/// The target of the symlink behind an `O_PATH` descriptor, unchanged.
+pub fn readlink(fd: BorrowedFd) -> io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; libc::PATH_MAX as usize + 1];
+    // SAFETY: `buf` is writable for its length; an empty name reads the link the
+    // O_PATH descriptor itself refers to.
+    let n = check_ssize(unsafe {
+        libc::readlinkat(fd.as_raw_fd(), c"".as_ptr(), buf.as_mut_ptr().cast(), buf.len())
+    })?;
+    buf.truncate(n);
+    Ok(buf)
+}
+
+/// `fchmodat` through `/proc/self/fd` (an `O_PATH` descriptor cannot `fchmod`).
+pub fn chmod(proc_fd: BorrowedFd, fd: BorrowedFd, mode: u32) -> io::Result<()> {
+    let n = fd_name(fd.as_raw_fd());
+    // SAFETY: valid C string.
+    check(unsafe { libc::fchmodat(proc_fd.as_raw_fd(), n.as_ptr(), mode, 0) }).map(drop)
+}
+
+/// `fchownat(fd, "", AT_EMPTY_PATH)`: works on `O_PATH` descriptors, links included.
+pub fn chown(fd: BorrowedFd, uid: Option<u32>, gid: Option<u32>) -> io::Result<()> {
+    let u = uid.unwrap_or(u32::MAX);
+    let g = gid.unwrap_or(u32::MAX);
+    // SAFETY: empty C string with AT_EMPTY_PATH acts on the descriptor itself.
+    check(unsafe {
+        libc::fchownat(
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            u,
+            g,
+            libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
+        )
+    })
+    .map(drop)
+}
+
+/// `utimensat` on the inode behind `fd`; `None` leaves a time unchanged, and
+/// `Some(None)` means "now".
+pub fn utimes(
+    proc_fd: BorrowedFd,
+    fd: BorrowedFd,
+    is_symlink: bool,
+    atime: Option<Option<libc::timespec>>,
+    mtime: Option<Option<libc::timespec>>,
+) -> io::Result<()> {
+    let conv = |t: Option<Option<libc::timespec>>| match t {
+        None => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_OMIT,
+        },
+        Some(None) => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_NOW,
+        },
+        Some(Some(ts)) => ts,
+    };
+    let times = [conv(atime), conv(mtime)];
+    if is_symlink {
+        // SAFETY: `times` has two entries; AT_EMPTY_PATH acts on the link itself.
+        return check(unsafe {
+            libc::utimensat(
+                fd.as_raw_fd(),
+                c"".as_ptr(),
+                times.as_ptr(),
+                libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
+            )
+        })
+        .map(drop);
+    }
+    let n = fd_name(fd.as_raw_fd());
+    // SAFETY: valid C string; `times` has two entries.
+    check(unsafe { libc::utimensat(proc_fd.as_raw_fd(), n.as_ptr(), times.as_ptr(), 0) })
+        .map(drop)
+}
+
+/// One directory entry as read from the backing directory.
+pub struct DirEntry {
+    pub ino: u64,
+    pub kind: u8,
+    pub name: Vec<u8>,
+}
+
+/// Every entry of the directory behind `dir` (a readable directory descriptor),
+/// without `.` and `..`.
+pub fn read_dir(dir: OwnedFd) -> io::Result<Vec<DirEntry>> {
+    let raw = dir.as_raw_fd();
+    // SAFETY: fdopendir takes ownership of `raw`; `dir` is forgotten so it is not
+    // closed twice, and closedir below closes it.
+    let dp = unsafe { libc::fdopendir(raw) };
+    if dp.is_null() {
+        return Err(io::Error::last_os_error());
+    }
+    std::mem::forget(dir);
+    let mut out = Vec::new();
+    loop {
+        // SAFETY: errno is thread-local; clearing it tells end-of-directory from
+        // failure.
+        unsafe { *libc::__errno_location() = 0 };
+        // SAFETY: `dp` is a valid DIR* until closedir.
+        let ent = unsafe { libc::readdir64(dp) };
+        if ent.is_null() {
+            let err = io::Error::last_os_error();
+            // SAFETY: closing the DIR* we opened.
+            unsafe { libc::closedir(dp) };
+            if err.raw_os_error() == Some(0) {
+                return Ok(out);
+            }
+            return Err(err);
+        }
+        // SAFETY: readdir returned a valid entry whose d_name is NUL-terminated.
+        let (ino, kind, name) = unsafe {
+            let e = &*ent;
+            (
+                e.d_ino,
+                e.d_type,
+                CStr::from_ptr(e.d_name.as_ptr()).to_bytes().to_vec(),
+            )
+        };
+        if name == b"." || name == b".." {
+            continue;
+        }
+        out.push(DirEntry { ino, kind, name });
+    }
+}
+
+/// Extended attributes through `/proc/self/fd/N` (the inode behind an `O_PATH` fd).
+/// With `size == 0` only the length is asked for: the data comes back empty.
+pub fn getxattr(fd: BorrowedFd, name: &CStr, size: usize) -> io::Result<(usize, Vec<u8>)> {
+    let path = proc_path(fd);
+    let mut buf = vec![0u8; size];
+    let ptr = if size == 0 { std::ptr::null_mut() } else { buf.as_mut_ptr().cast() };
+    // SAFETY: valid C strings; `ptr` is NULL or writable for `size` bytes.
+    let n = check_ssize(unsafe { libc::getxattr(path.as_ptr(), name.as_ptr(), ptr, size) })?;
+    buf.truncate(n.min(size));
+    Ok((n, buf))
+}
+
+/// The attribute names, as for [`getxattr`].
+pub fn listxattr(fd: BorrowedFd, size: usize) -> io::Result<(usize, Vec<u8>)> {
+    let path = proc_path(fd);
+    let mut buf = vec![0u8; size];
+    let ptr = if size == 0 { std::ptr::null_mut() } else { buf.as_mut_ptr().cast() };
+    // SAFETY: as for getxattr.
+    let n = check_ssize(unsafe { libc::listxattr(path.as_ptr(), ptr, size) })?;
+    buf.truncate(n.min(size));
+    Ok((n, buf))
+}
+
+pub fn setxattr(fd: BorrowedFd, name: &CStr, value: &[u8], flags: i32) -> io::Result<()> {
+    let path = proc_path(fd);
+    // SAFETY: valid C strings; `value` is readable for its length.
+    check(unsafe {
+        libc::setxattr(path.as_ptr(), name.as_ptr(), value.as_ptr().cast(), value.len(), flags)
+    })
+    .map(drop)
+}
+
+pub fn removexattr(fd: BorrowedFd, name: &CStr) -> io::Result<()> {
+    let path = proc_path(fd);
+    // SAFETY: valid C strings.
+    check(unsafe { libc::removexattr(path.as_ptr(), name.as_ptr()) }).map(drop)
+}
+
+/// `/proc/self/fd/N` as an absolute C path for the few calls with no `*at` form.
+/// The magic link resolves to the inode itself, never to a path in the source.
+fn proc_path(fd: BorrowedFd) -> CString {
+    CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).expect("no NUL")
+}
+
+pub fn fallocate(fd: BorrowedFd, mode: i32, offset: i64, len: i64) -> io::Result<()> {
+    // SAFETY: plain syscall on a descriptor.
+    check(unsafe { libc::fallocate(fd.as_raw_fd(), mode, offset, len) }).map(drop)
+}
+
+pub fn lseek(fd: BorrowedFd, offset: i64, whence: i32) -> io::Result<i64> {
+    // SAFETY: plain syscall on a descriptor.
+    let r = unsafe { libc::lseek(fd.as_raw_fd(), offset, whence) };
+    if r == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+pub fn copy_file_range(
+    fd_in: BorrowedFd,
+    off_in: i64,
+    fd_out: BorrowedFd,
+    off_out: i64,
+    len: usize,
+) -> io::Result<usize> {
+    let (mut a, mut b) = (off_in, off_out);
+    // SAFETY: offsets are valid out-pointers; descriptors are open.
+    check_ssize(unsafe {
+        libc::copy_file_range(fd_in.as_raw_fd(), &mut a, fd_out.as_raw_fd(), &mut b, len, 0)
+    })
+}
+
+pub fn statvfs(fd: BorrowedFd) -> io::Result<libc::statvfs> {
+    let mut st = MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: valid out-pointer.
+    check(unsafe { libc::fstatvfs(fd.as_raw_fd(), st.as_mut_ptr()) })?;
+    // SAFETY: initialised on success.
+    Ok(unsafe { st.assume_init() })
+}
+
+pub fn fsync(fd: BorrowedFd, datasync: bool) -> io::Result<()> {
+    // SAFETY: plain syscall on a descriptor.
+    check(unsafe {
+        if datasync {
+            libc::fdatasync(fd.as_raw_fd())
+        } else {
+            libc::fsync(fd.as_raw_fd())
+        }
+    })
+    .map(drop)
+}
+
+
+/// The effective user id of this process.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
