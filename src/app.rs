@@ -13,6 +13,22 @@ use crate::policy::{DEFAULT_POLICY, Policy};
 /// Runs one command line; the exit code is the command's.
 pub fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
+        Command::Mount {
+            policy,
+            allow_other,
+            read_only,
+            src,
+            mnt,
+        } => mount(
+            policy.as_deref(),
+            &src,
+            &mnt,
+            &crate::mount::MountOptions {
+                allow_other,
+                read_only,
+                ..Default::default()
+            },
+        ),
         Command::Check {
             policy,
             print_default,
@@ -121,4 +137,65 @@ fn explain_one(
             decision.why()
         )
     })
+}
+
+/// `veilfs mount`: serve in the foreground until a signal or an outside unmount.
+fn mount(
+    policy: Option<&Path>,
+    src: &Path,
+    mnt: &Path,
+    opts: &crate::mount::MountOptions,
+) -> Result<ExitCode> {
+    const SIGNALS: [i32; 2] = [libc::SIGINT, libc::SIGTERM];
+    let loaded = match config::load_policy(policy, src) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("veilfs: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let source = loaded.source();
+    // Block the signals before any thread starts, so they reach `wait_signal` only.
+    crate::sys::block_signals(&SIGNALS)?;
+    let mut session = match crate::mount::session(
+        src,
+        mnt,
+        loaded.policy,
+        loaded.path.as_deref(),
+        opts,
+    ) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("veilfs: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    eprintln!(
+        "veilfs: mounted {} at {} with policy {source}",
+        src.display(),
+        mnt.display()
+    );
+    let mut unmounter = session.unmount_callable();
+    let (tx, rx) = std::sync::mpsc::channel::<Option<i32>>();
+    let done = tx.clone();
+    let server = std::thread::spawn(move || {
+        let r = session.run();
+        let _ = done.send(None);
+        r
+    });
+    std::thread::spawn(move || {
+        if let Ok(sig) = crate::sys::wait_signal(&SIGNALS) {
+            let _ = tx.send(Some(sig));
+        }
+    });
+    if let Ok(Some(_signal)) = rx.recv() {
+        unmounter
+            .unmount()
+            .with_context(|| format!("unmounting {}", mnt.display()))?;
+    }
+    match server.join() {
+        Ok(Ok(())) => Ok(ExitCode::SUCCESS),
+        Ok(Err(e)) => Err(anyhow::Error::new(e).context("serving the mount")),
+        Err(_) => anyhow::bail!("the request loop panicked"),
+    }
 }

@@ -17,6 +17,27 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Mount SRC at MNT through the policy, in the foreground. Prints one line on
+    /// stderr once the mount is live; SIGINT, SIGTERM or `umount MNT` unmount it and
+    /// exit 0. Refuses to start (exit 2, nothing mounted) on a bad policy, a missing
+    /// source or mount point, a mount point that is already mounted or lies inside
+    /// SRC, or when FUSE is unavailable.
+    Mount {
+        /// The policy file. Default: SRC/.veilfs.toml if present, else the built-in
+        /// default policy.
+        #[arg(long, value_name = "FILE")]
+        policy: Option<PathBuf>,
+        /// Let other users (e.g. an agent running under its own uid) use the mount.
+        #[arg(long)]
+        allow_other: bool,
+        /// Mount read-only: every change fails with EROFS.
+        #[arg(long)]
+        read_only: bool,
+        /// The workspace to mirror.
+        src: PathBuf,
+        /// Where to mount it (an existing, empty directory outside SRC).
+        mnt: PathBuf,
+    },
     /// Parse and lint a policy: exit 0 when it is usable (warnings are printed), 1 with
     /// its errors (file:line:col and what was expected).
     Check {

@@ -413,3 +413,40 @@ pub fn euid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() }
 }
+
+/// Blocks `signals` in the calling thread (and the threads it starts afterwards), so
+/// that [`wait_signal`] can take them synchronously.
+pub fn block_signals(signals: &[i32]) -> io::Result<()> {
+    let mut set = MaybeUninit::<libc::sigset_t>::uninit();
+    // SAFETY: sigemptyset initialises the set; sigaddset and pthread_sigmask take
+    // valid pointers to it.
+    unsafe {
+        libc::sigemptyset(set.as_mut_ptr());
+        for &s in signals {
+            libc::sigaddset(set.as_mut_ptr(), s);
+        }
+        let r = libc::pthread_sigmask(libc::SIG_BLOCK, set.as_ptr(), std::ptr::null_mut());
+        if r != 0 {
+            return Err(io::Error::from_raw_os_error(r));
+        }
+    }
+    Ok(())
+}
+
+/// Waits for one of `signals` (blocked beforehand) and returns it.
+pub fn wait_signal(signals: &[i32]) -> io::Result<i32> {
+    let mut set = MaybeUninit::<libc::sigset_t>::uninit();
+    let mut sig = 0;
+    // SAFETY: as above; sigwait writes the signal number to `sig`.
+    let r = unsafe {
+        libc::sigemptyset(set.as_mut_ptr());
+        for &s in signals {
+            libc::sigaddset(set.as_mut_ptr(), s);
+        }
+        libc::sigwait(set.as_ptr(), &mut sig)
+    };
+    if r != 0 {
+        return Err(io::Error::from_raw_os_error(r));
+    }
+    Ok(sig)
+}

@@ -1,0 +1,220 @@
+//! Test fixture for real mounts: a temp workspace, a mount that is live when
+//! `Fixture::mount` returns and unmounted on drop, and failures that explain
+//! themselves (the command, its output, and the listing of both trees).
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use veilfs::{Mount, MountOptions, Policy};
+
+pub struct Fixture {
+    pub tmp: tempfile::TempDir,
+    pub src: PathBuf,
+    pub mnt: PathBuf,
+    pub mount: Option<Mount>,
+}
+
+/// Fails loudly (never skips) when this machine cannot mount FUSE.
+pub fn require_fuse() {
+    assert!(
+        Path::new("/dev/fuse").exists(),
+        "these tests mount for real and need FUSE: /dev/fuse is missing (install fuse3, load the fuse module)"
+    );
+}
+
+impl Fixture {
+    /// An empty workspace, not yet mounted.
+    pub fn new() -> Fixture {
+        require_fuse();
+        let tmp = tempfile::Builder::new().prefix("veilfs-test").tempdir().unwrap();
+        let src = tmp.path().join("src");
+        let mnt = tmp.path().join("mnt");
+        std::fs::create_dir(&src).unwrap();
+        std::fs::create_dir(&mnt).unwrap();
+        Fixture {
+            tmp,
+            src,
+            mnt,
+            mount: None,
+        }
+    }
+
+    /// Writes `body` to `rel` in the backing workspace, creating directories.
+    pub fn file(&self, rel: &str, body: &str) -> &Self {
+        let p = self.src.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, body).unwrap();
+        self
+    }
+
+    pub fn dir(&self, rel: &str) -> &Self {
+        std::fs::create_dir_all(self.src.join(rel)).unwrap();
+        self
+    }
+
+    /// Mounts with `policy` (TOML text); returns once the mount is live.
+    pub fn mount(&mut self, policy: &str) -> &mut Self {
+        let p = Policy::parse("test-policy.toml", policy).unwrap_or_else(|e| panic!("{e}"));
+        self.mount_policy(p, None)
+    }
+
+    pub fn mount_policy(&mut self, p: Policy, file: Option<&Path>) -> &mut Self {
+        let m = Mount::new(&self.src, &self.mnt, p, file, &MountOptions::default())
+            .unwrap_or_else(|e| panic!("mount failed: {e}"));
+        assert!(
+            wait_until(Duration::from_secs(10), || veilfs::mount::is_mount_point(
+                &self.mnt.canonicalize().unwrap()
+            )),
+            "the mount did not appear in the mount table"
+        );
+        self.mount = Some(m);
+        self
+    }
+
+    /// Path inside the mount.
+    pub fn m(&self, rel: &str) -> PathBuf {
+        self.mnt.join(rel)
+    }
+
+    /// Path inside the backing workspace.
+    pub fn s(&self, rel: &str) -> PathBuf {
+        self.src.join(rel)
+    }
+
+    /// Runs `sh -c script` with the mount as working directory.
+    pub fn sh(&self, script: &str) -> Output {
+        Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .current_dir(&self.mnt)
+            .output()
+            .unwrap()
+    }
+
+    /// Runs a script that must succeed; on failure prints everything.
+    pub fn sh_ok(&self, script: &str) -> String {
+        let o = self.sh(script);
+        assert!(o.status.success(), "{}", self.explain(script, &o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    pub fn explain(&self, what: &str, o: &Output) -> String {
+        format!(
+            "$ {what}\nstatus: {}\nstdout:\n{}\nstderr:\n{}\nbacking tree:\n{}\nmounted tree:\n{}",
+            o.status,
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr),
+            listing(&self.src),
+            listing(&self.mnt),
+        )
+    }
+
+    /// Everything in the backing workspace: path → (mode, uid, size, mtime, content).
+    pub fn snapshot(&self) -> BTreeMap<Vec<u8>, String> {
+        snapshot(&self.src)
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        if let Some(m) = self.mount.take() {
+            let _ = m.unmount();
+        }
+    }
+}
+
+pub fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    f()
+}
+
+/// A recursive snapshot of a tree (names as bytes), without following links.
+pub fn snapshot(root: &Path) -> BTreeMap<Vec<u8>, String> {
+    let mut out = BTreeMap::new();
+    walk(root, root, &mut out);
+    out
+}
+
+fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<Vec<u8>, String>) {
+    let Ok(rd) = std::fs::read_dir(dir) else { return };
+    for e in rd.flatten() {
+        let p = e.path();
+        let rel = p.strip_prefix(root).unwrap().as_os_str().as_bytes().to_vec();
+        let md = std::fs::symlink_metadata(&p).unwrap();
+        let content = if md.is_file() {
+            format!("{:?}", std::fs::read(&p).unwrap_or_default())
+        } else if md.file_type().is_symlink() {
+            format!("-> {:?}", std::fs::read_link(&p).unwrap())
+        } else {
+            String::new()
+        };
+        let xattrs = xattr_list(&p);
+        out.insert(
+            rel,
+            format!(
+                "mode {:o} uid {} gid {} size {} mtime {}.{} nlink {} xattrs {xattrs:?} {content}",
+                md.mode(),
+                md.uid(),
+                md.gid(),
+                md.size(),
+                md.mtime(),
+                md.mtime_nsec(),
+                md.nlink()
+            ),
+        );
+        if md.is_dir() {
+            walk(root, &p, out);
+        }
+    }
+}
+
+fn xattr_list(p: &Path) -> Vec<u8> {
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: valid C string and buffer.
+    let n = unsafe { libc::llistxattr(c.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    if n < 0 {
+        return Vec::new();
+    }
+    buf.truncate(n as usize);
+    buf
+}
+
+pub fn listing(root: &Path) -> String {
+    let mut s = String::new();
+    for (k, v) in snapshot(root) {
+        s += &format!("  {}  {}\n", String::from_utf8_lossy(&k), &v[..v.len().min(120)]);
+    }
+    s
+}
+
+/// Asserts that `r` failed with `errno`.
+#[track_caller]
+pub fn assert_errno<T: std::fmt::Debug>(r: io::Result<T>, errno: i32, what: &str) {
+    match r {
+        Ok(v) => panic!("{what}: expected errno {errno}, but it succeeded: {v:?}"),
+        Err(e) => assert_eq!(
+            e.raw_os_error(),
+            Some(errno),
+            "{what}: expected errno {errno} ({}), got {e}",
+            io::Error::from_raw_os_error(errno)
+        ),
+    }
+}
+
+pub fn os(b: &[u8]) -> &OsStr {
+    OsStr::from_bytes(b)
+}
