@@ -157,19 +157,14 @@ fn mount(
     let source = loaded.source();
     // Block the signals before any thread starts, so they reach `wait_signal` only.
     crate::sys::block_signals(&SIGNALS)?;
-    let mut session = match crate::mount::session(
-        src,
-        mnt,
-        loaded.policy,
-        loaded.path.as_deref(),
-        opts,
-    ) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("veilfs: {e}");
-            return Ok(ExitCode::from(2));
-        }
-    };
+    let (mut session, _) =
+        match crate::mount::session(src, mnt, loaded.policy, loaded.path.as_deref(), opts) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("veilfs: {e}");
+                return Ok(ExitCode::from(2));
+            }
+        };
     eprintln!(
         "veilfs: mounted {} at {} with policy {source}",
         src.display(),

@@ -14,10 +14,12 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use fuser::{Config, MountOption, SessionACL};
 
 use crate::fs::VeilFs;
+use crate::fs::inode::Inodes;
 use crate::policy::Policy;
 
 /// How to mount.
@@ -60,7 +62,9 @@ pub enum MountError {
          device /dev/fuse)"
     )]
     NoFuseDevice,
-    #[error("FUSE is unavailable: cannot open /dev/fuse: {0} (run as root, or make /dev/fuse readable and writable for this user as the fuse3 package does)")]
+    #[error(
+        "FUSE is unavailable: cannot open /dev/fuse: {0} (run as root, or make /dev/fuse readable and writable for this user as the fuse3 package does)"
+    )]
     FuseDevice(io::Error),
     #[error("mounting {mnt} failed: {source}")]
     Mount { mnt: PathBuf, source: io::Error },
@@ -75,7 +79,8 @@ pub fn preflight(src: &Path, mnt: &Path) -> Result<(PathBuf, PathBuf), MountErro
         .ok()
         .filter(|p| p.is_dir())
         .ok_or_else(|| MountError::SourceNotDir(src.to_path_buf()))?;
-    let meta = std::fs::metadata(mnt).map_err(|_| MountError::MountPointMissing(mnt.to_path_buf()))?;
+    let meta =
+        std::fs::metadata(mnt).map_err(|_| MountError::MountPointMissing(mnt.to_path_buf()))?;
     if !meta.is_dir() {
         return Err(MountError::MountPointNotDir(mnt.to_path_buf()));
     }
@@ -128,7 +133,10 @@ fn unescape_mountinfo(s: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(s.len());
     let mut i = 0;
     while i < s.len() {
-        if s[i] == b'\\' && i + 3 < s.len() + 0 && s[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+        if s[i] == b'\\'
+            && i + 3 < s.len()
+            && s[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
             out.push((s[i + 1] - b'0') * 64 + (s[i + 2] - b'0') * 8 + (s[i + 3] - b'0'));
             i += 4;
         } else {
@@ -161,6 +169,9 @@ fn config(src: &Path, opts: &MountOptions) -> Config {
     c
 }
 
+/// A mounted session not yet serving, and its node table.
+pub type Live = (fuser::Session<VeilFs>, Arc<Inodes>);
+
 /// Builds the filesystem and mounts it; returns once the mount is live.
 pub fn session(
     src: &Path,
@@ -168,22 +179,27 @@ pub fn session(
     policy: Policy,
     policy_file: Option<&Path>,
     opts: &MountOptions,
-) -> Result<fuser::Session<VeilFs>, MountError> {
+) -> Result<Live, MountError> {
     let (src_c, mnt_c) = preflight(src, mnt)?;
     let fs = VeilFs::new(&src_c, policy, policy_file).map_err(|source| MountError::Source {
         src: src.to_path_buf(),
         source,
     })?;
-    fuser::Session::new(fs, &mnt_c, &config(&src_c, opts)).map_err(|source| MountError::Mount {
-        mnt: mnt.to_path_buf(),
-        source,
-    })
+    let inodes = fs.inodes();
+    let s = fuser::Session::new(fs, &mnt_c, &config(&src_c, opts)).map_err(|source| {
+        MountError::Mount {
+            mnt: mnt.to_path_buf(),
+            source,
+        }
+    })?;
+    Ok((s, inodes))
 }
 
 /// A live mount in this process, unmounted when dropped.
 pub struct Mount {
     session: Option<fuser::BackgroundSession>,
     mountpoint: PathBuf,
+    inodes: Arc<Inodes>,
 }
 
 impl Mount {
@@ -197,7 +213,7 @@ impl Mount {
         policy_file: Option<&Path>,
         opts: &MountOptions,
     ) -> Result<Mount, MountError> {
-        let s = session(src, mnt, policy, policy_file, opts)?;
+        let (s, inodes) = session(src, mnt, policy, policy_file, opts)?;
         let bg = s.spawn().map_err(|source| MountError::Mount {
             mnt: mnt.to_path_buf(),
             source,
@@ -205,11 +221,17 @@ impl Mount {
         Ok(Mount {
             session: Some(bg),
             mountpoint: mnt.to_path_buf(),
+            inodes,
         })
     }
 
     pub fn mountpoint(&self) -> &Path {
         &self.mountpoint
+    }
+
+    /// How many inodes the daemon holds for the kernel right now (the root included).
+    pub fn node_count(&self) -> usize {
+        self.inodes.len()
     }
 
     /// Unmounts now and waits for the session to end.

@@ -139,7 +139,8 @@ pub fn mknodat(dir: BorrowedFd, name: &CStr, mode: u32, rdev: u64) -> io::Result
 }
 
 pub fn symlinkat(target: &OsStr, dir: BorrowedFd, name: &CStr) -> io::Result<()> {
-    let t = CString::new(target.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let t =
+        CString::new(target.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     // SAFETY: valid C strings.
     check(unsafe { libc::symlinkat(t.as_ptr(), dir.as_raw_fd(), name.as_ptr()) }).map(drop)
 }
@@ -195,7 +196,12 @@ pub fn readlink(fd: BorrowedFd) -> io::Result<Vec<u8>> {
     // SAFETY: `buf` is writable for its length; an empty name reads the link the
     // O_PATH descriptor itself refers to.
     let n = check_ssize(unsafe {
-        libc::readlinkat(fd.as_raw_fd(), c"".as_ptr(), buf.as_mut_ptr().cast(), buf.len())
+        libc::readlinkat(
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
     })?;
     buf.truncate(n);
     Ok(buf)
@@ -260,8 +266,7 @@ pub fn utimes(
     }
     let n = fd_name(fd.as_raw_fd());
     // SAFETY: valid C string; `times` has two entries.
-    check(unsafe { libc::utimensat(proc_fd.as_raw_fd(), n.as_ptr(), times.as_ptr(), 0) })
-        .map(drop)
+    check(unsafe { libc::utimensat(proc_fd.as_raw_fd(), n.as_ptr(), times.as_ptr(), 0) }).map(drop)
 }
 
 /// One directory entry as read from the backing directory.
@@ -319,7 +324,11 @@ pub fn read_dir(dir: OwnedFd) -> io::Result<Vec<DirEntry>> {
 pub fn getxattr(fd: BorrowedFd, name: &CStr, size: usize) -> io::Result<(usize, Vec<u8>)> {
     let path = proc_path(fd);
     let mut buf = vec![0u8; size];
-    let ptr = if size == 0 { std::ptr::null_mut() } else { buf.as_mut_ptr().cast() };
+    let ptr = if size == 0 {
+        std::ptr::null_mut()
+    } else {
+        buf.as_mut_ptr().cast()
+    };
     // SAFETY: valid C strings; `ptr` is NULL or writable for `size` bytes.
     let n = check_ssize(unsafe { libc::getxattr(path.as_ptr(), name.as_ptr(), ptr, size) })?;
     buf.truncate(n.min(size));
@@ -330,7 +339,11 @@ pub fn getxattr(fd: BorrowedFd, name: &CStr, size: usize) -> io::Result<(usize, 
 pub fn listxattr(fd: BorrowedFd, size: usize) -> io::Result<(usize, Vec<u8>)> {
     let path = proc_path(fd);
     let mut buf = vec![0u8; size];
-    let ptr = if size == 0 { std::ptr::null_mut() } else { buf.as_mut_ptr().cast() };
+    let ptr = if size == 0 {
+        std::ptr::null_mut()
+    } else {
+        buf.as_mut_ptr().cast()
+    };
     // SAFETY: as for getxattr.
     let n = check_ssize(unsafe { libc::listxattr(path.as_ptr(), ptr, size) })?;
     buf.truncate(n.min(size));
@@ -341,7 +354,13 @@ pub fn setxattr(fd: BorrowedFd, name: &CStr, value: &[u8], flags: i32) -> io::Re
     let path = proc_path(fd);
     // SAFETY: valid C strings; `value` is readable for its length.
     check(unsafe {
-        libc::setxattr(path.as_ptr(), name.as_ptr(), value.as_ptr().cast(), value.len(), flags)
+        libc::setxattr(
+            path.as_ptr(),
+            name.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            flags,
+        )
     })
     .map(drop)
 }
@@ -383,7 +402,14 @@ pub fn copy_file_range(
     let (mut a, mut b) = (off_in, off_out);
     // SAFETY: offsets are valid out-pointers; descriptors are open.
     check_ssize(unsafe {
-        libc::copy_file_range(fd_in.as_raw_fd(), &mut a, fd_out.as_raw_fd(), &mut b, len, 0)
+        libc::copy_file_range(
+            fd_in.as_raw_fd(),
+            &mut a,
+            fd_out.as_raw_fd(),
+            &mut b,
+            len,
+            0,
+        )
     })
 }
 
@@ -406,7 +432,6 @@ pub fn fsync(fd: BorrowedFd, datasync: bool) -> io::Result<()> {
     })
     .map(drop)
 }
-
 
 /// The effective user id of this process.
 pub fn euid() -> u32 {
@@ -449,4 +474,20 @@ pub fn wait_signal(signals: &[i32]) -> io::Result<i32> {
         return Err(io::Error::from_raw_os_error(r));
     }
     Ok(sig)
+}
+
+/// Raises the soft open-file limit to the hard limit (each inode the kernel holds
+/// keeps one `O_PATH` descriptor open). Returns the new soft limit.
+pub fn raise_nofile_limit() -> io::Result<u64> {
+    let mut lim = MaybeUninit::<libc::rlimit>::uninit();
+    // SAFETY: valid out-pointer.
+    check(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, lim.as_mut_ptr()) })?;
+    // SAFETY: initialised on success.
+    let mut lim = unsafe { lim.assume_init() };
+    if lim.rlim_cur < lim.rlim_max {
+        lim.rlim_cur = lim.rlim_max;
+        // SAFETY: valid pointer to an initialised rlimit.
+        check(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) })?;
+    }
+    Ok(lim.rlim_cur)
 }

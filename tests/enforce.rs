@@ -39,13 +39,21 @@ fn c(p: &Path) -> CString {
 }
 
 fn ret(r: i32) -> io::Result<()> {
-    if r == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 type Op = fn(&Fixture, &Path) -> io::Result<()>;
 
 fn read(_: &Fixture, p: &Path) -> io::Result<()> {
-    if p.is_dir() { fs::read_dir(p).map(drop) } else { fs::read(p).map(drop) }
+    if p.is_dir() {
+        fs::read_dir(p).map(drop)
+    } else {
+        fs::read(p).map(drop)
+    }
 }
 fn stat(_: &Fixture, p: &Path) -> io::Result<()> {
     fs::symlink_metadata(p).map(drop)
@@ -74,10 +82,22 @@ fn utimes(_: &Fixture, p: &Path) -> io::Result<()> {
 }
 fn setxattr(_: &Fixture, p: &Path) -> io::Result<()> {
     // SAFETY: valid C strings and value.
-    ret(unsafe { libc::setxattr(c(p).as_ptr(), c"user.veilfs".as_ptr(), b"1".as_ptr().cast(), 1, 0) })
+    ret(unsafe {
+        libc::setxattr(
+            c(p).as_ptr(),
+            c"user.veilfs".as_ptr(),
+            b"1".as_ptr().cast(),
+            1,
+            0,
+        )
+    })
 }
 fn remove(_: &Fixture, p: &Path) -> io::Result<()> {
-    if p.is_dir() { fs::remove_dir(p) } else { fs::remove_file(p) }
+    if p.is_dir() {
+        fs::remove_dir(p)
+    } else {
+        fs::remove_file(p)
+    }
 }
 fn rename_out(f: &Fixture, p: &Path) -> io::Result<()> {
     fs::rename(p, f.m("moved"))
@@ -112,13 +132,19 @@ fn refused(target: &str, op: Op, what: &str) {
     let r = op(&f, &f.m(target));
     assert_errno(r, libc::EACCES, &format!("{what} on {target}"));
     let after = f.snapshot();
-    assert_eq!(before, after, "{what} on {target} changed the backing directory:\n{}", common::listing(&f.src));
+    assert_eq!(
+        before,
+        after,
+        "{what} on {target} changed the backing directory:\n{}",
+        common::listing(&f.src)
+    );
 }
 
 /// Runs `op` on `target` in the mount: must succeed.
 fn allowed(target: &str, op: Op, what: &str) {
     let f = fixture();
-    op(&f, &f.m(target)).unwrap_or_else(|e| panic!("{what} on {target}: {e}\n{}", common::listing(&f.src)));
+    op(&f, &f.m(target))
+        .unwrap_or_else(|e| panic!("{what} on {target}: {e}\n{}", common::listing(&f.src)));
 }
 
 macro_rules! matrix {
@@ -203,19 +229,38 @@ fn write_new(_: &Fixture, p: &Path) -> io::Result<()> {
 fn denied_names_answer_eacces_whether_or_not_they_exist() {
     let f = fixture();
     assert_errno(fs::metadata(f.m(".env")), libc::EACCES, "existing .env");
-    assert_errno(fs::metadata(f.m("app/.env")), libc::EACCES, "missing app/.env");
-    assert_errno(fs::metadata(f.m("nope/.env")), libc::ENOENT, "parent missing");
-    assert_errno(fs::metadata(f.m("missing.txt")), libc::ENOENT, "missing allowed name");
+    assert_errno(
+        fs::metadata(f.m("app/.env")),
+        libc::EACCES,
+        "missing app/.env",
+    );
+    assert_errno(
+        fs::metadata(f.m("nope/.env")),
+        libc::ENOENT,
+        "parent missing",
+    );
+    assert_errno(
+        fs::metadata(f.m("missing.txt")),
+        libc::ENOENT,
+        "missing allowed name",
+    );
 }
 
 #[test]
 fn other_errors_pass_through_untouched() {
     let f = fixture();
-    assert_errno(fs::remove_dir(f.m("app")), libc::ENOTEMPTY, "rmdir non-empty");
+    assert_errno(
+        fs::remove_dir(f.m("app")),
+        libc::ENOTEMPTY,
+        "rmdir non-empty",
+    );
     assert_errno(fs::create_dir(f.m("app")), libc::EEXIST, "mkdir existing");
     assert_errno(fs::read_dir(f.m("ok.txt")), libc::ENOTDIR, "list a file");
     assert_errno(
-        fs::OpenOptions::new().write(true).create_new(true).open(f.m("ok.txt")),
+        fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(f.m("ok.txt")),
         libc::EEXIST,
         "O_EXCL on existing",
     );
@@ -224,16 +269,41 @@ fn other_errors_pass_through_untouched() {
 #[test]
 fn the_policy_file_inside_the_workspace_is_read_only() {
     let mut f = Fixture::new();
-    f.file(".veilfs.toml", "[[rules]]\naction = \"allow\"\npaths = [\"*\"]\n")
-        .file("x.txt", "x");
+    f.file(
+        ".veilfs.toml",
+        "[[rules]]\naction = \"allow\"\npaths = [\"*\"]\n",
+    )
+    .file("x.txt", "x");
     let file = f.s(".veilfs.toml");
     let p = veilfs::Policy::parse("p", &fs::read_to_string(&file).unwrap()).unwrap();
     f.mount_policy(p, Some(&file));
     let before = f.snapshot();
-    assert_eq!(fs::read_to_string(f.m(".veilfs.toml")).unwrap().lines().count(), 3);
-    assert_errno(fs::write(f.m(".veilfs.toml"), "default = \"allow\"\n"), libc::EACCES, "rewrite policy");
-    assert_errno(fs::remove_file(f.m(".veilfs.toml")), libc::EACCES, "unlink policy");
-    assert_errno(fs::rename(f.m("x.txt"), f.m(".veilfs.toml")), libc::EACCES, "replace policy");
-    assert_errno(fs::rename(f.m(".veilfs.toml"), f.m("old.toml")), libc::EACCES, "move policy");
+    assert_eq!(
+        fs::read_to_string(f.m(".veilfs.toml"))
+            .unwrap()
+            .lines()
+            .count(),
+        3
+    );
+    assert_errno(
+        fs::write(f.m(".veilfs.toml"), "default = \"allow\"\n"),
+        libc::EACCES,
+        "rewrite policy",
+    );
+    assert_errno(
+        fs::remove_file(f.m(".veilfs.toml")),
+        libc::EACCES,
+        "unlink policy",
+    );
+    assert_errno(
+        fs::rename(f.m("x.txt"), f.m(".veilfs.toml")),
+        libc::EACCES,
+        "replace policy",
+    );
+    assert_errno(
+        fs::rename(f.m(".veilfs.toml"), f.m("old.toml")),
+        libc::EACCES,
+        "move policy",
+    );
     assert_eq!(before, f.snapshot());
 }

@@ -25,7 +25,12 @@ fn fixture() -> Fixture {
         .file("secrets-backup/notes.txt", "fine\n")
         .file("src/main.rs", "fn main() {}\n")
         .file("a\\b", "TOPSECRET backslash\n");
-    fs::write(f.s(std::str::from_utf8(b"src").unwrap()).join(os(b"bad\xffname")), "TOPSECRET non-utf8\n").unwrap();
+    fs::write(
+        f.s(std::str::from_utf8(b"src").unwrap())
+            .join(os(b"bad\xffname")),
+        "TOPSECRET non-utf8\n",
+    )
+    .unwrap();
     fs::write(f.s("src").join(os(b"plain\xff.txt")), "visible\n").unwrap();
     f.mount(POLICY);
     f
@@ -33,7 +38,10 @@ fn fixture() -> Fixture {
 
 fn no_secret(f: &Fixture, script: &str) -> String {
     let out = f.sh_ok(script);
-    assert!(!out.contains("TOPSECRET"), "{script} revealed a secret:\n{out}");
+    assert!(
+        !out.contains("TOPSECRET"),
+        "{script} revealed a secret:\n{out}"
+    );
     for hidden in [".env", "token.txt", "key.pem", "a\\b"] {
         assert!(
             !out.lines().any(|l| l.ends_with(hidden)),
@@ -57,7 +65,11 @@ fn grep_recursive_never_reads_denied_files() {
     let f = fixture();
     let o = f.sh("grep -r TOPSECRET . ; echo status=$?");
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(out.trim_end().ends_with("status=1"), "{}", f.explain("grep -r", &o));
+    assert!(
+        out.trim_end().ends_with("status=1"),
+        "{}",
+        f.explain("grep -r", &o)
+    );
     assert!(!out.contains("TOPSECRET"), "{out}");
 }
 
@@ -69,7 +81,13 @@ fn tar_and_cp_copy_only_what_is_visible() {
     let dest = f.tmp.path().join("copy");
     f.sh_ok(&format!("cp -r . {}", dest.display()));
     let copied = common::snapshot(&dest);
-    assert!(copied.keys().all(|k| !k.ends_with(b".env") && !k.ends_with(b".pem") && !k.starts_with(b"secrets/")), "{:?}", copied.keys());
+    assert!(
+        copied
+            .keys()
+            .all(|k| !k.ends_with(b".env") && !k.ends_with(b".pem") && !k.starts_with(b"secrets/")),
+        "{:?}",
+        copied.keys()
+    );
     assert!(copied.contains_key(&b"deep/er/code.rs"[..]));
 }
 
@@ -98,8 +116,15 @@ fn git_ls_files_after_add_all() {
 fn non_utf8_and_backslash_names_are_matched_literally() {
     let f = fixture();
     assert_errno(fs::read(f.m("a\\b")), libc::EACCES, "a\\b");
-    assert_errno(fs::read(f.m("src").join(os(b"bad\xffname"))), libc::EACCES, "bad\\xffname");
-    assert_eq!(fs::read(f.m("src").join(os(b"plain\xff.txt"))).unwrap(), b"visible\n");
+    assert_errno(
+        fs::read(f.m("src").join(os(b"bad\xffname"))),
+        libc::EACCES,
+        "bad\\xffname",
+    );
+    assert_eq!(
+        fs::read(f.m("src").join(os(b"plain\xff.txt"))).unwrap(),
+        b"visible\n"
+    );
     let names: Vec<Vec<u8>> = fs::read_dir(f.m("src"))
         .unwrap()
         .map(|e| e.unwrap().file_name().as_bytes().to_vec())
@@ -108,7 +133,11 @@ fn non_utf8_and_backslash_names_are_matched_literally() {
     assert!(!names.contains(&b"bad\xffname".to_vec()), "{names:?}");
     // A new non-UTF-8 name is checked as it comes into existence.
     let before = f.snapshot();
-    assert_errno(fs::write(f.m("src").join(os(b"new\xfe.pem")), "x"), libc::EACCES, "create \\xfe.pem");
+    assert_errno(
+        fs::write(f.m("src").join(os(b"new\xfe.pem")), "x"),
+        libc::EACCES,
+        "create \\xfe.pem",
+    );
     assert_eq!(before, f.snapshot());
 }
 
@@ -122,9 +151,21 @@ fn a_paused_listing_keeps_stable_offsets() {
     // Read a few entries, change the directory underneath, read the rest: no entry is
     // lost or repeated.
     let mut it = fs::read_dir(f.m("many")).unwrap();
-    let mut seen: Vec<String> = (0..50).map(|_| it.next().unwrap().unwrap().file_name().into_string().unwrap()).collect();
+    let mut seen: Vec<String> = (0..50)
+        .map(|_| {
+            it.next()
+                .unwrap()
+                .unwrap()
+                .file_name()
+                .into_string()
+                .unwrap()
+        })
+        .collect();
     fs::remove_file(f.s("many/f199")).unwrap();
-    fs::File::create(f.s("many/zzz")).unwrap().write_all(b"x").unwrap();
+    fs::File::create(f.s("many/zzz"))
+        .unwrap()
+        .write_all(b"x")
+        .unwrap();
     seen.extend(it.map(|e| e.unwrap().file_name().into_string().unwrap()));
     let mut sorted = seen.clone();
     sorted.sort();

@@ -18,8 +18,20 @@ fn renameat2(from: &Path, to: &Path, flags: u32) -> io::Result<()> {
         CString::new(to.as_os_str().as_bytes()).unwrap(),
     );
     // SAFETY: valid C strings.
-    let r = unsafe { libc::renameat2(libc::AT_FDCWD, a.as_ptr(), libc::AT_FDCWD, b.as_ptr(), flags) };
-    if r == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+    let r = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            flags,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 fn attack() -> Fixture {
@@ -37,10 +49,22 @@ fn renaming_an_ancestor_cannot_expose_a_denied_descendant() {
     let f = attack();
     let before = f.snapshot();
     assert_errno(fs::rename(f.m("a"), f.m("b")), libc::EACCES, "mv a b");
-    assert_errno(fs::rename(f.m("a/inner"), f.m("inner")), libc::EACCES, "mv a/inner inner");
+    assert_errno(
+        fs::rename(f.m("a/inner"), f.m("inner")),
+        libc::EACCES,
+        "mv a/inner inner",
+    );
     assert_errno(fs::rename(f.m("a"), f.m("x/a2")), libc::EACCES, "mv a x/a2");
-    assert_eq!(before, f.snapshot(), "a refused rename changed the backing dir");
-    assert_errno(fs::read(f.m("b/inner/.token")), libc::ENOENT, "nothing at b");
+    assert_eq!(
+        before,
+        f.snapshot(),
+        "a refused rename changed the backing dir"
+    );
+    assert_errno(
+        fs::read(f.m("b/inner/.token")),
+        libc::ENOENT,
+        "nothing at b",
+    );
     // A rename that exposes nothing is fine.
     fs::rename(f.m("a/other"), f.m("other")).unwrap();
     assert!(f.s("other/x.txt").exists());
@@ -50,10 +74,23 @@ fn renaming_an_ancestor_cannot_expose_a_denied_descendant() {
 fn exchange_is_checked_in_both_directions() {
     let f = attack();
     let before = f.snapshot();
-    assert_errno(renameat2(&f.m("a"), &f.m("x"), libc::RENAME_EXCHANGE), libc::EACCES, "exchange a x");
-    assert_errno(renameat2(&f.m("x"), &f.m("a"), libc::RENAME_EXCHANGE), libc::EACCES, "exchange x a");
+    assert_errno(
+        renameat2(&f.m("a"), &f.m("x"), libc::RENAME_EXCHANGE),
+        libc::EACCES,
+        "exchange a x",
+    );
+    assert_errno(
+        renameat2(&f.m("x"), &f.m("a"), libc::RENAME_EXCHANGE),
+        libc::EACCES,
+        "exchange x a",
+    );
     assert_eq!(before, f.snapshot());
-    renameat2(&f.m("a/other/x.txt"), &f.m("x/y.txt"), libc::RENAME_EXCHANGE).unwrap();
+    renameat2(
+        &f.m("a/other/x.txt"),
+        &f.m("x/y.txt"),
+        libc::RENAME_EXCHANGE,
+    )
+    .unwrap();
     assert_eq!(fs::read_to_string(f.s("x/y.txt")).unwrap(), "x\n");
 }
 
@@ -61,7 +98,11 @@ fn exchange_is_checked_in_both_directions() {
 fn noreplace_passes_the_backing_errno_through() {
     let f = attack();
     assert_errno(
-        renameat2(&f.m("a/other/x.txt"), &f.m("x/y.txt"), libc::RENAME_NOREPLACE),
+        renameat2(
+            &f.m("a/other/x.txt"),
+            &f.m("x/y.txt"),
+            libc::RENAME_NOREPLACE,
+        ),
         libc::EEXIST,
         "RENAME_NOREPLACE onto an existing name",
     );
@@ -73,10 +114,21 @@ fn a_rename_that_restricts_takes_effect_at_once() {
     f.file("a/inner/file.txt", "now hidden\n");
     f.mount("[[rules]]\naction = \"deny\"\npaths = [\"/b/inner/\"]\n");
     // Warm the kernel's and the daemon's caches under the old name.
-    assert_eq!(fs::read_to_string(f.m("a/inner/file.txt")).unwrap(), "now hidden\n");
+    assert_eq!(
+        fs::read_to_string(f.m("a/inner/file.txt")).unwrap(),
+        "now hidden\n"
+    );
     fs::rename(f.m("a"), f.m("b")).unwrap();
-    assert_errno(fs::read(f.m("b/inner/file.txt")), libc::EACCES, "read under the new, denied name");
-    assert_errno(fs::read_dir(f.m("b/inner")), libc::EACCES, "list the new, denied name");
+    assert_errno(
+        fs::read(f.m("b/inner/file.txt")),
+        libc::EACCES,
+        "read under the new, denied name",
+    );
+    assert_errno(
+        fs::read_dir(f.m("b/inner")),
+        libc::EACCES,
+        "list the new, denied name",
+    );
 }
 
 fn links() -> Fixture {
@@ -98,37 +150,85 @@ fn links() -> Fixture {
 fn symlinks_are_served_as_links_and_followed_through_the_policy() {
     let f = links();
     assert_eq!(fs::read_link(f.m("to-env")).unwrap(), Path::new(".env"));
-    assert_errno(fs::read(f.m("to-env")), libc::EACCES, "relative link to .env");
-    assert_errno(fs::read(f.m("deep/x/to-token")), libc::EACCES, "link up into secrets/");
-    assert_errno(fs::read_dir(f.m("to-secrets")), libc::EACCES, "link to a denied directory");
-    assert_errno(fs::read(f.m("to-secrets/token.txt")), libc::EACCES, "through a link to a denied directory");
+    assert_errno(
+        fs::read(f.m("to-env")),
+        libc::EACCES,
+        "relative link to .env",
+    );
+    assert_errno(
+        fs::read(f.m("deep/x/to-token")),
+        libc::EACCES,
+        "link up into secrets/",
+    );
+    assert_errno(
+        fs::read_dir(f.m("to-secrets")),
+        libc::EACCES,
+        "link to a denied directory",
+    );
+    assert_errno(
+        fs::read(f.m("to-secrets/token.txt")),
+        libc::EACCES,
+        "through a link to a denied directory",
+    );
     assert_errno(fs::read(f.m("dotdot")), libc::EACCES, "..-laden link");
     assert_eq!(fs::read_to_string(f.m("to-ok")).unwrap(), "ok\n");
     let abs = f.m(".env");
     symlink(&abs, f.s("absolute")).unwrap();
-    assert_errno(fs::read(f.m("absolute")), libc::EACCES, "absolute link into the mount");
+    assert_errno(
+        fs::read(f.m("absolute")),
+        libc::EACCES,
+        "absolute link into the mount",
+    );
 }
 
 #[test]
 fn a_symlink_cannot_be_created_at_a_denied_name() {
     let f = links();
     let before = f.snapshot();
-    assert_errno(symlink("ok.txt", f.m("new.pem")), libc::EACCES, "symlink named *.pem");
-    assert_errno(symlink("ok.txt", f.m("secrets/l")), libc::EACCES, "symlink inside secrets/");
+    assert_errno(
+        symlink("ok.txt", f.m("new.pem")),
+        libc::EACCES,
+        "symlink named *.pem",
+    );
+    assert_errno(
+        symlink("ok.txt", f.m("secrets/l")),
+        libc::EACCES,
+        "symlink inside secrets/",
+    );
     assert_eq!(before, f.snapshot());
     // Its target is checked when followed, not when made.
     symlink(".env", f.m("later")).unwrap();
-    assert_errno(fs::read(f.m("later")), libc::EACCES, "following the new link");
+    assert_errno(
+        fs::read(f.m("later")),
+        libc::EACCES,
+        "following the new link",
+    );
 }
 
 #[test]
 fn hard_links_cannot_reach_into_or_out_of_denied_places() {
     let f = links();
     let before = f.snapshot();
-    assert_errno(fs::hard_link(f.m(".env"), f.m("env-copy")), libc::EACCES, "link out of .env");
-    assert_errno(fs::hard_link(f.m("secrets/token.txt"), f.m("t")), libc::EACCES, "link out of secrets/");
-    assert_errno(fs::hard_link(f.m("ok.txt"), f.m("secrets/ok")), libc::EACCES, "link into secrets/");
-    assert_errno(fs::hard_link(f.m("ok.txt"), f.m("ok.pem")), libc::EACCES, "link to a denied name");
+    assert_errno(
+        fs::hard_link(f.m(".env"), f.m("env-copy")),
+        libc::EACCES,
+        "link out of .env",
+    );
+    assert_errno(
+        fs::hard_link(f.m("secrets/token.txt"), f.m("t")),
+        libc::EACCES,
+        "link out of secrets/",
+    );
+    assert_errno(
+        fs::hard_link(f.m("ok.txt"), f.m("secrets/ok")),
+        libc::EACCES,
+        "link into secrets/",
+    );
+    assert_errno(
+        fs::hard_link(f.m("ok.txt"), f.m("ok.pem")),
+        libc::EACCES,
+        "link to a denied name",
+    );
     assert_eq!(before, f.snapshot());
     fs::hard_link(f.m("ok.txt"), f.m("deep/ok2.txt")).unwrap();
     assert_eq!(fs::read_to_string(f.s("deep/ok2.txt")).unwrap(), "ok\n");

@@ -13,7 +13,8 @@ const POLICY: &str = "[[rules]]\naction = \"deny\"\npaths = [\".env\", \"secrets
 
 fn fixture() -> Fixture {
     let mut f = Fixture::new();
-    f.file("README.md", "# project\n").file(".env", "TOPSECRET\n");
+    f.file("README.md", "# project\n")
+        .file(".env", "TOPSECRET\n");
     f.mount(POLICY);
     f
 }
@@ -34,11 +35,24 @@ fn an_edit_workflow_lands_in_the_backing_directory() {
          touch -d '2001-02-03 04:05:06' README.md
          rm src/hard",
     );
-    assert_eq!(fs::read_to_string(f.s("src/lib/notes.txt")).unwrap(), "one\ntwo\n");
-    assert_eq!(fs::read_link(f.s("src/link")).unwrap().to_str().unwrap(), "lib/notes.txt");
+    assert_eq!(
+        fs::read_to_string(f.s("src/lib/notes.txt")).unwrap(),
+        "one\ntwo\n"
+    );
+    assert_eq!(
+        fs::read_link(f.s("src/link")).unwrap().to_str().unwrap(),
+        "lib/notes.txt"
+    );
     assert!(!f.s("src/hard").exists());
     assert_eq!(fs::read(f.s("t.txt")).unwrap(), b"abc");
-    assert_eq!(fs::metadata(f.s("src/lib/notes.txt")).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(
+        fs::metadata(f.s("src/lib/notes.txt"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o600
+    );
     assert_eq!(fs::metadata(f.s("README.md")).unwrap().mtime(), 981173106);
     // The mount reports the backing inode numbers.
     assert_eq!(
@@ -101,12 +115,23 @@ with open(\"mapped.bin\", \"r+b\") as fh:
 #[test]
 fn a_multi_mib_round_trip() {
     let f = fixture();
-    let data: Vec<u8> = (0..24u32 << 20).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
-    fs::File::create(f.m("big.bin")).unwrap().write_all(&data).unwrap();
+    let data: Vec<u8> = (0..24u32 << 20)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    fs::File::create(f.m("big.bin"))
+        .unwrap()
+        .write_all(&data)
+        .unwrap();
     let mut back = Vec::new();
-    fs::File::open(f.m("big.bin")).unwrap().read_to_end(&mut back).unwrap();
+    fs::File::open(f.m("big.bin"))
+        .unwrap()
+        .read_to_end(&mut back)
+        .unwrap();
     assert!(back == data, "read back differs");
-    assert!(fs::read(f.s("big.bin")).unwrap() == data, "backing file differs");
+    assert!(
+        fs::read(f.s("big.bin")).unwrap() == data,
+        "backing file differs"
+    );
 }
 
 #[test]

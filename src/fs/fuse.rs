@@ -9,9 +9,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{
     AccessFlags, BsdFileFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags,
-    Generation, INodeNo, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr,
-    ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen,
-    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    Generation, INodeNo, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
+    ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs,
+    ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
 use super::VeilFs;
@@ -167,14 +167,31 @@ impl Filesystem for VeilFs {
         }
     }
 
-    fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, rdev: u32, reply: ReplyEntry) {
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
         match VeilFs::mknod(self, parent.0, name, mode, umask, rdev, caller(req)) {
             Ok((_, st)) => reply.entry(&TTL, &self.attr(&st), Generation(0)),
             Err(e) => reply.error(err(e)),
         }
     }
 
-    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
         match VeilFs::mkdir(self, parent.0, name, mode, umask, caller(req)) {
             Ok((_, st)) => reply.entry(&TTL, &self.attr(&st), Generation(0)),
             Err(e) => reply.error(err(e)),
@@ -195,7 +212,14 @@ impl Filesystem for VeilFs {
         }
     }
 
-    fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
         match VeilFs::symlink(self, parent.0, link_name, target.as_os_str(), caller(req)) {
             Ok((_, st)) => reply.entry(&TTL, &self.attr(&st), Generation(0)),
             Err(e) => reply.error(err(e)),
@@ -218,7 +242,14 @@ impl Filesystem for VeilFs {
         }
     }
 
-    fn link(&self, _req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+    fn link(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
         match VeilFs::link(self, ino.0, newparent.0, newname) {
             Ok((_, st)) => reply.entry(&TTL, &self.attr(&st), Generation(0)),
             Err(e) => reply.error(err(e)),
@@ -267,7 +298,14 @@ impl Filesystem for VeilFs {
         }
     }
 
-    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
         reply.ok();
     }
 
@@ -285,7 +323,14 @@ impl Filesystem for VeilFs {
         reply.ok();
     }
 
-    fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         match VeilFs::fsync(self, fh.0, datasync) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(err(e)),
@@ -299,7 +344,14 @@ impl Filesystem for VeilFs {
         }
     }
 
-    fn readdir(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
         let dir = match self.dir(fh.0) {
             Ok(d) => d,
             Err(e) => return reply.error(err(e)),
@@ -319,19 +371,38 @@ impl Filesystem for VeilFs {
             next = 2;
         }
         for (i, e) in dir.entries.iter().enumerate().skip((next - 2) as usize) {
-            if reply.add(INodeNo(e.ino), i as u64 + 3, dt_kind(e.kind), OsStr::from_bytes(&e.name)) {
+            if reply.add(
+                INodeNo(e.ino),
+                i as u64 + 3,
+                dt_kind(e.kind),
+                OsStr::from_bytes(&e.name),
+            ) {
                 break;
             }
         }
         reply.ok();
     }
 
-    fn releasedir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
         VeilFs::releasedir(self, fh.0);
         reply.ok();
     }
 
-    fn fsyncdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         match VeilFs::fsyncdir(self, ino.0, datasync) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(err(e)),
@@ -354,7 +425,16 @@ impl Filesystem for VeilFs {
         }
     }
 
-    fn setxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, value: &[u8], flags: i32, _position: u32, reply: ReplyEmpty) {
+    fn setxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
         match VeilFs::setxattr(self, ino.0, name, value, flags) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(err(e)),
@@ -391,21 +471,53 @@ impl Filesystem for VeilFs {
         }
     }
 
-    fn create(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, flags: i32, reply: ReplyCreate) {
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
         match VeilFs::create(self, parent.0, name, mode, umask, flags, caller(req)) {
-            Ok((_, st, fh)) => reply.created(&TTL, &self.attr(&st), Generation(0), FileHandle(fh), FopenFlags::empty()),
+            Ok((_, st, fh)) => reply.created(
+                &TTL,
+                &self.attr(&st),
+                Generation(0),
+                FileHandle(fh),
+                FopenFlags::empty(),
+            ),
             Err(e) => reply.error(err(e)),
         }
     }
 
-    fn fallocate(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, length: u64, mode: i32, reply: ReplyEmpty) {
+    fn fallocate(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
         match VeilFs::fallocate(self, fh.0, mode, offset, length) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(err(e)),
         }
     }
 
-    fn lseek(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: i64, whence: i32, reply: ReplyLseek) {
+    fn lseek(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: i64,
+        whence: i32,
+        reply: ReplyLseek,
+    ) {
         match VeilFs::lseek(self, fh.0, offset, whence) {
             Ok(o) => reply.offset(o),
             Err(e) => reply.error(err(e)),

@@ -1,9 +1,11 @@
 //! The node table: one entry per inode the kernel knows about.
 //!
 //! Invariants:
-//! * A node's `fd` is an `O_PATH | O_NOFOLLOW` descriptor on the backing inode, opened
-//!   relative to its parent's `fd` with one name. Holding it keeps the inode number
-//!   from being reused while the kernel may still name it.
+//! * A directory node (and the root) keeps `fd`: an `O_PATH | O_NOFOLLOW` descriptor
+//!   on the backing directory, opened relative to its parent's `fd` with one name. Its
+//!   children are reached only through it. Other nodes keep no descriptor (a walk of
+//!   100,000 files must not hold 100,000 of them): they are reopened from their
+//!   parent's `fd` and their name, and the inode number is checked against the node.
 //! * The FUSE node id is the backing `st_ino`, except that the source root is node 1
 //!   (`FUSE_ROOT_ID`) and a backing inode numbered 1 takes the root's number instead
 //!   (a bijection, so ids never collide within one backing filesystem).
@@ -27,8 +29,13 @@ pub const ROOT: u64 = 1;
 /// What the policy knows about a node's place in the workspace.
 #[derive(Clone, Debug)]
 pub struct Place {
+    /// The name the decision is for: `(parent, name)` is one of `links`.
     pub parent: u64,
     pub name: Vec<u8>,
+    /// Every `(parent, name)` the node is known under (more than one for a hard-linked
+    /// file); a node without a descriptor is reopened through the first that still
+    /// names its inode.
+    pub links: Vec<(u64, Vec<u8>)>,
     /// Workspace-relative path (empty for the root).
     pub path: Arc<[u8]>,
     pub decision: Decision,
@@ -38,7 +45,8 @@ pub struct Place {
 #[derive(Debug)]
 pub struct Node {
     pub ino: u64,
-    pub fd: OwnedFd,
+    /// Directories only (see the invariants above).
+    pub fd: Option<OwnedFd>,
     /// `st_mode & S_IFMT` of the backing entry (a type never changes).
     pub fmt: u32,
     pub place: Mutex<Place>,
@@ -48,6 +56,15 @@ pub struct Node {
 impl Node {
     pub fn is_dir(&self) -> bool {
         self.fmt == libc::S_IFDIR
+    }
+
+    /// The directory descriptor; `ENOTDIR` for other nodes.
+    pub fn dir_fd(&self) -> std::io::Result<std::os::fd::BorrowedFd<'_>> {
+        use std::os::fd::AsFd;
+        self.fd
+            .as_ref()
+            .map(|f| f.as_fd())
+            .ok_or_else(|| std::io::Error::from_raw_os_error(libc::ENOTDIR))
     }
 
     pub fn place(&self) -> Place {
@@ -112,7 +129,10 @@ impl Inodes {
         }
         let mut map = self.map.write().unwrap();
         if let Some(node) = map.get(&ino) {
-            let prev = node.lookups.fetch_sub(n.min(node.lookups.load(Ordering::Relaxed)), Ordering::Relaxed);
+            let prev = node.lookups.fetch_sub(
+                n.min(node.lookups.load(Ordering::Relaxed)),
+                Ordering::Relaxed,
+            );
             if prev <= n {
                 map.remove(&ino);
             }

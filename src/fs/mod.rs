@@ -36,7 +36,7 @@ pub struct DirHandle {
 /// The mounted filesystem's state.
 #[derive(Debug)]
 pub struct VeilFs {
-    pub(crate) inodes: Inodes,
+    pub(crate) inodes: Arc<Inodes>,
     pub(crate) policy: RwLock<Arc<Policy>>,
     /// Bumped by a directory rename or a policy change: cached decisions older than
     /// this are recomputed before use.
@@ -69,15 +69,18 @@ impl VeilFs {
         policy_file: Option<&Path>,
     ) -> io::Result<VeilFs> {
         let st = sys::stat(root_fd.as_fd())?;
+        // Best effort: a low limit shows up later as EMFILE on lookups.
+        let _ = sys::raise_nofile_limit();
         let proc_fd = sys::open_dir_path(Path::new("/proc/self/fd"))?;
         let policy_file = policy_file.and_then(|p| relative_inside(src, p));
         let root = Node {
             ino: inode::ROOT,
-            fd: root_fd,
+            fd: Some(root_fd),
             fmt: st.st_mode & libc::S_IFMT,
             place: std::sync::Mutex::new(Place {
                 parent: inode::ROOT,
                 name: Vec::new(),
+                links: Vec::new(),
                 path: Arc::from(&b""[..]),
                 decision: Decision::root(),
                 epoch: u64::MAX,
@@ -85,7 +88,7 @@ impl VeilFs {
             lookups: AtomicU64::new(1),
         };
         Ok(VeilFs {
-            inodes: Inodes::new(root, st.st_ino),
+            inodes: Arc::new(Inodes::new(root, st.st_ino)),
             policy: RwLock::new(Arc::new(policy)),
             epoch: AtomicU64::new(0),
             policy_file,
@@ -97,9 +100,10 @@ impl VeilFs {
         })
     }
 
-    /// The number of nodes the kernel currently holds (for tests of `forget`).
-    pub fn node_count(&self) -> usize {
-        self.inodes.len()
+    /// The node table, shared with [`crate::Mount`] so a harness can watch how many
+    /// nodes the kernel holds.
+    pub fn inodes(&self) -> Arc<Inodes> {
+        self.inodes.clone()
     }
 }
 

@@ -133,22 +133,39 @@ impl VeilFs {
         let d = self.decide(&self.policy(), &dp.decision, &path, || match kind {
             Kind::Dir => true,
             Kind::NotDir => false,
-            Kind::OnDisk => sys::statat(dir.fd.as_fd(), name)
+            Kind::OnDisk => dir
+                .dir_fd()
+                .and_then(|fd| sys::statat(fd, name))
                 .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR),
         });
         (path, d)
     }
 
     /// Registers the backing entry `name` of `parent` as a node (one lookup).
-    fn enter(&self, parent: u64, name: &CStr, dir: &Node, path: Vec<u8>, decision: Decision) -> io::Result<(Arc<Node>, libc::stat)> {
-        let fd = sys::open_path(dir.fd.as_fd(), name)?;
-        let st = sys::stat(fd.as_fd())?;
+    fn enter(
+        &self,
+        parent: u64,
+        name: &CStr,
+        dir: &Node,
+        path: Vec<u8>,
+        decision: Decision,
+    ) -> io::Result<(Arc<Node>, libc::stat)> {
+        let dfd = dir.dir_fd()?;
+        let mut st = sys::statat(dfd, name)?;
+        let fd = if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+            let fd = sys::open_path(dfd, name)?;
+            st = sys::stat(fd.as_fd())?;
+            Some(fd)
+        } else {
+            None
+        };
         let ino = self.inodes.id_of(st.st_ino);
         let epoch = self.epoch.load(Ordering::Acquire);
         let path: Arc<[u8]> = Arc::from(path);
         let place = Place {
             parent,
             name: name.to_bytes().to_vec(),
+            links: vec![(parent, name.to_bytes().to_vec())],
             path,
             decision,
             epoch,
@@ -164,11 +181,17 @@ impl VeilFs {
                 lookups: AtomicU64::new(0),
             },
             |p| {
+                let link = (fresh.parent, fresh.name.clone());
+                let mut links = std::mem::take(&mut p.links);
+                if !links.contains(&link) {
+                    links.push(link);
+                }
                 // A second name for the same inode (a hard link): keep the more
                 // restrictive of the two decisions while both are current.
                 if p.epoch != epoch || fresh.decision.action >= p.decision.action {
                     *p = fresh;
                 }
+                p.links = links;
             },
         );
         Ok((node, st))
@@ -189,16 +212,62 @@ impl VeilFs {
         self.inodes.forget(ino, n);
     }
 
+    /// A descriptor on the node's inode: the kept one for a directory, else an
+    /// `O_PATH` one reopened from the parent and the name, checked to be the same
+    /// inode (`ESTALE` if the name now holds another).
+    fn fd_of<'a>(&self, node: &'a Node) -> io::Result<NodeFd<'a>> {
+        if let Some(fd) = &node.fd {
+            return Ok(NodeFd::Kept(fd.as_fd()));
+        }
+        self.through_links(node, |dir, name| {
+            let fd = sys::open_path(dir, name)?;
+            let st = sys::stat(fd.as_fd())?;
+            Ok((st, NodeFd::Opened(fd)))
+        })
+    }
+
+    fn stat_of(&self, node: &Node) -> io::Result<libc::stat> {
+        if let Some(fd) = &node.fd {
+            return sys::stat(fd.as_fd());
+        }
+        self.through_links(node, |dir, name| sys::statat(dir, name).map(|st| (st, st)))
+    }
+
+    /// Runs `f` on each known `(parent, name)` of a descriptor-less node until one
+    /// still names the node's inode; `ESTALE` when none does.
+    fn through_links<T>(
+        &self,
+        node: &Node,
+        f: impl Fn(BorrowedFd, &CStr) -> io::Result<(libc::stat, T)>,
+    ) -> io::Result<T> {
+        let place = node.place();
+        let mut last = errno(libc::ESTALE);
+        for (parent, name) in &place.links {
+            let Ok(dir) = self.node(*parent) else {
+                continue;
+            };
+            let Ok(dfd) = dir.dir_fd() else { continue };
+            let name = std::ffi::CString::new(name.clone()).map_err(|_| errno(libc::EINVAL))?;
+            match f(dfd, &name) {
+                Ok((st, t)) if self.inodes.id_of(st.st_ino) == node.ino => return Ok(t),
+                Ok(_) => last = errno(libc::ESTALE),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
     pub fn getattr(&self, ino: u64) -> io::Result<libc::stat> {
         let node = self.node(ino)?;
         self.visible(&node)?;
-        sys::stat(node.fd.as_fd())
+        self.stat_of(&node)
     }
 
     pub fn setattr(&self, ino: u64, a: &SetAttr, fh: Option<u64>) -> io::Result<libc::stat> {
         let node = self.node(ino)?;
         self.writable(&node)?;
-        let fd = node.fd.as_fd();
+        let nfd = self.fd_of(&node)?;
+        let fd = nfd.as_fd();
         if let Some(mode) = a.mode {
             if node.fmt == libc::S_IFLNK {
                 return Err(errno(libc::EOPNOTSUPP));
@@ -218,7 +287,13 @@ impl VeilFs {
             }
         }
         if a.atime.is_some() || a.mtime.is_some() {
-            sys::utimes(self.proc_fd.as_fd(), fd, node.fmt == libc::S_IFLNK, a.atime, a.mtime)?;
+            sys::utimes(
+                self.proc_fd.as_fd(),
+                fd,
+                node.fmt == libc::S_IFLNK,
+                a.atime,
+                a.mtime,
+            )?;
         }
         sys::stat(fd)
     }
@@ -226,16 +301,26 @@ impl VeilFs {
     pub fn readlink(&self, ino: u64) -> io::Result<Vec<u8>> {
         let node = self.node(ino)?;
         self.visible(&node)?;
-        sys::readlink(node.fd.as_fd())
+        sys::readlink(self.fd_of(&node)?.as_fd())
     }
 
     /// The checks shared by every operation that makes a new name: the parent is
     /// visible, and the name's own decision (as the type being made) allows changes.
-    fn new_name(&self, parent: u64, name: &OsStr, is_dir: bool) -> io::Result<(Arc<Node>, std::ffi::CString, Vec<u8>, Decision)> {
+    fn new_name(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        is_dir: bool,
+    ) -> io::Result<(Arc<Node>, std::ffi::CString, Vec<u8>, Decision)> {
         let dir = self.node(parent)?;
         let dp = self.visible(&dir)?;
         let cname = sys::name(name)?;
-        let (path, d) = self.child(&dir, &dp, &cname, if is_dir { Kind::Dir } else { Kind::NotDir });
+        let (path, d) = self.child(
+            &dir,
+            &dp,
+            &cname,
+            if is_dir { Kind::Dir } else { Kind::NotDir },
+        );
         if !d.action.writable() {
             return Err(eacces());
         }
@@ -249,38 +334,79 @@ impl VeilFs {
         Ok(())
     }
 
-    fn made(&self, parent: u64, dir: &Node, name: &CStr, path: Vec<u8>, d: Decision, caller: Caller) -> io::Result<(Arc<Node>, libc::stat)> {
+    fn made(
+        &self,
+        parent: u64,
+        dir: &Node,
+        name: &CStr,
+        path: Vec<u8>,
+        d: Decision,
+        caller: Caller,
+    ) -> io::Result<(Arc<Node>, libc::stat)> {
         let (node, _) = self.enter(parent, name, dir, path, d)?;
-        self.give(node.fd.as_fd(), caller)?;
-        let st = sys::stat(node.fd.as_fd())?;
+        let fd = self.fd_of(&node)?;
+        self.give(fd.as_fd(), caller)?;
+        let st = sys::stat(fd.as_fd())?;
+        drop(fd);
         Ok((node, st))
     }
 
-    pub fn mknod(&self, parent: u64, name: &OsStr, mode: u32, umask: u32, rdev: u32, caller: Caller) -> io::Result<(Arc<Node>, libc::stat)> {
+    pub fn mknod(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        rdev: u32,
+        caller: Caller,
+    ) -> io::Result<(Arc<Node>, libc::stat)> {
         let (dir, cname, path, d) = self.new_name(parent, name, false)?;
-        sys::mknodat(dir.fd.as_fd(), &cname, mode & !umask, rdev as u64)?;
+        sys::mknodat(dir.dir_fd()?, &cname, mode & !umask, rdev as u64)?;
         self.made(parent, &dir, &cname, path, d, caller)
     }
 
-    pub fn mkdir(&self, parent: u64, name: &OsStr, mode: u32, umask: u32, caller: Caller) -> io::Result<(Arc<Node>, libc::stat)> {
+    pub fn mkdir(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        caller: Caller,
+    ) -> io::Result<(Arc<Node>, libc::stat)> {
         let (dir, cname, path, d) = self.new_name(parent, name, true)?;
-        sys::mkdirat(dir.fd.as_fd(), &cname, mode & !umask)?;
+        sys::mkdirat(dir.dir_fd()?, &cname, mode & !umask)?;
         self.made(parent, &dir, &cname, path, d, caller)
     }
 
-    pub fn symlink(&self, parent: u64, name: &OsStr, target: &OsStr, caller: Caller) -> io::Result<(Arc<Node>, libc::stat)> {
+    pub fn symlink(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        target: &OsStr,
+        caller: Caller,
+    ) -> io::Result<(Arc<Node>, libc::stat)> {
         let (dir, cname, path, d) = self.new_name(parent, name, false)?;
-        sys::symlinkat(target, dir.fd.as_fd(), &cname)?;
+        sys::symlinkat(target, dir.dir_fd()?, &cname)?;
         self.made(parent, &dir, &cname, path, d, caller)
     }
 
-    pub fn link(&self, ino: u64, newparent: u64, newname: &OsStr) -> io::Result<(Arc<Node>, libc::stat)> {
+    pub fn link(
+        &self,
+        ino: u64,
+        newparent: u64,
+        newname: &OsStr,
+    ) -> io::Result<(Arc<Node>, libc::stat)> {
         let node = self.node(ino)?;
         // A new name for an inode changes it (its link count) and could give a
         // read-only inode a writable alias: the source must be writable too.
         self.writable(&node)?;
         let (dir, cname, path, d) = self.new_name(newparent, newname, node.is_dir())?;
-        sys::linkat(self.proc_fd.as_fd(), node.fd.as_fd(), dir.fd.as_fd(), &cname)?;
+        sys::linkat(
+            self.proc_fd.as_fd(),
+            self.fd_of(&node)?.as_fd(),
+            dir.dir_fd()?,
+            &cname,
+        )?;
         self.enter(newparent, &cname, &dir, path, d)
     }
 
@@ -288,11 +414,31 @@ impl VeilFs {
         let dir = self.node(parent)?;
         let dp = self.visible(&dir)?;
         let cname = sys::name(name)?;
-        let (_, d) = self.child(&dir, &dp, &cname, if is_dir { Kind::Dir } else { Kind::OnDisk });
+        let (_, d) = self.child(
+            &dir,
+            &dp,
+            &cname,
+            if is_dir { Kind::Dir } else { Kind::OnDisk },
+        );
         if !d.action.writable() {
             return Err(eacces());
         }
-        sys::unlinkat(dir.fd.as_fd(), &cname, is_dir)
+        let st = sys::statat(dir.dir_fd()?, &cname)?;
+        sys::unlinkat(dir.dir_fd()?, &cname, is_dir)?;
+        if let Some(n) = self.inodes.get(self.inodes.id_of(st.st_ino)) {
+            let mut p = n.place.lock().unwrap();
+            let gone = (parent, cname.to_bytes().to_vec());
+            p.links.retain(|l| *l != gone);
+            if (p.parent, p.name.clone()) == gone
+                && let Some((np, nn)) = p.links.first().cloned()
+            {
+                // The decision was for the removed name: recompute it for another.
+                p.parent = np;
+                p.name = nn;
+                p.epoch = u64::MAX;
+            }
+        }
+        Ok(())
     }
 
     pub fn unlink(&self, parent: u64, name: &OsStr) -> io::Result<()> {
@@ -303,12 +449,19 @@ impl VeilFs {
         self.remove(parent, name, true)
     }
 
-    pub fn rename(&self, parent: u64, name: &OsStr, newparent: u64, newname: &OsStr, flags: u32) -> io::Result<()> {
+    pub fn rename(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        newparent: u64,
+        newname: &OsStr,
+        flags: u32,
+    ) -> io::Result<()> {
         let policy = self.policy();
         let (from_dir, to_dir) = (self.node(parent)?, self.node(newparent)?);
         let (fp, tp) = (self.visible(&from_dir)?, self.visible(&to_dir)?);
         let (from, to) = (sys::name(name)?, sys::name(newname)?);
-        let from_st = sys::statat(from_dir.fd.as_fd(), &from)?;
+        let from_st = sys::statat(from_dir.dir_fd()?, &from)?;
         let from_is_dir = from_st.st_mode & libc::S_IFMT == libc::S_IFDIR;
         let exchange = flags & libc::RENAME_EXCHANGE != 0;
 
@@ -320,7 +473,7 @@ impl VeilFs {
         }
         // Whatever sits at the destination is replaced (or, for an exchange, moved
         // to the source's place): its own decision must allow that too.
-        let to_st = sys::statat(to_dir.fd.as_fd(), &to).ok();
+        let to_st = sys::statat(to_dir.dir_fd()?, &to).ok();
         if let Some(st) = &to_st {
             let to_is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
             let (_, to_now) = self.child(&to_dir, &tp, &to, kind_of(to_is_dir));
@@ -333,40 +486,63 @@ impl VeilFs {
                     return Err(eacces());
                 }
                 if to_is_dir {
-                    let fd = sys::openat(to_dir.fd.as_fd(), &to, libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
+                    let fd =
+                        sys::openat(to_dir.dir_fd()?, &to, libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
                     self.no_exposure(&policy, fd, &to_path, &to_now, &from_path, &to_then)?;
                 }
             }
         }
         if from_is_dir {
-            let fd = sys::openat(from_dir.fd.as_fd(), &from, libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
+            let fd = sys::openat(
+                from_dir.dir_fd()?,
+                &from,
+                libc::O_RDONLY | libc::O_DIRECTORY,
+                0,
+            )?;
             self.no_exposure(&policy, fd, &from_path, &from_now, &to_path, &from_then)?;
         }
 
-        sys::renameat2(from_dir.fd.as_fd(), &from, to_dir.fd.as_fd(), &to, flags)?;
+        sys::renameat2(from_dir.dir_fd()?, &from, to_dir.dir_fd()?, &to, flags)?;
 
         // Keep the moved nodes' places in step, then invalidate every cached decision
         // (descendants of a moved directory now live under another path).
-        self.moved(&from_dir, &from, parent, newparent, to.to_bytes(), &to_dir, &to, from_st.st_ino);
+        self.moved(
+            parent,
+            from.to_bytes(),
+            newparent,
+            to.to_bytes(),
+            from_st.st_ino,
+        );
         if exchange && let Some(st) = to_st {
-            self.moved(&to_dir, &to, newparent, parent, from.to_bytes(), &from_dir, &from, st.st_ino);
+            self.moved(newparent, to.to_bytes(), parent, from.to_bytes(), st.st_ino);
         }
         self.epoch.fetch_add(1, Ordering::AcqRel);
         Ok(())
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn moved(&self, _old_dir: &Node, _old: &CStr, _old_parent: u64, new_parent: u64, new_name: &[u8], _new_dir: &Node, _new: &CStr, backing: u64) {
+    /// The entry `old_parent/old` (backing inode `backing`) is now `new_parent/new`.
+    fn moved(&self, old_parent: u64, old: &[u8], new_parent: u64, new: &[u8], backing: u64) {
         if let Some(n) = self.inodes.get(self.inodes.id_of(backing)) {
             let mut p = n.place.lock().unwrap();
+            let (from, to) = ((old_parent, old.to_vec()), (new_parent, new.to_vec()));
+            p.links.retain(|l| *l != from && *l != to);
+            p.links.insert(0, to);
             p.parent = new_parent;
-            p.name = new_name.to_vec();
+            p.name = new.to_vec();
         }
     }
 
     /// Invariant 4: moving the directory `dir` from `old_path` to `new_path` must not
     /// make anything beneath it more permissive. Walks the backing subtree.
-    fn no_exposure(&self, policy: &Policy, dir: OwnedFd, old_path: &[u8], old: &Decision, new_path: &[u8], new: &Decision) -> io::Result<()> {
+    fn no_exposure(
+        &self,
+        policy: &Policy,
+        dir: OwnedFd,
+        old_path: &[u8],
+        old: &Decision,
+        new_path: &[u8],
+        new: &Decision,
+    ) -> io::Result<()> {
         if old.action == Action::Deny && new.action == Action::Deny {
             return Ok(());
         }
@@ -375,7 +551,8 @@ impl VeilFs {
             let cname = std::ffi::CString::new(e.name.clone()).map_err(|_| errno(libc::EINVAL))?;
             let is_dir = match e.kind {
                 libc::DT_DIR => true,
-                libc::DT_UNKNOWN => sys::statat(dir.as_fd(), &cname).is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR),
+                libc::DT_UNKNOWN => sys::statat(dir.as_fd(), &cname)
+                    .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR),
                 _ => false,
             };
             let op = join(old_path, &e.name);
@@ -399,12 +576,22 @@ impl VeilFs {
 
     fn register(&self, fd: OwnedFd) -> u64 {
         let fh = self.new_fh();
-        self.files.write().unwrap().insert(fh, Arc::new(FileHandle { file: File::from(fd) }));
+        self.files.write().unwrap().insert(
+            fh,
+            Arc::new(FileHandle {
+                file: File::from(fd),
+            }),
+        );
         fh
     }
 
     pub fn file(&self, fh: u64) -> io::Result<Arc<FileHandle>> {
-        self.files.read().unwrap().get(&fh).cloned().ok_or_else(|| errno(libc::EBADF))
+        self.files
+            .read()
+            .unwrap()
+            .get(&fh)
+            .cloned()
+            .ok_or_else(|| errno(libc::EBADF))
     }
 
     pub fn open(&self, ino: u64, flags: i32) -> io::Result<u64> {
@@ -415,14 +602,26 @@ impl VeilFs {
         } else {
             self.visible(&node)?;
         }
-        let fd = sys::reopen(self.proc_fd.as_fd(), node.fd.as_fd(), flags & !libc::O_CREAT & !libc::O_EXCL)?;
+        let fd = sys::reopen(
+            self.proc_fd.as_fd(),
+            self.fd_of(&node)?.as_fd(),
+            flags & !libc::O_CREAT & !libc::O_EXCL,
+        )?;
         Ok(self.register(fd))
     }
 
     #[allow(clippy::too_many_arguments)]
-    pub fn create(&self, parent: u64, name: &OsStr, mode: u32, umask: u32, flags: i32, caller: Caller) -> io::Result<(Arc<Node>, libc::stat, u64)> {
+    pub fn create(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        caller: Caller,
+    ) -> io::Result<(Arc<Node>, libc::stat, u64)> {
         let (dir, cname, path, d) = self.new_name(parent, name, false)?;
-        let fd = sys::openat(dir.fd.as_fd(), &cname, flags | libc::O_CREAT, mode & !umask)?;
+        let fd = sys::openat(dir.dir_fd()?, &cname, flags | libc::O_CREAT, mode & !umask)?;
         let (node, st) = self.made(parent, &dir, &cname, path, d, caller)?;
         Ok((node, st, self.register(fd)))
     }
@@ -461,7 +660,11 @@ impl VeilFs {
     pub fn opendir(&self, ino: u64) -> io::Result<u64> {
         let node = self.node(ino)?;
         let place = self.visible(&node)?;
-        let reader = sys::reopen(self.proc_fd.as_fd(), node.fd.as_fd(), libc::O_RDONLY | libc::O_DIRECTORY)?;
+        let reader = sys::reopen(
+            self.proc_fd.as_fd(),
+            node.dir_fd()?,
+            libc::O_RDONLY | libc::O_DIRECTORY,
+        )?;
         let policy = self.policy();
         let mut entries = Vec::new();
         for e in sys::read_dir(reader)? {
@@ -470,7 +673,7 @@ impl VeilFs {
                 libc::DT_DIR => true,
                 libc::DT_UNKNOWN => std::ffi::CString::new(e.name.clone())
                     .ok()
-                    .and_then(|c| sys::statat(node.fd.as_fd(), &c).ok())
+                    .and_then(|c| sys::statat(node.dir_fd().ok()?, &c).ok())
                     .is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR),
                 _ => false,
             });
@@ -483,12 +686,20 @@ impl VeilFs {
             }
         }
         let fh = self.new_fh();
-        self.dirs.write().unwrap().insert(fh, Arc::new(DirHandle { entries }));
+        self.dirs
+            .write()
+            .unwrap()
+            .insert(fh, Arc::new(DirHandle { entries }));
         Ok(fh)
     }
 
     pub fn dir(&self, fh: u64) -> io::Result<Arc<DirHandle>> {
-        self.dirs.read().unwrap().get(&fh).cloned().ok_or_else(|| errno(libc::EBADF))
+        self.dirs
+            .read()
+            .unwrap()
+            .get(&fh)
+            .cloned()
+            .ok_or_else(|| errno(libc::EBADF))
     }
 
     pub fn releasedir(&self, fh: u64) {
@@ -498,13 +709,17 @@ impl VeilFs {
     pub fn fsyncdir(&self, ino: u64, datasync: bool) -> io::Result<()> {
         let node = self.node(ino)?;
         self.visible(&node)?;
-        let fd = sys::reopen(self.proc_fd.as_fd(), node.fd.as_fd(), libc::O_RDONLY | libc::O_DIRECTORY)?;
+        let fd = sys::reopen(
+            self.proc_fd.as_fd(),
+            node.dir_fd()?,
+            libc::O_RDONLY | libc::O_DIRECTORY,
+        )?;
         sys::fsync(fd.as_fd(), datasync)
     }
 
     pub fn statfs(&self, ino: u64) -> io::Result<libc::statvfs> {
         let node = self.node(ino)?;
-        sys::statvfs(node.fd.as_fd())
+        sys::statvfs(self.fd_of(&node)?.as_fd())
     }
 
     fn xattr_target(&self, ino: u64, write: bool) -> io::Result<Arc<Node>> {
@@ -524,24 +739,24 @@ impl VeilFs {
     pub fn getxattr(&self, ino: u64, name: &OsStr, size: u32) -> io::Result<(usize, Vec<u8>)> {
         let node = self.xattr_target(ino, false)?;
         let c = std::ffi::CString::new(name.as_bytes()).map_err(|_| errno(libc::EINVAL))?;
-        sys::getxattr(node.fd.as_fd(), &c, size as usize)
+        sys::getxattr(self.fd_of(&node)?.as_fd(), &c, size as usize)
     }
 
     pub fn listxattr(&self, ino: u64, size: u32) -> io::Result<(usize, Vec<u8>)> {
         let node = self.xattr_target(ino, false)?;
-        sys::listxattr(node.fd.as_fd(), size as usize)
+        sys::listxattr(self.fd_of(&node)?.as_fd(), size as usize)
     }
 
     pub fn setxattr(&self, ino: u64, name: &OsStr, value: &[u8], flags: i32) -> io::Result<()> {
         let node = self.xattr_target(ino, true)?;
         let c = std::ffi::CString::new(name.as_bytes()).map_err(|_| errno(libc::EINVAL))?;
-        sys::setxattr(node.fd.as_fd(), &c, value, flags)
+        sys::setxattr(self.fd_of(&node)?.as_fd(), &c, value, flags)
     }
 
     pub fn removexattr(&self, ino: u64, name: &OsStr) -> io::Result<()> {
         let node = self.xattr_target(ino, true)?;
         let c = std::ffi::CString::new(name.as_bytes()).map_err(|_| errno(libc::EINVAL))?;
-        sys::removexattr(node.fd.as_fd(), &c)
+        sys::removexattr(self.fd_of(&node)?.as_fd(), &c)
     }
 
     pub fn access(&self, ino: u64, mask: i32) -> io::Result<()> {
@@ -564,9 +779,22 @@ impl VeilFs {
         sys::lseek(h.file.as_fd(), offset, whence)
     }
 
-    pub fn copy_file_range(&self, fh_in: u64, off_in: u64, fh_out: u64, off_out: u64, len: u64) -> io::Result<usize> {
+    pub fn copy_file_range(
+        &self,
+        fh_in: u64,
+        off_in: u64,
+        fh_out: u64,
+        off_out: u64,
+        len: u64,
+    ) -> io::Result<usize> {
         let (a, b) = (self.file(fh_in)?, self.file(fh_out)?);
-        sys::copy_file_range(a.file.as_fd(), off_in as i64, b.file.as_fd(), off_out as i64, len as usize)
+        sys::copy_file_range(
+            a.file.as_fd(),
+            off_in as i64,
+            b.file.as_fd(),
+            off_out as i64,
+            len as usize,
+        )
     }
 }
 
@@ -580,4 +808,19 @@ enum Kind {
 
 fn kind_of(is_dir: bool) -> Kind {
     if is_dir { Kind::Dir } else { Kind::NotDir }
+}
+
+/// A descriptor on a node's inode, kept by the node or opened for one operation.
+enum NodeFd<'a> {
+    Kept(BorrowedFd<'a>),
+    Opened(OwnedFd),
+}
+
+impl AsFd for NodeFd<'_> {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            NodeFd::Kept(fd) => *fd,
+            NodeFd::Opened(fd) => fd.as_fd(),
+        }
+    }
 }

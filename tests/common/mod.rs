@@ -33,7 +33,10 @@ impl Fixture {
     /// An empty workspace, not yet mounted.
     pub fn new() -> Fixture {
         require_fuse();
-        let tmp = tempfile::Builder::new().prefix("veilfs-test").tempdir().unwrap();
+        let tmp = tempfile::Builder::new()
+            .prefix("veilfs-test")
+            .tempdir()
+            .unwrap();
         let src = tmp.path().join("src");
         let mnt = tmp.path().join("mnt");
         std::fs::create_dir(&src).unwrap();
@@ -149,10 +152,17 @@ pub fn snapshot(root: &Path) -> BTreeMap<Vec<u8>, String> {
 }
 
 fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<Vec<u8>, String>) {
-    let Ok(rd) = std::fs::read_dir(dir) else { return };
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
     for e in rd.flatten() {
         let p = e.path();
-        let rel = p.strip_prefix(root).unwrap().as_os_str().as_bytes().to_vec();
+        let rel = p
+            .strip_prefix(root)
+            .unwrap()
+            .as_os_str()
+            .as_bytes()
+            .to_vec();
         let md = std::fs::symlink_metadata(&p).unwrap();
         let content = if md.is_file() {
             format!("{:?}", std::fs::read(&p).unwrap_or_default())
@@ -196,7 +206,11 @@ fn xattr_list(p: &Path) -> Vec<u8> {
 pub fn listing(root: &Path) -> String {
     let mut s = String::new();
     for (k, v) in snapshot(root) {
-        s += &format!("  {}  {}\n", String::from_utf8_lossy(&k), &v[..v.len().min(120)]);
+        s += &format!(
+            "  {}  {}\n",
+            String::from_utf8_lossy(&k),
+            &v[..v.len().min(120)]
+        );
     }
     s
 }

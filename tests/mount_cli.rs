@@ -1,0 +1,237 @@
+//! `veilfs mount` as a process: ready line, clean exit on SIGTERM / SIGINT and on an
+//! outside unmount, and every refusal to start (exit 2, nothing mounted).
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::{Fixture, require_fuse, wait_until};
+use veilfs::mount::is_mount_point;
+
+/// A `veilfs mount` child process, killed and unmounted on drop if still running.
+struct Daemon {
+    child: Child,
+    mnt: std::path::PathBuf,
+    ready: String,
+}
+
+impl Daemon {
+    fn start(f: &Fixture, extra: &[&str]) -> Daemon {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_veilfs"))
+            .arg("mount")
+            .args(extra)
+            .arg(&f.src)
+            .arg(&f.mnt)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stderr.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(
+            line.starts_with("veilfs: mounted "),
+            "unexpected first line: {line:?}"
+        );
+        assert!(
+            is_mount_point(&f.mnt.canonicalize().unwrap()),
+            "ready line before the mount was live"
+        );
+        Daemon {
+            child,
+            mnt: f.mnt.clone(),
+            ready: line,
+        }
+    }
+
+    fn wait_exit(&mut self) -> Option<i32> {
+        let mut code = None;
+        assert!(
+            wait_until(Duration::from_secs(10), || {
+                match self.child.try_wait().unwrap() {
+                    Some(s) => {
+                        code = s.code();
+                        true
+                    }
+                    None => false,
+                }
+            }),
+            "veilfs mount did not exit"
+        );
+        code
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if self.child.try_wait().unwrap().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        if is_mount_point(&self.mnt.canonicalize().unwrap()) {
+            let _ = Command::new("umount").arg("-l").arg(&self.mnt).status();
+        }
+    }
+}
+
+fn signal(d: &Daemon, sig: i32) {
+    // SAFETY: sending a signal to our own child by pid.
+    assert_eq!(unsafe { libc::kill(d.child.id() as i32, sig) }, 0);
+}
+
+#[test]
+fn sigterm_unmounts_and_exits_zero() {
+    let mut f = Fixture::new();
+    f.file("a.txt", "a\n");
+    let mut d = Daemon::start(&f, &[]);
+    assert!(d.ready.contains("built-in default policy"), "{}", d.ready);
+    assert_eq!(std::fs::read_to_string(f.m("a.txt")).unwrap(), "a\n");
+    signal(&d, libc::SIGTERM);
+    assert_eq!(d.wait_exit(), Some(0));
+    assert!(!is_mount_point(&f.mnt.canonicalize().unwrap()));
+    f.mount = None;
+}
+
+#[test]
+fn sigint_unmounts_and_exits_zero() {
+    let f = Fixture::new();
+    let mut d = Daemon::start(&f, &[]);
+    signal(&d, libc::SIGINT);
+    assert_eq!(d.wait_exit(), Some(0));
+    assert!(!is_mount_point(&f.mnt.canonicalize().unwrap()));
+}
+
+#[test]
+fn an_outside_umount_ends_the_daemon_with_zero() {
+    let f = Fixture::new();
+    let mut d = Daemon::start(&f, &[]);
+    let st = Command::new("umount").arg(&f.mnt).status().unwrap();
+    assert!(st.success());
+    assert_eq!(d.wait_exit(), Some(0));
+}
+
+#[test]
+fn the_workspace_policy_file_is_used_and_named() {
+    let f = Fixture::new();
+    f.file(
+        ".veilfs.toml",
+        "[[rules]]\naction = \"deny\"\npaths = [\"*.txt\"]\n",
+    )
+    .file("a.txt", "a");
+    let d = Daemon::start(&f, &[]);
+    assert!(d.ready.contains(".veilfs.toml"), "{}", d.ready);
+    let e = std::fs::read(f.m("a.txt")).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EACCES));
+    let e = std::fs::write(f.m(".veilfs.toml"), "").unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EACCES));
+}
+
+/// Runs `veilfs mount ARGS` expecting a refusal: exit 2, one message, nothing mounted.
+fn refuses(args: &[&Path], mnt: &Path, want: &str) {
+    require_fuse();
+    let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
+        .arg("mount")
+        .args(args)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "stderr: {err}");
+    assert!(err.contains(want), "expected {want:?} in: {err}");
+    assert_eq!(err.lines().count(), 1, "one clear message: {err}");
+    if let Ok(c) = mnt.canonicalize() {
+        assert!(
+            !is_mount_point(&c),
+            "something was mounted at {}",
+            mnt.display()
+        );
+    }
+}
+
+#[test]
+fn refuses_a_bad_policy() {
+    let f = Fixture::new();
+    let p = f.tmp.path().join("bad.toml");
+    std::fs::write(&p, "default = \"maybe\"\n").unwrap();
+    refuses(
+        &[Path::new("--policy"), &p, &f.src, &f.mnt],
+        &f.mnt,
+        "bad.toml:1:11: error: unknown default action",
+    );
+}
+
+#[test]
+fn refuses_a_source_that_is_not_a_directory() {
+    let f = Fixture::new();
+    let file = f.tmp.path().join("file");
+    std::fs::write(&file, "x").unwrap();
+    refuses(&[&file, &f.mnt], &f.mnt, "is not a directory");
+    refuses(
+        &[&f.tmp.path().join("missing"), &f.mnt],
+        &f.mnt,
+        "is not a directory",
+    );
+}
+
+#[test]
+fn refuses_a_missing_or_non_directory_mount_point() {
+    let f = Fixture::new();
+    let missing = f.tmp.path().join("nope");
+    refuses(&[&f.src, &missing], &missing, "does not exist");
+    let file = f.tmp.path().join("file");
+    std::fs::write(&file, "x").unwrap();
+    refuses(&[&f.src, &file], &file, "is not a directory");
+}
+
+#[test]
+fn refuses_a_mount_point_inside_the_source() {
+    let f = Fixture::new();
+    f.dir("inner");
+    refuses(
+        &[&f.src, &f.s("inner")],
+        &f.s("inner"),
+        "is inside the source",
+    );
+}
+
+#[test]
+fn refuses_a_mount_point_that_is_already_mounted() {
+    let f = Fixture::new();
+    let _d = Daemon::start(&f, &[]);
+    let other = f.tmp.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
+        .arg("mount")
+        .arg(&other)
+        .arg(&f.mnt)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("already a mount point"));
+}
+
+#[test]
+fn refuses_when_fuse_is_unavailable() {
+    // In a private mount namespace whose /dev has no fuse device.
+    let f = Fixture::new();
+    let script = format!(
+        "mount -t tmpfs tmpfs /dev && exec {} mount {} {}",
+        env!("CARGO_BIN_EXE_veilfs"),
+        f.src.display(),
+        f.mnt.display()
+    );
+    let o = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("FUSE is unavailable: /dev/fuse does not exist"),
+        "{err}"
+    );
+    assert!(err.contains("install fuse3"), "{err}");
+    assert!(!is_mount_point(&f.mnt.canonicalize().unwrap()));
+}
