@@ -31,7 +31,12 @@ fn runs_the_command_in_the_mount_and_passes_its_status() {
         .output()
         .unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(o.status.code(), Some(7), "{out}\n{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(7),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert!(out.contains("a.txt"), "{out}");
     assert!(out.contains("Permission denied"), "{out}");
     assert!(!out.contains("TOPSECRET"), "{out}");
@@ -46,7 +51,10 @@ fn unmounts_when_interrupted() {
         .args(["--", "sleep", "30"])
         .spawn()
         .unwrap();
-    assert!(common::wait_until(std::time::Duration::from_secs(20), || mounts_of("veilfs-mnt.") > 0));
+    assert!(common::wait_until(
+        std::time::Duration::from_secs(20),
+        || mounts_of("veilfs-mnt.") > 0
+    ));
     // SAFETY: signalling our own child by pid.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let st = child.wait().unwrap();

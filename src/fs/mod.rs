@@ -24,6 +24,8 @@ use inode::{Inodes, Node, Place};
 #[derive(Debug)]
 pub struct FileHandle {
     pub file: File,
+    /// The node it was opened on.
+    pub ino: u64,
 }
 
 /// An open directory: a snapshot of its admitted entries, taken at `opendir`, so that

@@ -224,6 +224,10 @@ impl VeilFs {
             let st = sys::stat(fd.as_fd())?;
             Ok((st, NodeFd::Opened(fd)))
         })
+        .or_else(|e| match self.open_handle(node.ino) {
+            Some(h) => Ok(NodeFd::Opened(h.file.as_fd().try_clone_to_owned()?)),
+            None => Err(e),
+        })
     }
 
     fn stat_of(&self, node: &Node) -> io::Result<libc::stat> {
@@ -231,6 +235,10 @@ impl VeilFs {
             return sys::stat(fd.as_fd());
         }
         self.through_links(node, |dir, name| sys::statat(dir, name).map(|st| (st, st)))
+            .or_else(|e| match self.open_handle(node.ino) {
+                Some(h) => sys::stat(h.file.as_fd()),
+                None => Err(e),
+            })
     }
 
     /// Runs `f` on each known `(parent, name)` of a descriptor-less node until one
@@ -574,15 +582,27 @@ impl VeilFs {
         self.next_fh.fetch_add(1, Ordering::Relaxed)
     }
 
-    fn register(&self, fd: OwnedFd) -> u64 {
+    fn register(&self, fd: OwnedFd, ino: u64) -> u64 {
         let fh = self.new_fh();
         self.files.write().unwrap().insert(
             fh,
             Arc::new(FileHandle {
                 file: File::from(fd),
+                ino,
             }),
         );
         fh
+    }
+
+    /// An open handle on the node, for an inode that no name reaches any more (a file
+    /// unlinked while open keeps working through its descriptors).
+    fn open_handle(&self, ino: u64) -> Option<Arc<FileHandle>> {
+        self.files
+            .read()
+            .unwrap()
+            .values()
+            .find(|h| h.ino == ino)
+            .cloned()
     }
 
     pub fn file(&self, fh: u64) -> io::Result<Arc<FileHandle>> {
@@ -607,7 +627,7 @@ impl VeilFs {
             self.fd_of(&node)?.as_fd(),
             flags & !libc::O_CREAT & !libc::O_EXCL,
         )?;
-        Ok(self.register(fd))
+        Ok(self.register(fd, ino))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -623,7 +643,8 @@ impl VeilFs {
         let (dir, cname, path, d) = self.new_name(parent, name, false)?;
         let fd = sys::openat(dir.dir_fd()?, &cname, flags | libc::O_CREAT, mode & !umask)?;
         let (node, st) = self.made(parent, &dir, &cname, path, d, caller)?;
-        Ok((node, st, self.register(fd)))
+        let fh = self.register(fd, node.ino);
+        Ok((node, st, fh))
     }
 
     pub fn read(&self, fh: u64, offset: u64, size: u32) -> io::Result<Vec<u8>> {
