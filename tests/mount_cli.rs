@@ -235,3 +235,56 @@ fn refuses_when_fuse_is_unavailable() {
     assert!(err.contains("install fuse3"), "{err}");
     assert!(!is_mount_point(&f.mnt.canonicalize().unwrap()));
 }
+
+#[test]
+fn allow_other_lets_another_user_in_and_the_policy_still_applies() {
+    let f = Fixture::new();
+    f.file("a.txt", "for everyone\n").file(".env", "TOPSECRET\n");
+    // The temp dir is private to root; let the other user walk to the mount.
+    for p in [f.tmp.path(), &f.src] {
+        std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+    let _d = Daemon::start(&f, &["--allow-other"]);
+    let as_nobody = |cmd: &str| {
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c", cmd])
+            .current_dir("/")
+            .output()
+            .unwrap()
+    };
+    let o = as_nobody(&format!("cat {}", f.m("a.txt").display()));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "for everyone\n", "{}", String::from_utf8_lossy(&o.stderr));
+    let o = as_nobody(&format!("cat {}", f.m(".env").display()));
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("Permission denied"));
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("TOPSECRET"));
+}
+
+#[test]
+fn without_allow_other_another_user_is_kept_out() {
+    let f = Fixture::new();
+    f.file("a.txt", "root only\n");
+    for p in [f.tmp.path(), &f.src] {
+        std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+    let _d = Daemon::start(&f, &[]);
+    let o = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "cat"])
+        .arg(f.m("a.txt"))
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "another user read a mount without --allow-other");
+}
+
+#[test]
+fn read_only_mounts_refuse_every_change_with_erofs() {
+    let f = Fixture::new();
+    f.file("a.txt", "a\n");
+    let _d = Daemon::start(&f, &["--read-only"]);
+    let before = f.snapshot();
+    assert_eq!(std::fs::read_to_string(f.m("a.txt")).unwrap(), "a\n");
+    common::assert_errno(std::fs::write(f.m("a.txt"), "b"), libc::EROFS, "write");
+    common::assert_errno(std::fs::write(f.m("new.txt"), "b"), libc::EROFS, "create");
+    common::assert_errno(std::fs::remove_file(f.m("a.txt")), libc::EROFS, "unlink");
+    assert_eq!(before, f.snapshot());
+}
