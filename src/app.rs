@@ -29,6 +29,19 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 ..Default::default()
             },
         ),
+        Command::Run {
+            policy,
+            workspace,
+            quiet,
+            user,
+            command,
+        } => crate::run::run(crate::run::RunOptions {
+            policy,
+            workspace,
+            quiet,
+            user,
+            command,
+        }),
         Command::Check {
             policy,
             print_default,

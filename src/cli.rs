@@ -38,6 +38,28 @@ pub enum Command {
         /// Where to mount it (an existing, empty directory outside SRC).
         mnt: PathBuf,
     },
+    /// Run CMD (default: $SHELL, else /bin/sh) with the workspace seen through the
+    /// policy at its usual path: veilfs is mounted over DIR in a private mount
+    /// namespace, CMD starts in the current directory, and nothing outside ever sees
+    /// the mount. The exit status is CMD's (128+N when it dies of signal N).
+    Run {
+        /// The policy file. Default: DIR/.veilfs.toml if present, else the built-in
+        /// default policy.
+        #[arg(long, value_name = "FILE")]
+        policy: Option<PathBuf>,
+        /// The workspace to police. Default: the current directory.
+        #[arg(long, value_name = "DIR", default_value = ".")]
+        workspace: PathBuf,
+        /// Do not print the start-up line.
+        #[arg(long, short)]
+        quiet: bool,
+        /// Run CMD as UID[:GID] (root only).
+        #[arg(long, value_name = "UID[:GID]", value_parser = crate::run::parse_user)]
+        user: Option<(u32, u32)>,
+        /// The command and its arguments.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+        command: Vec<std::ffi::OsString>,
+    },
     /// Parse and lint a policy: exit 0 when it is usable (warnings are printed), 1 with
     /// its errors (file:line:col and what was expected).
     Check {

@@ -22,6 +22,7 @@ pub mod config;
 pub mod fs;
 pub mod mount;
 pub mod policy;
+pub mod run;
 pub mod sys;
 
 pub use mount::{Mount, MountOptions};

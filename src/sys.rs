@@ -491,3 +491,313 @@ pub fn raise_nofile_limit() -> io::Result<u64> {
     }
     Ok(lim.rlim_cur)
 }
+
+// ---- process and namespace set-up for `veilfs run` (never on a request path) ----
+
+fn cpath(p: &std::path::Path) -> io::Result<CString> {
+    CString::new(p.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+pub fn unshare(flags: i32) -> io::Result<()> {
+    // SAFETY: plain syscall.
+    check(unsafe { libc::unshare(flags) }).map(drop)
+}
+
+/// Makes every mount in this mount namespace private, so nothing mounted here
+/// propagates back to the namespace it was copied from.
+pub fn make_mounts_private() -> io::Result<()> {
+    // SAFETY: valid C string; NULL source/type/data are allowed for a propagation change.
+    check(unsafe {
+        libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        )
+    })
+    .map(drop)
+}
+
+/// Mounts a fresh procfs (of the caller's PID namespace) on `/proc`.
+pub fn mount_proc() -> io::Result<()> {
+    // SAFETY: valid C strings.
+    check(unsafe {
+        libc::mount(
+            c"proc".as_ptr(),
+            c"/proc".as_ptr(),
+            c"proc".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            std::ptr::null(),
+        )
+    })
+    .map(drop)
+}
+
+/// `fork()` into a new PID namespace: returns 0 in the child (PID 1 there) and the
+/// child's pid in the parent. Call only while the process has a single thread.
+pub fn fork_new_pid_ns() -> io::Result<i32> {
+    // SAFETY: a raw clone with no stack and no CLONE_VM behaves like fork(); the
+    // caller guarantees no other thread exists, so the child's copy of the address
+    // space holds no lock another thread owned.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            (libc::CLONE_NEWPID | libc::SIGCHLD) as libc::c_ulong,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
+    };
+    if r == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r as i32)
+    }
+}
+
+/// A plain `fork()`. The caller must be single-threaded.
+pub fn fork() -> io::Result<i32> {
+    // SAFETY: the caller guarantees it has a single thread.
+    check(unsafe { libc::fork() })
+}
+
+/// A pipe whose ends close on exec: (read, write).
+pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for two descriptors.
+    check(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    // SAFETY: both were just created and are owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Closes every descriptor from `first` on except `keep`.
+pub fn close_from(first: u32, keep: &[RawFd]) {
+    let mut keep: Vec<u32> = keep.iter().map(|&k| k as u32).collect();
+    keep.sort_unstable();
+    let mut start = first;
+    for k in keep.into_iter().filter(|&k| k >= first) {
+        if k > start {
+            // SAFETY: closing descriptors this process owns.
+            unsafe { libc::syscall(libc::SYS_close_range, start, k - 1, 0) };
+        }
+        start = k + 1;
+    }
+    // SAFETY: as above.
+    unsafe { libc::syscall(libc::SYS_close_range, start, u32::MAX, 0) };
+}
+
+/// Kill this process with `sig` when its parent dies.
+pub fn die_with_parent(sig: i32) -> io::Result<()> {
+    // SAFETY: plain prctl.
+    check(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, sig as libc::c_ulong, 0, 0, 0) }).map(drop)
+}
+
+pub fn set_no_new_privs() -> io::Result<()> {
+    // SAFETY: plain prctl.
+    check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }).map(drop)
+}
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: i32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// Removes `caps` from the bounding set and from the effective, permitted and
+/// inheritable sets, and clears the ambient set: they can never come back.
+pub fn drop_capabilities(caps: &[u32]) -> io::Result<()> {
+    for &c in caps {
+        // SAFETY: plain prctl; EINVAL means the kernel does not know the capability.
+        let r = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, c as libc::c_ulong, 0, 0, 0) };
+        if r == -1 && io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL) {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    // SAFETY: plain prctl.
+    unsafe { libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong, 0, 0, 0) };
+    let mut hdr = CapHeader {
+        version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
+        pid: 0,
+    };
+    let mut data = [CapData::default(); 2];
+    // SAFETY: header and two data structs, as version 3 requires.
+    check(unsafe { libc::syscall(libc::SYS_capget, &mut hdr, data.as_mut_ptr()) as libc::c_int })?;
+    for &c in caps {
+        let (i, bit) = ((c / 32) as usize, 1u32 << (c % 32));
+        data[i].effective &= !bit;
+        data[i].permitted &= !bit;
+        data[i].inheritable &= !bit;
+    }
+    // SAFETY: as above.
+    check(unsafe { libc::syscall(libc::SYS_capset, &mut hdr, data.as_ptr()) as libc::c_int }).map(drop)
+}
+
+/// Whether this process holds capability `cap` in its effective set.
+pub fn has_capability(cap: u32) -> bool {
+    let mut hdr = CapHeader {
+        version: 0x2008_0522,
+        pid: 0,
+    };
+    let mut data = [CapData::default(); 2];
+    // SAFETY: as in drop_capabilities.
+    let r = unsafe { libc::syscall(libc::SYS_capget, &mut hdr, data.as_mut_ptr()) };
+    r == 0 && data[(cap / 32) as usize].effective & (1 << (cap % 32)) != 0
+}
+
+extern "C" fn ignore_signal(_: libc::c_int) {}
+
+/// Installs a handler that does nothing for `sig` (so PID 1 of a namespace receives
+/// it from outside, where the default disposition would be dropped).
+pub fn catch_signal(sig: i32) -> io::Result<()> {
+    set_handler(sig, ignore_signal as *const () as libc::sighandler_t)
+}
+
+pub fn ignore_signal_default(sig: i32) -> io::Result<()> {
+    set_handler(sig, libc::SIG_IGN)
+}
+
+fn set_handler(sig: i32, handler: libc::sighandler_t) -> io::Result<()> {
+    // SAFETY: a zeroed sigaction with a valid handler and an empty mask.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = handler;
+        libc::sigemptyset(&mut sa.sa_mask);
+        sa.sa_flags = libc::SA_RESTART;
+        check(libc::sigaction(sig, &sa, std::ptr::null_mut())).map(drop)
+    }
+}
+
+/// Every signal back to its default disposition and unblocked (before `exec`).
+pub fn reset_signals() {
+    for sig in 1..libc::SIGRTMIN() {
+        if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+            let _ = set_handler(sig, libc::SIG_DFL);
+        }
+    }
+    let mut set = MaybeUninit::<libc::sigset_t>::uninit();
+    // SAFETY: sigemptyset initialises the set.
+    unsafe {
+        libc::sigemptyset(set.as_mut_ptr());
+        libc::pthread_sigmask(libc::SIG_SETMASK, set.as_ptr(), std::ptr::null_mut());
+    }
+}
+
+/// How a child ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    Code(i32),
+    Signal(i32),
+}
+
+impl Exit {
+    /// The shell convention: the code, or 128 + the signal.
+    pub fn status(self) -> i32 {
+        match self {
+            Exit::Code(c) => c,
+            Exit::Signal(s) => 128 + s,
+        }
+    }
+}
+
+/// `waitpid(pid, flags)`; `Ok(None)` when `WNOHANG` found nothing.
+pub fn wait(pid: i32, flags: i32) -> io::Result<Option<(i32, Exit)>> {
+    let mut status = 0;
+    // SAFETY: valid out-pointer.
+    let r = check(unsafe { libc::waitpid(pid, &mut status, flags) })?;
+    if r == 0 {
+        return Ok(None);
+    }
+    let exit = if libc::WIFSIGNALED(status) {
+        Exit::Signal(libc::WTERMSIG(status))
+    } else {
+        Exit::Code(libc::WEXITSTATUS(status))
+    };
+    Ok(Some((r, exit)))
+}
+
+pub fn kill(pid: i32, sig: i32) -> io::Result<()> {
+    // SAFETY: plain syscall.
+    check(unsafe { libc::kill(pid, sig) }).map(drop)
+}
+
+/// Becomes `uid:gid` with no supplementary groups but `gid`.
+pub fn become_user(uid: u32, gid: u32) -> io::Result<()> {
+    // SAFETY: plain syscalls with a one-element group list.
+    unsafe {
+        check(libc::setgroups(1, &gid))?;
+        check(libc::setresgid(gid, gid, gid))?;
+        check(libc::setresuid(uid, uid, uid))?;
+    }
+    Ok(())
+}
+
+pub fn chdir(p: &std::path::Path) -> io::Result<()> {
+    let c = cpath(p)?;
+    // SAFETY: valid C string.
+    check(unsafe { libc::chdir(c.as_ptr()) }).map(drop)
+}
+
+/// `execvp`; returns only on failure.
+pub fn execvp(args: &[std::ffi::OsString]) -> io::Error {
+    let cargs: Vec<CString> = match args
+        .iter()
+        .map(|a| CString::new(a.as_bytes()))
+        .collect::<Result<_, _>>()
+    {
+        Ok(v) => v,
+        Err(_) => return io::Error::from_raw_os_error(libc::EINVAL),
+    };
+    let mut ptrs: Vec<*const libc::c_char> = cargs.iter().map(|c| c.as_ptr()).collect();
+    ptrs.push(std::ptr::null());
+    // SAFETY: a NULL-terminated array of valid C strings that outlive the call.
+    unsafe { libc::execvp(ptrs[0], ptrs.as_ptr()) };
+    io::Error::last_os_error()
+}
+
+/// Leaves the process at once with `code`, running no destructors.
+pub fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit never returns and is always safe to call.
+    unsafe { libc::_exit(code) }
+}
+
+pub fn getuid() -> u32 {
+    // SAFETY: cannot fail.
+    unsafe { libc::getuid() }
+}
+
+pub fn getgid() -> u32 {
+    // SAFETY: cannot fail.
+    unsafe { libc::getgid() }
+}
+
+/// Reads one byte from `fd`; `Ok(None)` at end of file.
+pub fn read_byte(fd: BorrowedFd) -> io::Result<Option<u8>> {
+    let mut b = 0u8;
+    loop {
+        // SAFETY: one writable byte.
+        let n = unsafe { libc::read(fd.as_raw_fd(), (&mut b as *mut u8).cast(), 1) };
+        if n == -1 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        return Ok((n == 1).then_some(b));
+    }
+}
+
+pub fn write_byte(fd: BorrowedFd, b: u8) -> io::Result<()> {
+    // SAFETY: one readable byte.
+    check_ssize(unsafe { libc::write(fd.as_raw_fd(), (&b as *const u8).cast(), 1) }).map(drop)
+}

@@ -1,0 +1,268 @@
+//! `veilfs run`: a command in a private mount namespace where the workspace is
+//! veilfs, mounted over the workspace path itself.
+//!
+//! Three processes:
+//! * the **daemon** (the `veilfs run` process): opens the real workspace, enters a
+//!   private mount namespace (inside a user namespace when not root), starts the
+//!   **init** process, then mounts veilfs over the workspace path, serving from the
+//!   descriptor it opened before, and waits;
+//! * **init**: PID 1 of a new PID namespace, forked before any thread exists. It
+//!   waits until the mount is live, mounts a fresh `/proc` in a mount namespace of
+//!   its own (so the daemon's `/proc/<pid>/fd` is not there to be found), starts the
+//!   command, forwards `SIGTERM`/`SIGHUP` to it, reaps orphans, and exits with the
+//!   command's status;
+//! * the **command**, in the original working directory (now reached through the
+//!   mount), with the dangerous capabilities dropped for good and `no_new_privs` set
+//!   (or as `--user`), so it cannot unmount, bind-mount around, or open by handle.
+//!
+//! When the daemon exits, its mount namespace (and so the mount) disappears; outside
+//! it nothing was ever mounted.
+
+use std::ffi::OsString;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+
+use crate::config;
+use crate::fs::VeilFs;
+use crate::sys;
+
+/// Capabilities the command never gets back: each one could undo or bypass the
+/// overlay (unmount or bind-mount, open by handle, read another process's
+/// descriptors, raw devices, kernel modules and BPF).
+pub const DROPPED_CAPS: [u32; 8] = [
+    2,  // CAP_DAC_READ_SEARCH: open_by_handle_at
+    16, // CAP_SYS_MODULE
+    17, // CAP_SYS_RAWIO
+    19, // CAP_SYS_PTRACE
+    21, // CAP_SYS_ADMIN: mount, umount, setns
+    27, // CAP_MKNOD: raw block devices
+    38, // CAP_PERFMON
+    39, // CAP_BPF
+];
+
+/// What `veilfs run` was asked to do.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub policy: Option<PathBuf>,
+    pub workspace: PathBuf,
+    pub quiet: bool,
+    pub user: Option<(u32, u32)>,
+    pub command: Vec<OsString>,
+}
+
+/// Parses `UID[:GID]` (GID defaults to UID).
+pub fn parse_user(s: &str) -> Result<(u32, u32), String> {
+    let (u, g) = match s.split_once(':') {
+        Some((u, g)) => (u, Some(g)),
+        None => (s, None),
+    };
+    let uid: u32 = u.parse().map_err(|_| format!("{s:?}: expected UID[:GID] as numbers"))?;
+    let gid: u32 = match g {
+        Some(g) => g.parse().map_err(|_| format!("{s:?}: expected UID[:GID] as numbers"))?,
+        None => uid,
+    };
+    Ok((uid, gid))
+}
+
+fn refuse(msg: impl std::fmt::Display) -> Result<ExitCode> {
+    eprintln!("veilfs run: {msg}");
+    Ok(ExitCode::from(2))
+}
+
+/// Runs the command; the exit code is the command's (128+N for signal N).
+pub fn run(opts: RunOptions) -> Result<ExitCode> {
+    let ws = match opts.workspace.canonicalize() {
+        Ok(p) if p.is_dir() => p,
+        _ => return refuse(format!("workspace {} is not a directory", opts.workspace.display())),
+    };
+    let loaded = match config::load_policy(opts.policy.as_deref(), &ws) {
+        Ok(l) => l,
+        Err(e) => return refuse(e),
+    };
+    if let Err(e) = crate::mount::check_fuse_device() {
+        return refuse(e);
+    }
+    let cwd = std::env::current_dir().context("reading the current directory")?;
+    let command = if opts.command.is_empty() {
+        vec![std::env::var_os("SHELL").unwrap_or_else(|| "/bin/sh".into())]
+    } else {
+        opts.command.clone()
+    };
+    if opts.user.is_some() && sys::euid() != 0 {
+        return refuse("--user needs root");
+    }
+
+    // The real workspace, opened before anything covers it.
+    let root_fd = sys::open_dir_path(&ws).with_context(|| format!("opening {}", ws.display()))?;
+
+    if let Err(e) = enter_namespaces() {
+        return refuse(e);
+    }
+
+    let (ready_r, ready_w) = sys::pipe()?;
+    // No thread exists yet: forking here is safe.
+    let init = sys::fork_new_pid_ns().context("creating the PID namespace")?;
+    if init == 0 {
+        drop(ready_w);
+        drop(root_fd);
+        init_main(ready_r, &cwd, &command, opts.user);
+    }
+    drop(ready_r);
+
+    let source = loaded.source();
+    let fs = match VeilFs::from_fd(root_fd, &ws, loaded.policy, loaded.path.as_deref()) {
+        Ok(fs) => fs,
+        Err(e) => {
+            let _ = sys::kill(init, libc::SIGKILL);
+            return refuse(format!("cannot serve {}: {e}", ws.display()));
+        }
+    };
+    let mut cfg = fuser::Config::default();
+    cfg.mount_options = vec![
+        fuser::MountOption::FSName(format!("veilfs:{}", ws.display())),
+        fuser::MountOption::Subtype("veilfs".into()),
+        fuser::MountOption::DefaultPermissions,
+        fuser::MountOption::NoDev,
+        fuser::MountOption::NoSuid,
+    ];
+    // Only processes in this private namespace can reach the mount; the command may
+    // run under another uid (`--user`).
+    cfg.acl = fuser::SessionACL::All;
+    cfg.n_threads = Some(4);
+    cfg.clone_fd = true;
+    let session = match fuser::Session::new(fs, &ws, &cfg) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = sys::kill(init, libc::SIGKILL);
+            let _ = sys::wait(init, 0);
+            return refuse(format!("mounting over {} failed: {e}", ws.display()));
+        }
+    };
+    if !opts.quiet {
+        eprintln!(
+            "veilfs: running {} in {} with policy {}",
+            command[0].to_string_lossy(),
+            ws.display(),
+            source
+        );
+    }
+
+    // SIGTERM and SIGHUP go to the command; the terminal's SIGINT and SIGQUIT reach
+    // it directly (it is in our process group), so this process ignores them.
+    const FORWARD: [i32; 2] = [libc::SIGTERM, libc::SIGHUP];
+    sys::block_signals(&FORWARD)?;
+    sys::ignore_signal_default(libc::SIGINT)?;
+    sys::ignore_signal_default(libc::SIGQUIT)?;
+    let bg = session.spawn().context("starting the request loop")?;
+    std::thread::spawn(move || {
+        while let Ok(sig) = sys::wait_signal(&FORWARD) {
+            let _ = sys::kill(init, sig);
+        }
+    });
+    sys::write_byte(ready_w.as_fd(), 1).context("starting the command")?;
+    drop(ready_w);
+
+    let exit = loop {
+        match sys::wait(init, 0) {
+            Ok(Some((_, exit))) => break exit,
+            Ok(None) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e).context("waiting for the command"),
+        }
+    };
+    drop(bg);
+    Ok(ExitCode::from(exit.status().clamp(0, 255) as u8))
+}
+
+/// A private mount namespace, inside a new user namespace (mapping the caller to
+/// root) when the caller is not root.
+fn enter_namespaces() -> Result<(), String> {
+    if sys::euid() == 0 {
+        sys::unshare(libc::CLONE_NEWNS).map_err(|e| format!("cannot create a mount namespace: {e}"))?;
+    } else {
+        let (uid, gid) = (sys::getuid(), sys::getgid());
+        sys::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS).map_err(|e| {
+            format!(
+                "cannot create a user namespace as uid {uid}: {e} (unprivileged user \
+                 namespaces must be enabled: sysctl user.max_user_namespaces > 0, \
+                 kernel.unprivileged_userns_clone=1 where it exists, and no AppArmor \
+                 restriction such as kernel.apparmor_restrict_unprivileged_userns=1)"
+            )
+        })?;
+        let write = |file: &str, text: String| {
+            std::fs::write(file, text).map_err(|e| format!("cannot write {file}: {e}"))
+        };
+        write("/proc/self/setgroups", "deny".into())?;
+        write("/proc/self/uid_map", format!("0 {uid} 1"))?;
+        write("/proc/self/gid_map", format!("0 {gid} 1"))?;
+    }
+    sys::make_mounts_private().map_err(|e| format!("cannot make mounts private: {e}"))
+}
+
+/// PID 1 of the command's PID namespace. Never returns.
+fn init_main(ready: OwnedFd, cwd: &Path, command: &[OsString], user: Option<(u32, u32)>) -> ! {
+    let fail = |what: &str, e: std::io::Error| -> ! {
+        eprintln!("veilfs run: {what}: {e}");
+        sys::exit_now(126)
+    };
+    let _ = sys::die_with_parent(libc::SIGKILL);
+    sys::close_from(3, &[ready.as_raw_fd()]);
+    // Wait for the mount; end of file means the daemon gave up.
+    match sys::read_byte(ready.as_fd()) {
+        Ok(Some(_)) => {}
+        _ => sys::exit_now(1),
+    }
+    drop(ready);
+    if let Err(e) = sys::unshare(libc::CLONE_NEWNS) {
+        fail("cannot create the command's mount namespace", e);
+    }
+    if let Err(e) = sys::make_mounts_private() {
+        fail("cannot make mounts private", e);
+    }
+    if let Err(e) = sys::mount_proc() {
+        fail("cannot mount /proc for the command", e);
+    }
+    const FORWARD: [i32; 3] = [libc::SIGTERM, libc::SIGHUP, libc::SIGCHLD];
+    for s in FORWARD {
+        let _ = sys::catch_signal(s);
+    }
+    let _ = sys::block_signals(&FORWARD);
+
+    let child = match sys::fork() {
+        Ok(pid) => pid,
+        Err(e) => fail("cannot start the command", e),
+    };
+    if child == 0 {
+        sys::reset_signals();
+        if let Err(e) = sys::chdir(cwd) {
+            fail(&format!("cannot enter {}", cwd.display()), e);
+        }
+        let confined = match user {
+            Some((uid, gid)) => sys::become_user(uid, gid),
+            None => sys::drop_capabilities(&DROPPED_CAPS),
+        };
+        if let Err(e) = confined.and_then(|_| sys::set_no_new_privs()) {
+            fail("cannot drop privileges", e);
+        }
+        let e = sys::execvp(command);
+        eprintln!("veilfs run: {}: {e}", command[0].to_string_lossy());
+        sys::exit_now(if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 });
+    }
+
+    loop {
+        let Ok(sig) = sys::wait_signal(&FORWARD) else { continue };
+        if sig != libc::SIGCHLD {
+            let _ = sys::kill(child, sig);
+            continue;
+        }
+        // Reap everything; leave when the command itself is gone.
+        while let Ok(Some((pid, exit))) = sys::wait(-1, libc::WNOHANG) {
+            if pid == child {
+                sys::exit_now(exit.status());
+            }
+        }
+    }
+}
