@@ -57,7 +57,11 @@ pub enum Command {
         #[arg(long, value_name = "UID[:GID]", value_parser = crate::run::parse_user)]
         user: Option<(u32, u32)>,
         /// The command and its arguments.
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+        #[arg(
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "CMD"
+        )]
         command: Vec<std::ffi::OsString>,
     },
     /// Parse and lint a policy: exit 0 when it is usable (warnings are printed), 1 with

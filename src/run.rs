@@ -59,9 +59,13 @@ pub fn parse_user(s: &str) -> Result<(u32, u32), String> {
         Some((u, g)) => (u, Some(g)),
         None => (s, None),
     };
-    let uid: u32 = u.parse().map_err(|_| format!("{s:?}: expected UID[:GID] as numbers"))?;
+    let uid: u32 = u
+        .parse()
+        .map_err(|_| format!("{s:?}: expected UID[:GID] as numbers"))?;
     let gid: u32 = match g {
-        Some(g) => g.parse().map_err(|_| format!("{s:?}: expected UID[:GID] as numbers"))?,
+        Some(g) => g
+            .parse()
+            .map_err(|_| format!("{s:?}: expected UID[:GID] as numbers"))?,
         None => uid,
     };
     Ok((uid, gid))
@@ -76,7 +80,12 @@ fn refuse(msg: impl std::fmt::Display) -> Result<ExitCode> {
 pub fn run(opts: RunOptions) -> Result<ExitCode> {
     let ws = match opts.workspace.canonicalize() {
         Ok(p) if p.is_dir() => p,
-        _ => return refuse(format!("workspace {} is not a directory", opts.workspace.display())),
+        _ => {
+            return refuse(format!(
+                "workspace {} is not a directory",
+                opts.workspace.display()
+            ));
+        }
     };
     let loaded = match config::load_policy(opts.policy.as_deref(), &ws) {
         Ok(l) => l,
@@ -181,7 +190,8 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
 /// root) when the caller is not root.
 fn enter_namespaces() -> Result<(), String> {
     if sys::euid() == 0 {
-        sys::unshare(libc::CLONE_NEWNS).map_err(|e| format!("cannot create a mount namespace: {e}"))?;
+        sys::unshare(libc::CLONE_NEWNS)
+            .map_err(|e| format!("cannot create a mount namespace: {e}"))?;
     } else {
         let (uid, gid) = (sys::getuid(), sys::getgid());
         sys::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS).map_err(|e| {
@@ -249,11 +259,17 @@ fn init_main(ready: OwnedFd, cwd: &Path, command: &[OsString], user: Option<(u32
         }
         let e = sys::execvp(command);
         eprintln!("veilfs run: {}: {e}", command[0].to_string_lossy());
-        sys::exit_now(if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 });
+        sys::exit_now(if e.kind() == std::io::ErrorKind::NotFound {
+            127
+        } else {
+            126
+        });
     }
 
     loop {
-        let Ok(sig) = sys::wait_signal(&FORWARD) else { continue };
+        let Ok(sig) = sys::wait_signal(&FORWARD) else {
+            continue;
+        };
         if sig != libc::SIGCHLD {
             let _ = sys::kill(child, sig);
             continue;

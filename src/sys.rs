@@ -624,7 +624,15 @@ pub fn drop_capabilities(caps: &[u32]) -> io::Result<()> {
         }
     }
     // SAFETY: plain prctl.
-    unsafe { libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong, 0, 0, 0) };
+    unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    };
     let mut hdr = CapHeader {
         version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
         pid: 0,
@@ -639,7 +647,8 @@ pub fn drop_capabilities(caps: &[u32]) -> io::Result<()> {
         data[i].inheritable &= !bit;
     }
     // SAFETY: as above.
-    check(unsafe { libc::syscall(libc::SYS_capset, &mut hdr, data.as_ptr()) as libc::c_int }).map(drop)
+    check(unsafe { libc::syscall(libc::SYS_capset, &mut hdr, data.as_ptr()) as libc::c_int })
+        .map(drop)
 }
 
 /// Whether this process holds capability `cap` in its effective set.

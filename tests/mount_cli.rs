@@ -239,7 +239,8 @@ fn refuses_when_fuse_is_unavailable() {
 #[test]
 fn allow_other_lets_another_user_in_and_the_policy_still_applies() {
     let f = Fixture::new();
-    f.file("a.txt", "for everyone\n").file(".env", "TOPSECRET\n");
+    f.file("a.txt", "for everyone\n")
+        .file(".env", "TOPSECRET\n");
     // The temp dir is private to root; let the other user walk to the mount.
     for p in [f.tmp.path(), &f.src] {
         std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
@@ -247,13 +248,25 @@ fn allow_other_lets_another_user_in_and_the_policy_still_applies() {
     let _d = Daemon::start(&f, &["--allow-other"]);
     let as_nobody = |cmd: &str| {
         Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c", cmd])
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "sh",
+                "-c",
+                cmd,
+            ])
             .current_dir("/")
             .output()
             .unwrap()
     };
     let o = as_nobody(&format!("cat {}", f.m("a.txt").display()));
-    assert_eq!(String::from_utf8_lossy(&o.stdout), "for everyone\n", "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "for everyone\n",
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let o = as_nobody(&format!("cat {}", f.m(".env").display()));
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("Permission denied"));
@@ -273,7 +286,10 @@ fn without_allow_other_another_user_is_kept_out() {
         .arg(f.m("a.txt"))
         .output()
         .unwrap();
-    assert!(!o.status.success(), "another user read a mount without --allow-other");
+    assert!(
+        !o.status.success(),
+        "another user read a mount without --allow-other"
+    );
 }
 
 #[test]

@@ -1,0 +1,468 @@
+//! `veilfs run`: the command sees the workspace through the policy at its usual path,
+//! with no way around it, and nothing is ever mounted outside.
+
+mod common;
+
+use std::ffi::CString;
+use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use common::{require_fuse, wait_until};
+
+const SECRET: &str = "TOPSECRET-run";
+
+/// A workspace with a denied `.env` and `secrets/`, and an allowed file.
+struct Ws {
+    tmp: tempfile::TempDir,
+    dir: PathBuf,
+}
+
+impl Ws {
+    fn new() -> Ws {
+        require_fuse();
+        let tmp = tempfile::Builder::new()
+            .prefix("veilfs-run")
+            .tempdir()
+            .unwrap();
+        let dir = tmp.path().join("ws");
+        std::fs::create_dir_all(dir.join("sub/deeper")).unwrap();
+        std::fs::create_dir_all(dir.join("secrets")).unwrap();
+        std::fs::write(dir.join(".env"), format!("{SECRET}\n")).unwrap();
+        std::fs::write(dir.join("secrets/token"), format!("{SECRET}\n")).unwrap();
+        std::fs::write(dir.join("a.txt"), "hello\n").unwrap();
+        Ws { tmp, dir }
+    }
+
+    fn veilfs(&self, cwd: &Path, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_veilfs"));
+        c.arg("run").args(args).current_dir(cwd);
+        c
+    }
+
+    /// `veilfs run -- sh -c SCRIPT` from the workspace root.
+    fn sh(&self, script: &str) -> Output {
+        let o = self
+            .veilfs(&self.dir, &["--quiet", "--", "sh", "-c", script])
+            .output()
+            .unwrap();
+        assert_no_mount_outside(&self.dir);
+        o
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn show(o: &Output) -> String {
+    format!(
+        "status {}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        text(&o.stdout),
+        text(&o.stderr)
+    )
+}
+
+/// The test process is in the original mount namespace: the workspace must never be
+/// a mount point here.
+#[track_caller]
+fn assert_no_mount_outside(dir: &Path) {
+    assert!(
+        !veilfs::mount::is_mount_point(&dir.canonicalize().unwrap()),
+        "{} is a mount point outside the run",
+        dir.display()
+    );
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(
+        !info.contains(&format!("veilfs:{}", dir.display())),
+        "a veilfs mount is visible outside:\n{info}"
+    );
+}
+
+#[test]
+fn exit_status_is_the_commands() {
+    let ws = Ws::new();
+    assert_eq!(ws.sh("exit 7").status.code(), Some(7));
+    assert_eq!(ws.sh("exit 0").status.code(), Some(0));
+    assert_eq!(ws.sh("kill -TERM $$").status.code(), Some(128 + 15));
+    assert_eq!(ws.sh("kill -KILL $$").status.code(), Some(128 + 9));
+    let o = ws
+        .veilfs(&ws.dir, &["--quiet", "--", "no-such-command-veilfs"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(127), "{}", show(&o));
+}
+
+#[test]
+fn prints_one_line_unless_quiet() {
+    let ws = Ws::new();
+    let o = ws.veilfs(&ws.dir, &["--", "true"]).output().unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("veilfs: running true in "), "{err}");
+    assert!(err.contains("built-in default policy"), "{err}");
+    let o = ws.veilfs(&ws.dir, &["-q", "--", "true"]).output().unwrap();
+    assert!(o.stderr.is_empty(), "{}", show(&o));
+}
+
+#[test]
+fn the_working_directory_is_kept_and_reached_through_the_mount() {
+    let ws = Ws::new();
+    let sub = ws.dir.join("sub/deeper");
+    let wsdir = ws.dir.to_str().unwrap();
+    let o = ws
+        .veilfs(
+            &sub,
+            &[
+                "-q",
+                "--workspace",
+                wsdir,
+                "--",
+                "sh",
+                "-c",
+                "pwd; cat ../../.env; echo st=$?",
+            ],
+        )
+        .output()
+        .unwrap();
+    let out = text(&o.stdout);
+    assert!(
+        out.starts_with(&format!("{}\n", sub.display())),
+        "{}",
+        show(&o)
+    );
+    assert!(out.contains("st=1"), "{}", show(&o));
+    assert!(!out.contains(SECRET), "{}", show(&o));
+    assert!(
+        text(&o.stderr).contains("Permission denied"),
+        "{}",
+        show(&o)
+    );
+}
+
+#[test]
+fn the_environment_and_stdin_pass_through() {
+    let ws = Ws::new();
+    let mut child = ws
+        .veilfs(
+            &ws.dir,
+            &[
+                "-q",
+                "--",
+                "sh",
+                "-c",
+                "read line; echo \"$VEILFS_TEST_VAR:$line\"",
+            ],
+        )
+        .env("VEILFS_TEST_VAR", "kept")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"typed\n").unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(text(&o.stdout), "kept:typed\n");
+}
+
+#[test]
+fn allowed_edits_land_in_the_real_workspace() {
+    let ws = Ws::new();
+    let o = ws.sh("echo new > made.txt && mkdir -p d/e && echo x > d/e/f && echo more >> a.txt");
+    assert!(o.status.success(), "{}", show(&o));
+    assert_eq!(
+        std::fs::read_to_string(ws.dir.join("made.txt")).unwrap(),
+        "new\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.dir.join("d/e/f")).unwrap(),
+        "x\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.dir.join("a.txt")).unwrap(),
+        "hello\nmore\n"
+    );
+    let o = ws.sh("echo x > new.pem");
+    assert!(!o.status.success());
+    assert!(!ws.dir.join("new.pem").exists());
+}
+
+/// Every route to the real `.env` that the command might try.
+#[test]
+fn the_real_workspace_is_unreachable() {
+    let ws = Ws::new();
+    let abs = ws.dir.join(".env");
+    let link = ws.tmp.path().join("abs-link");
+    std::os::unix::fs::symlink(&abs, &link).unwrap();
+    let script = format!(
+        r#"
+        cat .env; cat {abs}; cat {link}; cat {dir}/secrets/token
+        cat {dir}/sub/../.env; cd / && cat {rel}/.env; cd {dir}
+        for p in /proc/[0-9]*; do
+          cat $p/root{abs} $p/cwd/.env 2>/dev/null
+          for fd in $p/fd/*; do cat $fd/.env 2>/dev/null; done
+        done
+        umount {dir}; umount -l {dir}; cat {abs}
+        mkdir -p /tmp/veilfs-run-bind && mount --bind / /tmp/veilfs-run-bind && cat /tmp/veilfs-run-bind{abs}
+        mount -t proc proc /tmp/veilfs-run-bind 2>/dev/null && ls /tmp/veilfs-run-bind
+        nsenter -t 1 -m cat {abs}
+        grep -E '^Cap(Eff|Bnd)' /proc/self/status
+        true
+        "#,
+        abs = abs.display(),
+        link = link.display(),
+        dir = ws.dir.display(),
+        rel = ws.dir.strip_prefix("/").unwrap().display(),
+    );
+    let o = ws.sh(&script);
+    let out = text(&o.stdout);
+    assert!(!out.contains(SECRET), "the secret leaked:\n{}", show(&o));
+    // The capabilities that could undo the overlay are gone from the bounding set.
+    let bnd = out
+        .lines()
+        .find(|l| l.starts_with("CapBnd:"))
+        .expect("CapBnd line");
+    let bnd = u64::from_str_radix(bnd.split_whitespace().nth(1).unwrap(), 16).unwrap();
+    for cap in veilfs::run::DROPPED_CAPS {
+        assert_eq!(
+            bnd & (1 << cap),
+            0,
+            "capability {cap} is still in the bounding set"
+        );
+    }
+    let _ = std::fs::remove_dir("/tmp/veilfs-run-bind");
+}
+
+#[test]
+fn the_serving_process_is_not_visible() {
+    let ws = Ws::new();
+    let child = ws
+        .veilfs(
+            &ws.dir,
+            &[
+                "-q",
+                "--",
+                "sh",
+                "-c",
+                "ls /proc | grep -E '^[0-9]+$' | sort -n | tr '\\n' ' '; sleep 1",
+            ],
+        )
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let daemon = child.id();
+    let o = child.wait_with_output().unwrap();
+    let pids: Vec<u32> = text(&o.stdout)
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    assert!(pids.iter().all(|&p| p < 20), "host pids visible: {pids:?}");
+    assert!(
+        !pids.contains(&daemon) || daemon < 20,
+        "the daemon's pid {daemon} is visible"
+    );
+}
+
+fn handle_of(path: &Path) -> (u32, i32, Vec<u8>) {
+    #[repr(C)]
+    struct FileHandle {
+        bytes: u32,
+        kind: i32,
+        data: [u8; 128],
+    }
+    let mut fh = FileHandle {
+        bytes: 128,
+        kind: 0,
+        data: [0; 128],
+    };
+    let mut mount_id = 0;
+    let c = CString::new(path.as_os_str().as_bytes()).unwrap();
+    // SAFETY: valid C string and a handle buffer of the declared size.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_name_to_handle_at,
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            &mut fh as *mut FileHandle,
+            &mut mount_id as *mut i32,
+            0,
+        )
+    };
+    assert_eq!(
+        r,
+        0,
+        "name_to_handle_at: {}",
+        std::io::Error::last_os_error()
+    );
+    (fh.bytes, fh.kind, fh.data[..fh.bytes as usize].to_vec())
+}
+
+#[test]
+fn open_by_handle_is_refused() {
+    let ws = Ws::new();
+    let (bytes, kind, data) = handle_of(&ws.dir.join(".env"));
+    let hex: String = data.iter().map(|b| format!("{b:02x}")).collect();
+    let py = format!(
+        r#"
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+class FH(ctypes.Structure):
+    _fields_ = [("bytes", ctypes.c_uint), ("kind", ctypes.c_int), ("data", ctypes.c_ubyte * 128)]
+fh = FH({bytes}, {kind})
+raw = bytes.fromhex("{hex}")
+for i, b in enumerate(raw): fh.data[i] = b
+mfd = os.open("/", os.O_RDONLY)
+fd = libc.open_by_handle_at(mfd, ctypes.byref(fh), os.O_RDONLY)
+if fd >= 0:
+    print(os.read(fd, 100).decode())
+else:
+    print("refused errno", ctypes.get_errno())
+"#
+    );
+    let o = ws
+        .veilfs(&ws.dir, &["-q", "--", "python3", "-c", &py])
+        .output()
+        .unwrap();
+    let out = text(&o.stdout);
+    assert!(out.contains("refused errno"), "{}", show(&o));
+    assert!(!out.contains(SECRET), "{}", show(&o));
+}
+
+#[test]
+fn user_option_runs_as_that_user() {
+    let ws = Ws::new();
+    for p in [ws.tmp.path(), &ws.dir] {
+        std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+    let o = ws
+        .veilfs(
+            &ws.dir,
+            &[
+                "-q",
+                "--user",
+                "65534:65534",
+                "--",
+                "sh",
+                "-c",
+                "id -u; id -g; cat a.txt; cat .env",
+            ],
+        )
+        .output()
+        .unwrap();
+    let out = text(&o.stdout);
+    assert_eq!(out, "65534\n65534\nhello\n", "{}", show(&o));
+    assert!(
+        text(&o.stderr).contains("Permission denied"),
+        "{}",
+        show(&o)
+    );
+}
+
+#[test]
+fn no_mount_is_left_after_the_command_is_killed_or_veilfs_gets_sigterm() {
+    let ws = Ws::new();
+    // The command killed from inside.
+    assert_eq!(ws.sh("kill -9 $$").status.code(), Some(137));
+    // veilfs run itself terminated: the command gets SIGTERM, the status is 143.
+    let mut child = ws
+        .veilfs(&ws.dir, &["-q", "--", "sleep", "30"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_no_mount_outside(&ws.dir);
+    // SAFETY: signalling our own child by pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let mut code = None;
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            code = child.try_wait().unwrap().map(|s| s.code());
+            code.is_some()
+        }),
+        "veilfs run did not end after SIGTERM"
+    );
+    assert_eq!(code.unwrap(), Some(143));
+    assert_no_mount_outside(&ws.dir);
+}
+
+#[test]
+fn an_interactive_shell_on_a_pty() {
+    let ws = Ws::new();
+    let cmd = format!("{} run -q -- bash --norc -i", env!("CARGO_BIN_EXE_veilfs"));
+    let mut child = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .current_dir(&ws.dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"echo pty-$((40+2)); cat .env; sleep 5 & jobs; kill %1; exit 5\n")
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    let out = text(&o.stdout);
+    assert!(out.contains("pty-42"), "{}", show(&o));
+    assert!(out.contains("Permission denied"), "{}", show(&o));
+    assert!(!out.contains(SECRET), "{}", show(&o));
+    assert!(out.contains("Running"), "job control: {}", show(&o));
+    assert_eq!(o.status.code(), Some(5), "{}", show(&o));
+    assert_no_mount_outside(&ws.dir);
+}
+
+#[test]
+fn a_non_root_user_runs_it_through_a_user_namespace() {
+    let ws = Ws::new();
+    let user = "veilfs-test";
+    if Command::new("id").arg(user).output().unwrap().status.code() != Some(0) {
+        let st = Command::new("useradd")
+            .args(["-M", "-s", "/bin/sh", user])
+            .status()
+            .unwrap();
+        assert!(st.success(), "useradd failed");
+    }
+    // What the fuse3 package does: /dev/fuse usable by everyone.
+    std::fs::set_permissions(
+        "/dev/fuse",
+        std::os::unix::fs::PermissionsExt::from_mode(0o666),
+    )
+    .unwrap();
+    let st = Command::new("chown")
+        .args(["-R", &format!("{user}:{user}")])
+        .arg(ws.tmp.path())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let o = Command::new("setpriv")
+        .args(["--reuid", user, "--regid", user, "--init-groups", "--"])
+        .arg(env!("CARGO_BIN_EXE_veilfs"))
+        .args([
+            "run",
+            "-q",
+            "--",
+            "sh",
+            "-c",
+            "id -u; cat a.txt; echo hi > by-user.txt; cat .env; exit 4",
+        ])
+        .current_dir(&ws.dir)
+        .output()
+        .unwrap();
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(4), "{}", show(&o));
+    assert!(out.contains("hello"), "{}", show(&o));
+    assert!(!out.contains(SECRET), "{}", show(&o));
+    assert!(
+        text(&o.stderr).contains("Permission denied"),
+        "{}",
+        show(&o)
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.dir.join("by-user.txt")).unwrap(),
+        "hi\n"
+    );
+    assert_no_mount_outside(&ws.dir);
+}
