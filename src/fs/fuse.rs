@@ -5,6 +5,7 @@ use std::ffi::OsStr;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{
@@ -100,13 +101,71 @@ fn timespec(t: TimeOrNow) -> Option<libc::timespec> {
     }
 }
 
+impl VeilFs {
+    /// The passthrough backing id for handle `fh` on node `ino`: the node's current
+    /// one if another handle holds it, else a new one registered with `register`.
+    /// `None` (serve reads and writes ourselves) when passthrough is off or refused;
+    /// a refusal turns it off for the rest of the mount.
+    fn passthrough_for(
+        &self,
+        ino: u64,
+        fh: u64,
+        register: impl FnOnce(&std::fs::File) -> io::Result<fuser::BackingId>,
+    ) -> Option<std::sync::Arc<fuser::BackingId>> {
+        if !self.passthrough.load(Ordering::Relaxed) {
+            return None;
+        }
+        let node = self.inodes.get(ino)?;
+        if node.fmt != libc::S_IFREG {
+            return None;
+        }
+        let handle = self.file(fh).ok()?;
+        let mut slot = node.backing.lock().unwrap();
+        let id = match slot.upgrade() {
+            Some(id) => id,
+            None => {
+                let file = self.backing_file(ino).ok()?;
+                match register(&file) {
+                    Ok(id) => {
+                        let id = std::sync::Arc::new(id);
+                        *slot = std::sync::Arc::downgrade(&id);
+                        id
+                    }
+                    Err(e) => {
+                        if e.raw_os_error() == Some(libc::EPERM) {
+                            self.passthrough.store(false, Ordering::Relaxed);
+                        }
+                        return None;
+                    }
+                }
+            }
+        };
+        *handle.backing.lock().unwrap() = Some(id.clone());
+        Some(id)
+    }
+}
+
 impl Filesystem for VeilFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
+        use fuser::InitFlags as F;
         let _ = config.set_max_write(1 << 20);
         let _ = config.set_max_readahead(1 << 20);
-        let _ = config.add_capabilities(
-            fuser::InitFlags::FUSE_PARALLEL_DIROPS | fuser::InitFlags::FUSE_CACHE_SYMLINKS,
-        );
+        for flag in [
+            F::FUSE_PARALLEL_DIROPS,
+            F::FUSE_CACHE_SYMLINKS,
+            F::FUSE_DO_READDIRPLUS,
+            F::FUSE_READDIRPLUS_AUTO,
+            // Cached pages are dropped when a file's size or mtime changes (an edit
+            // made outside the mount), so KEEP_CACHE stays coherent.
+            F::FUSE_AUTO_INVAL_DATA,
+        ] {
+            let _ = config.add_capabilities(flag);
+        }
+        if self.passthrough.load(Ordering::Relaxed) {
+            let ok = config.add_capabilities(F::FUSE_PASSTHROUGH).is_ok()
+                && config.set_max_stack_depth(2).is_ok();
+            self.passthrough.store(ok, Ordering::Relaxed);
+        }
         Ok(())
     }
 
@@ -258,7 +317,10 @@ impl Filesystem for VeilFs {
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         match VeilFs::open(self, ino.0, flags.0) {
-            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Ok(fh) => match self.passthrough_for(ino.0, fh, |f| reply.open_backing(f)) {
+                Some(id) => reply.opened_passthrough(FileHandle(fh), FopenFlags::empty(), &id),
+                None => reply.opened(FileHandle(fh), FopenFlags::FOPEN_KEEP_CACHE),
+            },
             Err(e) => reply.error(err(e)),
         }
     }
@@ -383,6 +445,57 @@ impl Filesystem for VeilFs {
         reply.ok();
     }
 
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: fuser::ReplyDirectoryPlus,
+    ) {
+        let dir = match self.dir(fh.0) {
+            Ok(d) => d,
+            Err(e) => return reply.error(err(e)),
+        };
+        // Offsets as in `readdir`. Each entry given with its attributes counts as a
+        // lookup, so it is looked up (policy included) and forgotten again if the
+        // reply buffer had no room for it. "." and ".." are not counted.
+        let mut next = offset;
+        if next < 2 {
+            if let Ok(st) = VeilFs::getattr(self, ino.0) {
+                let attr = FileAttr {
+                    ino,
+                    ..self.attr(&st)
+                };
+                if next == 0 && reply.add(INodeNo(0), 1, ".", &TTL, &attr, Generation(0)) {
+                    return reply.ok();
+                }
+                if reply.add(INodeNo(0), 2, "..", &TTL, &attr, Generation(0)) {
+                    return reply.ok();
+                }
+            }
+            next = 2;
+        }
+        for (i, e) in dir.entries.iter().enumerate().skip((next - 2) as usize) {
+            let name = OsStr::from_bytes(&e.name);
+            let Ok((node, st)) = VeilFs::lookup(self, ino.0, name) else {
+                continue;
+            };
+            if reply.add(
+                INodeNo(node.ino),
+                i as u64 + 3,
+                name,
+                &TTL,
+                &self.attr(&st),
+                Generation(0),
+            ) {
+                VeilFs::forget(self, node.ino, 1);
+                break;
+            }
+        }
+        reply.ok();
+    }
+
     fn releasedir(
         &self,
         _req: &Request,
@@ -482,13 +595,26 @@ impl Filesystem for VeilFs {
         reply: ReplyCreate,
     ) {
         match VeilFs::create(self, parent.0, name, mode, umask, flags, caller(req)) {
-            Ok((_, st, fh)) => reply.created(
-                &TTL,
-                &self.attr(&st),
-                Generation(0),
-                FileHandle(fh),
-                FopenFlags::empty(),
-            ),
+            Ok((node, st, fh)) => {
+                let attr = self.attr(&st);
+                match self.passthrough_for(node.ino, fh, |f| reply.open_backing(f)) {
+                    Some(id) => reply.created_passthrough(
+                        &TTL,
+                        &attr,
+                        Generation(0),
+                        FileHandle(fh),
+                        FopenFlags::empty(),
+                        &id,
+                    ),
+                    None => reply.created(
+                        &TTL,
+                        &attr,
+                        Generation(0),
+                        FileHandle(fh),
+                        FopenFlags::FOPEN_KEEP_CACHE,
+                    ),
+                }
+            }
             Err(e) => reply.error(err(e)),
         }
     }

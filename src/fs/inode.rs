@@ -51,6 +51,9 @@ pub struct Node {
     pub fmt: u32,
     pub place: Mutex<Place>,
     pub lookups: AtomicU64,
+    /// The FUSE passthrough backing file of a regular file while any handle on it is
+    /// open (the kernel requires one backing file per inode at a time).
+    pub backing: Mutex<std::sync::Weak<fuser::BackingId>>,
 }
 
 impl Node {

@@ -26,6 +26,8 @@ pub struct FileHandle {
     pub file: File,
     /// The node it was opened on.
     pub ino: u64,
+    /// Held while the kernel reads and writes the backing file directly.
+    pub backing: std::sync::Mutex<Option<Arc<fuser::BackingId>>>,
 }
 
 /// An open directory: a snapshot of its admitted entries, taken at `opendir`, so that
@@ -52,6 +54,9 @@ pub struct VeilFs {
     pub(crate) next_fh: AtomicU64,
     /// The daemon runs as root: new entries are given to the requesting user.
     pub(crate) chown_new: bool,
+    /// FUSE passthrough: wanted, then kept only if the kernel agrees at `init` and
+    /// lets us register backing files.
+    pub(crate) passthrough: std::sync::atomic::AtomicBool,
 }
 
 impl VeilFs {
@@ -88,6 +93,7 @@ impl VeilFs {
                 epoch: u64::MAX,
             }),
             lookups: AtomicU64::new(1),
+            backing: std::sync::Mutex::new(std::sync::Weak::new()),
         };
         Ok(VeilFs {
             inodes: Arc::new(Inodes::new(root, st.st_ino)),
@@ -99,7 +105,14 @@ impl VeilFs {
             dirs: RwLock::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             chown_new: sys::euid() == 0,
+            passthrough: std::sync::atomic::AtomicBool::new(true),
         })
+    }
+
+    /// Turns FUSE passthrough off (it is on by default where the kernel allows it).
+    pub fn set_passthrough(&self, on: bool) {
+        self.passthrough
+            .store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The node table, shared with [`crate::Mount`] so a harness can watch how many

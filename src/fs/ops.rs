@@ -179,6 +179,7 @@ impl VeilFs {
                 fmt: st.st_mode & libc::S_IFMT,
                 place: Mutex::new(place),
                 lookups: AtomicU64::new(0),
+                backing: Mutex::new(std::sync::Weak::new()),
             },
             |p| {
                 let link = (fresh.parent, fresh.name.clone());
@@ -589,6 +590,7 @@ impl VeilFs {
             Arc::new(FileHandle {
                 file: File::from(fd),
                 ino,
+                backing: Mutex::new(None),
             }),
         );
         fh
@@ -645,6 +647,20 @@ impl VeilFs {
         let (node, st) = self.made(parent, &dir, &cname, path, d, caller)?;
         let fh = self.register(fd, node.ino);
         Ok((node, st, fh))
+    }
+
+    /// The backing file for passthrough of a regular file: read-write when the
+    /// daemon may write it (the kernel still checks each opener's own access mode),
+    /// else read-only.
+    pub fn backing_file(&self, ino: u64) -> io::Result<File> {
+        let node = self.node(ino)?;
+        if node.fmt != libc::S_IFREG {
+            return Err(errno(libc::EINVAL));
+        }
+        let fd = self.fd_of(&node)?;
+        let f = sys::reopen(self.proc_fd.as_fd(), fd.as_fd(), libc::O_RDWR)
+            .or_else(|_| sys::reopen(self.proc_fd.as_fd(), fd.as_fd(), libc::O_RDONLY))?;
+        Ok(File::from(f))
     }
 
     pub fn read(&self, fh: u64, offset: u64, size: u32) -> io::Result<Vec<u8>> {
