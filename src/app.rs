@@ -17,31 +17,37 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             policy,
             allow_other,
             read_only,
+            cache,
             src,
             mnt,
-        } => mount(
-            policy.as_deref(),
-            &src,
-            &mnt,
-            &crate::mount::MountOptions {
+        } => {
+            let mut opts = crate::mount::MountOptions {
                 allow_other,
                 read_only,
                 ..Default::default()
-            },
-        ),
+            };
+            cache.apply(&mut opts);
+            mount(policy.as_deref(), &src, &mnt, &opts)
+        }
         Command::Run {
             policy,
             workspace,
             quiet,
+            cache,
             user,
             command,
-        } => crate::run::run(crate::run::RunOptions {
-            policy,
-            workspace,
-            quiet,
-            user,
-            command,
-        }),
+        } => {
+            let mut mount = crate::mount::MountOptions::default();
+            cache.apply(&mut mount);
+            crate::run::run(crate::run::RunOptions {
+                policy,
+                workspace,
+                quiet,
+                user,
+                command,
+                mount,
+            })
+        }
         Command::Check {
             policy,
             print_default,

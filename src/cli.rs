@@ -33,6 +33,8 @@ pub enum Command {
         /// Mount read-only: every change fails with EROFS.
         #[arg(long)]
         read_only: bool,
+        #[command(flatten)]
+        cache: CacheArgs,
         /// The workspace to mirror.
         src: PathBuf,
         /// Where to mount it (an existing, empty directory outside SRC).
@@ -53,6 +55,8 @@ pub enum Command {
         /// Do not print the start-up line.
         #[arg(long, short)]
         quiet: bool,
+        #[command(flatten)]
+        cache: CacheArgs,
         /// Run CMD as UID[:GID] (root only).
         #[arg(long, value_name = "UID[:GID]", value_parser = crate::run::parse_user)]
         user: Option<(u32, u32)>,
@@ -93,4 +97,29 @@ pub enum Command {
         #[arg(required = true, value_name = "PATH")]
         paths: Vec<PathBuf>,
     },
+}
+
+/// Caching and data-path options shared by `mount` and `run`.
+#[derive(Debug, clap::Args)]
+pub struct CacheArgs {
+    /// Serve reads and writes through the daemon instead of FUSE passthrough.
+    #[arg(long)]
+    pub no_passthrough: bool,
+    /// Seconds the kernel may cache entries and attributes. Edits made outside the
+    /// mount are seen at once while the source is watched, else within this time.
+    #[arg(long, value_name = "SECONDS", default_value_t = crate::fs::DEFAULT_TTL.as_secs_f64())]
+    pub ttl: f64,
+    /// Do not watch the source for outside edits (then only the TTL bounds how long
+    /// the kernel may show stale entries).
+    #[arg(long)]
+    pub no_watch: bool,
+}
+
+impl CacheArgs {
+    /// Applies these options to `opts`.
+    pub fn apply(&self, opts: &mut crate::mount::MountOptions) {
+        opts.passthrough = !self.no_passthrough;
+        opts.ttl = std::time::Duration::from_secs_f64(self.ttl.max(0.0));
+        opts.watch = !self.no_watch;
+    }
 }

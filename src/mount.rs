@@ -31,6 +31,13 @@ pub struct MountOptions {
     pub read_only: bool,
     /// Request threads.
     pub threads: usize,
+    /// FUSE passthrough for regular files where the kernel allows it.
+    pub passthrough: bool,
+    /// Entry and attribute cache time in the kernel.
+    pub ttl: std::time::Duration,
+    /// Watch the source with inotify and invalidate the kernel's caches on outside
+    /// edits.
+    pub watch: bool,
 }
 
 impl Default for MountOptions {
@@ -39,6 +46,9 @@ impl Default for MountOptions {
             allow_other: false,
             read_only: false,
             threads: 4,
+            passthrough: true,
+            ttl: crate::fs::DEFAULT_TTL,
+            watch: true,
         }
     }
 }
@@ -185,13 +195,31 @@ pub fn session(
         src: src.to_path_buf(),
         source,
     })?;
+    start(fs, &mnt_c, &config(&src_c, opts), opts).map_err(|source| MountError::Mount {
+        mnt: mnt.to_path_buf(),
+        source,
+    })
+}
+
+/// Applies the caching options, mounts `fs` at `mnt` (live when this returns) and
+/// starts the watcher that keeps the kernel's caches coherent.
+pub fn start(mut fs: VeilFs, mnt: &Path, config: &Config, opts: &MountOptions) -> io::Result<Live> {
+    fs.set_ttl(opts.ttl);
+    fs.set_passthrough(opts.passthrough);
+    let watcher = if opts.watch {
+        fs.enable_watcher().ok()
+    } else {
+        None
+    };
     let inodes = fs.inodes();
-    let s = fuser::Session::new(fs, &mnt_c, &config(&src_c, opts)).map_err(|source| {
-        MountError::Mount {
-            mnt: mnt.to_path_buf(),
-            source,
-        }
-    })?;
+    let s = fuser::Session::new(fs, mnt, config)?;
+    if let Some(w) = watcher {
+        let notifier = s.notifier();
+        let weak = Arc::downgrade(&inodes);
+        std::thread::Builder::new()
+            .name("veilfs-watch".into())
+            .spawn(move || w.run(weak, notifier))?;
+    }
     Ok((s, inodes))
 }
 

@@ -51,6 +51,8 @@ pub struct RunOptions {
     pub quiet: bool,
     pub user: Option<(u32, u32)>,
     pub command: Vec<OsString>,
+    /// Caching and passthrough (the other fields are not used by `run`).
+    pub mount: crate::mount::MountOptions,
 }
 
 /// Parses `UID[:GID]` (GID defaults to UID).
@@ -129,6 +131,13 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
             return refuse(format!("cannot serve {}: {e}", ws.display()));
         }
     };
+    // SIGTERM and SIGHUP go to the command; the terminal's SIGINT and SIGQUIT reach
+    // it directly (it is in our process group), so this process ignores them. Set
+    // before any thread starts, so that every thread inherits the mask.
+    const FORWARD: [i32; 2] = [libc::SIGTERM, libc::SIGHUP];
+    sys::block_signals(&FORWARD)?;
+    sys::ignore_signal_default(libc::SIGINT)?;
+    sys::ignore_signal_default(libc::SIGQUIT)?;
     let mut cfg = fuser::Config::default();
     cfg.mount_options = vec![
         fuser::MountOption::FSName(format!("veilfs:{}", ws.display())),
@@ -140,9 +149,9 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     // Only processes in this private namespace can reach the mount; the command may
     // run under another uid (`--user`).
     cfg.acl = fuser::SessionACL::All;
-    cfg.n_threads = Some(4);
+    cfg.n_threads = Some(opts.mount.threads);
     cfg.clone_fd = true;
-    let session = match fuser::Session::new(fs, &ws, &cfg) {
+    let (session, _) = match crate::mount::start(fs, &ws, &cfg, &opts.mount) {
         Ok(s) => s,
         Err(e) => {
             let _ = sys::kill(init, libc::SIGKILL);
@@ -159,12 +168,6 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         );
     }
 
-    // SIGTERM and SIGHUP go to the command; the terminal's SIGINT and SIGQUIT reach
-    // it directly (it is in our process group), so this process ignores them.
-    const FORWARD: [i32; 2] = [libc::SIGTERM, libc::SIGHUP];
-    sys::block_signals(&FORWARD)?;
-    sys::ignore_signal_default(libc::SIGINT)?;
-    sys::ignore_signal_default(libc::SIGQUIT)?;
     let bg = session.spawn().context("starting the request loop")?;
     std::thread::spawn(move || {
         while let Ok(sig) = sys::wait_signal(&FORWARD) {

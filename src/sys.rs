@@ -810,3 +810,42 @@ pub fn write_byte(fd: BorrowedFd, b: u8) -> io::Result<()> {
     // SAFETY: one readable byte.
     check_ssize(unsafe { libc::write(fd.as_raw_fd(), (&b as *const u8).cast(), 1) }).map(drop)
 }
+
+/// A new inotify instance (close-on-exec, blocking reads).
+pub fn inotify_init() -> io::Result<OwnedFd> {
+    // SAFETY: plain syscall; the fd returned is new.
+    let fd = check(unsafe { libc::inotify_init1(libc::IN_CLOEXEC) })?;
+    // SAFETY: fresh fd owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Watches the directory behind `dir` (any descriptor, `O_PATH` included, reached
+/// through `/proc/self/fd`). Returns the watch descriptor.
+pub fn inotify_add_watch(ino_fd: BorrowedFd, dir: BorrowedFd, mask: u32) -> io::Result<i32> {
+    let path = proc_path(dir);
+    // SAFETY: valid C string.
+    check(unsafe { libc::inotify_add_watch(ino_fd.as_raw_fd(), path.as_ptr(), mask) })
+}
+
+pub fn inotify_rm_watch(ino_fd: BorrowedFd, wd: i32) -> io::Result<()> {
+    // SAFETY: plain syscall.
+    check(unsafe { libc::inotify_rm_watch(ino_fd.as_raw_fd(), wd) }).map(drop)
+}
+
+/// `read(2)` into `buf`.
+pub fn read(fd: BorrowedFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is writable for its length.
+    check_ssize(unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) })
+}
+
+/// Waits up to `timeout_ms` for `fd` to become readable.
+pub fn poll_readable(fd: BorrowedFd, timeout_ms: i32) -> io::Result<bool> {
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    let n = check(unsafe { libc::poll(&mut p, 1, timeout_ms) })?;
+    Ok(n > 0)
+}

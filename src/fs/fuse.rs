@@ -18,10 +18,6 @@ use fuser::{
 use super::VeilFs;
 use super::ops::{Caller, SetAttr};
 
-/// How long the kernel may cache entries and attributes. An edit made outside the
-/// mount shows through the mount within this time.
-pub const TTL: Duration = Duration::from_secs(1);
-
 /// The one place an `io::Error` becomes a reply errno: the backing errno untouched.
 fn err(e: io::Error) -> Errno {
     Errno::from_i32(e.raw_os_error().unwrap_or(libc::EIO))
@@ -171,7 +167,7 @@ impl Filesystem for VeilFs {
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         match self.lookup(parent.0, name) {
-            Ok((_, st)) => reply.entry(&TTL, &self.attr(&st), Generation(0)),
+            Ok((_, st)) => reply.entry(&self.ttl, &self.attr(&st), Generation(0)),
             Err(e) => reply.error(err(e)),
         }
     }
@@ -182,7 +178,7 @@ impl Filesystem for VeilFs {
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         match VeilFs::getattr(self, ino.0) {
-            Ok(st) => reply.attr(&TTL, &self.attr(&st)),
+            Ok(st) => reply.attr(&self.ttl, &self.attr(&st)),
             Err(e) => reply.error(err(e)),
         }
     }
@@ -214,7 +210,7 @@ impl Filesystem for VeilFs {
             mtime: mtime.map(timespec),
         };
         match VeilFs::setattr(self, ino.0, &a, fh.map(|f| f.0)) {
-            Ok(st) => reply.attr(&TTL, &self.attr(&st)),
+            Ok(st) => reply.attr(&self.ttl, &self.attr(&st)),
             Err(e) => reply.error(err(e)),
         }
     }
@@ -237,7 +233,7 @@ impl Filesystem for VeilFs {
         reply: ReplyEntry,
     ) {
         match VeilFs::mknod(self, parent.0, name, mode, umask, rdev, caller(req)) {
-            Ok((_, st)) => reply.entry(&TTL, &self.attr(&st), Generation(0)),
+            Ok((_, st)) => reply.entry(&self.ttl, &self.attr(&st), Generation(0)),
             Err(e) => reply.error(err(e)),
         }
     }
@@ -252,7 +248,7 @@ impl Filesystem for VeilFs {
         reply: ReplyEntry,
     ) {
         match VeilFs::mkdir(self, parent.0, name, mode, umask, caller(req)) {
-            Ok((_, st)) => reply.entry(&TTL, &self.attr(&st), Generation(0)),
+            Ok((_, st)) => reply.entry(&self.ttl, &self.attr(&st), Generation(0)),
             Err(e) => reply.error(err(e)),
         }
     }
@@ -280,7 +276,7 @@ impl Filesystem for VeilFs {
         reply: ReplyEntry,
     ) {
         match VeilFs::symlink(self, parent.0, link_name, target.as_os_str(), caller(req)) {
-            Ok((_, st)) => reply.entry(&TTL, &self.attr(&st), Generation(0)),
+            Ok((_, st)) => reply.entry(&self.ttl, &self.attr(&st), Generation(0)),
             Err(e) => reply.error(err(e)),
         }
     }
@@ -310,7 +306,7 @@ impl Filesystem for VeilFs {
         reply: ReplyEntry,
     ) {
         match VeilFs::link(self, ino.0, newparent.0, newname) {
-            Ok((_, st)) => reply.entry(&TTL, &self.attr(&st), Generation(0)),
+            Ok((_, st)) => reply.entry(&self.ttl, &self.attr(&st), Generation(0)),
             Err(e) => reply.error(err(e)),
         }
     }
@@ -467,10 +463,10 @@ impl Filesystem for VeilFs {
                     ino,
                     ..self.attr(&st)
                 };
-                if next == 0 && reply.add(INodeNo(0), 1, ".", &TTL, &attr, Generation(0)) {
+                if next == 0 && reply.add(INodeNo(0), 1, ".", &self.ttl, &attr, Generation(0)) {
                     return reply.ok();
                 }
-                if reply.add(INodeNo(0), 2, "..", &TTL, &attr, Generation(0)) {
+                if reply.add(INodeNo(0), 2, "..", &self.ttl, &attr, Generation(0)) {
                     return reply.ok();
                 }
             }
@@ -485,7 +481,7 @@ impl Filesystem for VeilFs {
                 INodeNo(node.ino),
                 i as u64 + 3,
                 name,
-                &TTL,
+                &self.ttl,
                 &self.attr(&st),
                 Generation(0),
             ) {
@@ -599,7 +595,7 @@ impl Filesystem for VeilFs {
                 let attr = self.attr(&st);
                 match self.passthrough_for(node.ino, fh, |f| reply.open_backing(f)) {
                     Some(id) => reply.created_passthrough(
-                        &TTL,
+                        &self.ttl,
                         &attr,
                         Generation(0),
                         FileHandle(fh),
@@ -607,7 +603,7 @@ impl Filesystem for VeilFs {
                         &id,
                     ),
                     None => reply.created(
-                        &TTL,
+                        &self.ttl,
                         &attr,
                         Generation(0),
                         FileHandle(fh),

@@ -114,10 +114,15 @@ impl Inodes {
         make: impl FnOnce() -> Node,
         update: impl FnOnce(&mut Place),
     ) -> Arc<Node> {
-        if let Some(n) = self.get(ino) {
-            n.lookups.fetch_add(1, Ordering::Relaxed);
-            update(&mut n.place.lock().unwrap());
-            return n;
+        {
+            // Counted under the read lock, so a concurrent `forget` (write lock)
+            // cannot drop a node the kernel is being told about.
+            let map = self.map.read().unwrap();
+            if let Some(n) = map.get(&ino) {
+                n.lookups.fetch_add(1, Ordering::Relaxed);
+                update(&mut n.place.lock().unwrap());
+                return n.clone();
+            }
         }
         let mut map = self.map.write().unwrap();
         let n = map.entry(ino).or_insert_with(|| Arc::new(make()));
@@ -125,21 +130,16 @@ impl Inodes {
         n.clone()
     }
 
-    /// The kernel forgot `n` lookups of `ino`.
-    pub fn forget(&self, ino: u64, n: u64) {
+    /// The kernel forgot `n` lookups of `ino`; returns the node if that was the last.
+    pub fn forget(&self, ino: u64, n: u64) -> Option<Arc<Node>> {
         if ino == ROOT {
-            return;
+            return None;
         }
         let mut map = self.map.write().unwrap();
-        if let Some(node) = map.get(&ino) {
-            let prev = node.lookups.fetch_sub(
-                n.min(node.lookups.load(Ordering::Relaxed)),
-                Ordering::Relaxed,
-            );
-            if prev <= n {
-                map.remove(&ino);
-            }
-        }
+        let node = map.get(&ino)?;
+        let left = node.lookups.load(Ordering::Relaxed).saturating_sub(n);
+        node.lookups.store(left, Ordering::Relaxed);
+        if left == 0 { map.remove(&ino) } else { None }
     }
 
     pub fn len(&self) -> usize {

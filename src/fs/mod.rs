@@ -7,6 +7,7 @@
 pub mod fuse;
 pub mod inode;
 pub mod ops;
+pub mod watch;
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -19,6 +20,11 @@ use std::sync::{Arc, RwLock};
 use crate::policy::{Decision, Policy};
 use crate::sys;
 use inode::{Inodes, Node, Place};
+
+/// How long the kernel may cache entries and attributes by default. With the
+/// watcher running, an edit made outside the mount is seen at once; without it (no
+/// inotify, or the watch limit reached), within this time.
+pub const DEFAULT_TTL: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// An open file: the descriptor reopened from the node with the access asked for.
 #[derive(Debug)]
@@ -57,6 +63,11 @@ pub struct VeilFs {
     /// FUSE passthrough: wanted, then kept only if the kernel agrees at `init` and
     /// lets us register backing files.
     pub(crate) passthrough: std::sync::atomic::AtomicBool,
+    /// Invalidates kernel caches on edits made outside the mount; `None` when
+    /// inotify is unavailable (then only the TTL bounds staleness).
+    pub(crate) watcher: Option<Arc<watch::Watcher>>,
+    /// Entry and attribute time-to-live handed to the kernel.
+    pub(crate) ttl: std::time::Duration,
 }
 
 impl VeilFs {
@@ -106,7 +117,24 @@ impl VeilFs {
             next_fh: AtomicU64::new(1),
             chown_new: sys::euid() == 0,
             passthrough: std::sync::atomic::AtomicBool::new(true),
+            watcher: None,
+            ttl: DEFAULT_TTL,
         })
+    }
+
+    /// Sets the entry and attribute TTL (see [`DEFAULT_TTL`]).
+    pub fn set_ttl(&mut self, ttl: std::time::Duration) {
+        self.ttl = ttl;
+    }
+
+    /// Starts watching the source for outside edits; the returned watcher must be
+    /// given the session's notifier with [`watch::Watcher::run`] once mounted.
+    pub fn enable_watcher(&mut self) -> io::Result<Arc<watch::Watcher>> {
+        let w = Arc::new(watch::Watcher::new()?);
+        let root = self.inodes.get(inode::ROOT).expect("root node");
+        w.watch(inode::ROOT, root.dir_fd()?);
+        self.watcher = Some(w.clone());
+        Ok(w)
     }
 
     /// Turns FUSE passthrough off (it is on by default where the kernel allows it).

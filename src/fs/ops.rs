@@ -195,6 +195,9 @@ impl VeilFs {
                 p.links = links;
             },
         );
+        if let (Some(w), Some(fd)) = (&self.watcher, &node.fd) {
+            w.watch(node.ino, fd.as_fd());
+        }
         Ok((node, st))
     }
 
@@ -210,7 +213,19 @@ impl VeilFs {
     }
 
     pub fn forget(&self, ino: u64, n: u64) {
-        self.inodes.forget(ino, n);
+        if let Some(node) = self.inodes.forget(ino, n)
+            && node.is_dir()
+            && let Some(w) = &self.watcher
+        {
+            w.unwatch(ino);
+        }
+    }
+
+    /// Tells the watcher that `name` in `dir` is being changed through the mount.
+    fn own(&self, dir: u64, name: &[u8]) {
+        if let Some(w) = &self.watcher {
+            w.own_change(dir, name);
+        }
     }
 
     /// A descriptor on the node's inode: the kept one for a directory, else an
@@ -274,7 +289,8 @@ impl VeilFs {
 
     pub fn setattr(&self, ino: u64, a: &SetAttr, fh: Option<u64>) -> io::Result<libc::stat> {
         let node = self.node(ino)?;
-        self.writable(&node)?;
+        let place = self.writable(&node)?;
+        self.own(place.parent, &place.name);
         let nfd = self.fd_of(&node)?;
         let fd = nfd.as_fd();
         if let Some(mode) = a.mode {
@@ -433,6 +449,7 @@ impl VeilFs {
             return Err(eacces());
         }
         let st = sys::statat(dir.dir_fd()?, &cname)?;
+        self.own(parent, cname.to_bytes());
         sys::unlinkat(dir.dir_fd()?, &cname, is_dir)?;
         if let Some(n) = self.inodes.get(self.inodes.id_of(st.st_ino)) {
             let mut p = n.place.lock().unwrap();
@@ -511,6 +528,8 @@ impl VeilFs {
             self.no_exposure(&policy, fd, &from_path, &from_now, &to_path, &from_then)?;
         }
 
+        self.own(parent, from.to_bytes());
+        self.own(newparent, to.to_bytes());
         sys::renameat2(from_dir.dir_fd()?, &from, to_dir.dir_fd()?, &to, flags)?;
 
         // Keep the moved nodes' places in step, then invalidate every cached decision
@@ -620,7 +639,8 @@ impl VeilFs {
         let node = self.node(ino)?;
         let writes = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
         if writes {
-            self.writable(&node)?;
+            let place = self.writable(&node)?;
+            self.own(place.parent, &place.name);
         } else {
             self.visible(&node)?;
         }
@@ -681,6 +701,12 @@ impl VeilFs {
 
     pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> io::Result<u32> {
         let h = self.file(fh)?;
+        if self.watcher.is_some()
+            && let Some(node) = self.inodes.get(h.ino)
+        {
+            let place = node.place();
+            self.own(place.parent, &place.name);
+        }
         h.file.write_all_at(data, offset)?;
         Ok(data.len() as u32)
     }

@@ -69,7 +69,11 @@ impl Fixture {
     }
 
     pub fn mount_policy(&mut self, p: Policy, file: Option<&Path>) -> &mut Self {
-        let m = Mount::new(&self.src, &self.mnt, p, file, &MountOptions::default())
+        self.mount_with(p, file, &MountOptions::default())
+    }
+
+    pub fn mount_with(&mut self, p: Policy, file: Option<&Path>, opts: &MountOptions) -> &mut Self {
+        let m = Mount::new(&self.src, &self.mnt, p, file, opts)
             .unwrap_or_else(|e| panic!("mount failed: {e}"));
         assert!(
             wait_until(Duration::from_secs(10), || veilfs::mount::is_mount_point(
