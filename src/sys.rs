@@ -112,20 +112,18 @@ pub fn statat(dir: BorrowedFd, name: &CStr) -> io::Result<libc::stat> {
 
 /// `fstat` of any descriptor, `O_PATH` ones included.
 pub fn stat(fd: BorrowedFd) -> io::Result<libc::stat> {
-    statat(fd, c"").or_else(|_| {
-        let mut st = MaybeUninit::<libc::stat>::uninit();
-        // SAFETY: as above, with AT_EMPTY_PATH on the descriptor itself.
-        check(unsafe {
-            libc::fstatat(
-                fd.as_raw_fd(),
-                c"".as_ptr(),
-                st.as_mut_ptr(),
-                libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
-            )
-        })?;
-        // SAFETY: initialised on success.
-        Ok(unsafe { st.assume_init() })
-    })
+    let mut st = MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: valid out-pointer; AT_EMPTY_PATH acts on the descriptor itself.
+    check(unsafe {
+        libc::fstatat(
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            st.as_mut_ptr(),
+            libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
+        )
+    })?;
+    // SAFETY: initialised on success.
+    Ok(unsafe { st.assume_init() })
 }
 
 pub fn mkdirat(dir: BorrowedFd, name: &CStr, mode: u32) -> io::Result<()> {

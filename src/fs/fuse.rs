@@ -98,46 +98,58 @@ fn timespec(t: TimeOrNow) -> Option<libc::timespec> {
 }
 
 impl VeilFs {
-    /// The passthrough backing id for handle `fh` on node `ino`: the node's current
-    /// one if another handle holds it, else a new one registered with `register`.
-    /// `None` (serve reads and writes ourselves) when passthrough is off or refused;
-    /// a refusal turns it off for the rest of the mount.
-    fn passthrough_for(
+    /// The I/O mode for the new handle `fh` on node `ino`: `Some(backing id)` for
+    /// passthrough, `None` for cached I/O through the daemon. The inode's current
+    /// mode while other handles are open, else passthrough for a regular file of at
+    /// least [`super::PASSTHROUGH_MIN_SIZE`] bytes or opened to be written. A refused registration turns
+    /// passthrough off for the rest of the mount.
+    fn io_mode_for(
         &self,
         ino: u64,
         fh: u64,
+        writer: bool,
         register: impl FnOnce(&std::fs::File) -> io::Result<fuser::BackingId>,
     ) -> Option<std::sync::Arc<fuser::BackingId>> {
-        if !self.passthrough.load(Ordering::Relaxed) {
-            return None;
-        }
         let node = self.inodes.get(ino)?;
-        if node.fmt != libc::S_IFREG {
-            return None;
-        }
         let handle = self.file(fh).ok()?;
-        let mut slot = node.backing.lock().unwrap();
-        let id = match slot.upgrade() {
-            Some(id) => id,
-            None => {
-                let file = self.backing_file(ino).ok()?;
-                match register(&file) {
-                    Ok(id) => {
-                        let id = std::sync::Arc::new(id);
-                        *slot = std::sync::Arc::downgrade(&id);
-                        id
-                    }
-                    Err(e) => {
-                        if e.raw_os_error() == Some(libc::EPERM) {
-                            self.passthrough.store(false, Ordering::Relaxed);
-                        }
-                        return None;
-                    }
+        let mut io = node.io.lock().unwrap();
+        if io.open == 0 {
+            io.passthrough = node.fmt == libc::S_IFREG
+                && self.passthrough.load(Ordering::Relaxed)
+                && (writer
+                    || handle
+                        .file
+                        .metadata()
+                        .is_ok_and(|m| m.len() >= super::PASSTHROUGH_MIN_SIZE));
+            io.backing = std::sync::Weak::new();
+        }
+        let id = if !io.passthrough {
+            None
+        } else if let Some(id) = io.backing.upgrade() {
+            Some(id)
+        } else {
+            match register(&handle.file) {
+                Ok(id) => {
+                    let id = std::sync::Arc::new(id);
+                    io.backing = std::sync::Arc::downgrade(&id);
+                    Some(id)
                 }
+                Err(e) if io.open == 0 => {
+                    if e.raw_os_error() == Some(libc::EPERM) {
+                        self.passthrough.store(false, Ordering::Relaxed);
+                    }
+                    io.passthrough = false;
+                    None
+                }
+                // Other handles are open in passthrough mode: this one cannot be
+                // cached; the kernel will fail the open.
+                Err(_) => None,
             }
         };
-        *handle.backing.lock().unwrap() = Some(id.clone());
-        Some(id)
+        io.open += 1;
+        handle.counted.store(true, Ordering::Relaxed);
+        *handle.backing.lock().unwrap() = id.clone();
+        id
     }
 }
 
@@ -313,9 +325,20 @@ impl Filesystem for VeilFs {
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         match VeilFs::open(self, ino.0, flags.0) {
-            Ok(fh) => match self.passthrough_for(ino.0, fh, |f| reply.open_backing(f)) {
-                Some(id) => reply.opened_passthrough(FileHandle(fh), FopenFlags::empty(), &id),
-                None => reply.opened(FileHandle(fh), FopenFlags::FOPEN_KEEP_CACHE),
+            Ok(fh) => match self.io_mode_for(
+                ino.0,
+                fh,
+                flags.0 & libc::O_ACCMODE != libc::O_RDONLY,
+                |f| reply.open_backing(f),
+            ) {
+                // `flush` does nothing here, so the kernel need not send it.
+                Some(id) => {
+                    reply.opened_passthrough(FileHandle(fh), FopenFlags::FOPEN_NOFLUSH, &id)
+                }
+                None => reply.opened(
+                    FileHandle(fh),
+                    FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_NOFLUSH,
+                ),
             },
             Err(e) => reply.error(err(e)),
         }
@@ -397,7 +420,12 @@ impl Filesystem for VeilFs {
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         match VeilFs::opendir(self, ino.0) {
-            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            // The kernel may keep the listing; the watcher invalidates it when the
+            // directory changes outside the mount.
+            Ok(fh) => reply.opened(
+                FileHandle(fh),
+                FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE,
+            ),
             Err(e) => reply.error(err(e)),
         }
     }
@@ -410,8 +438,12 @@ impl Filesystem for VeilFs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let dir = match self.dir(fh.0) {
+        let handle = match self.dir(fh.0) {
             Ok(d) => d,
+            Err(e) => return reply.error(err(e)),
+        };
+        let entries = match self.listing(&handle) {
+            Ok(e) => e,
             Err(e) => return reply.error(err(e)),
         };
         // Offsets: 1 = ".", 2 = "..", 3.. = the snapshot's entries, in order.
@@ -428,7 +460,7 @@ impl Filesystem for VeilFs {
             }
             next = 2;
         }
-        for (i, e) in dir.entries.iter().enumerate().skip((next - 2) as usize) {
+        for (i, e) in entries.iter().enumerate().skip((next - 2) as usize) {
             if reply.add(
                 INodeNo(e.ino),
                 i as u64 + 3,
@@ -449,8 +481,12 @@ impl Filesystem for VeilFs {
         offset: u64,
         mut reply: fuser::ReplyDirectoryPlus,
     ) {
-        let dir = match self.dir(fh.0) {
+        let handle = match self.dir(fh.0) {
             Ok(d) => d,
+            Err(e) => return reply.error(err(e)),
+        };
+        let entries = match self.listing(&handle) {
+            Ok(e) => e,
             Err(e) => return reply.error(err(e)),
         };
         // Offsets as in `readdir`. Each entry given with its attributes counts as a
@@ -472,7 +508,7 @@ impl Filesystem for VeilFs {
             }
             next = 2;
         }
-        for (i, e) in dir.entries.iter().enumerate().skip((next - 2) as usize) {
+        for (i, e) in entries.iter().enumerate().skip((next - 2) as usize) {
             let name = OsStr::from_bytes(&e.name);
             let Ok((node, st)) = VeilFs::lookup(self, ino.0, name) else {
                 continue;
@@ -593,13 +629,13 @@ impl Filesystem for VeilFs {
         match VeilFs::create(self, parent.0, name, mode, umask, flags, caller(req)) {
             Ok((node, st, fh)) => {
                 let attr = self.attr(&st);
-                match self.passthrough_for(node.ino, fh, |f| reply.open_backing(f)) {
+                match self.io_mode_for(node.ino, fh, true, |f| reply.open_backing(f)) {
                     Some(id) => reply.created_passthrough(
                         &self.ttl,
                         &attr,
                         Generation(0),
                         FileHandle(fh),
-                        FopenFlags::empty(),
+                        FopenFlags::FOPEN_NOFLUSH,
                         &id,
                     ),
                     None => reply.created(
@@ -607,7 +643,7 @@ impl Filesystem for VeilFs {
                         &attr,
                         Generation(0),
                         FileHandle(fh),
-                        FopenFlags::FOPEN_KEEP_CACHE,
+                        FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_NOFLUSH,
                     ),
                 }
             }

@@ -51,9 +51,21 @@ pub struct Node {
     pub fmt: u32,
     pub place: Mutex<Place>,
     pub lookups: AtomicU64,
-    /// The FUSE passthrough backing file of a regular file while any handle on it is
-    /// open (the kernel requires one backing file per inode at a time).
-    pub backing: Mutex<std::sync::Weak<fuser::BackingId>>,
+    /// How the kernel does I/O on this inode while handles are open.
+    pub io: Mutex<IoMode>,
+}
+
+/// The kernel keeps one I/O mode per inode while any handle is open: cached (the
+/// page cache, reads and writes through the daemon) or passthrough (one backing
+/// file). Opening a handle in the other mode fails with EIO, so the mode is chosen
+/// when the first handle opens and kept until the last one is released.
+#[derive(Debug, Default)]
+pub struct IoMode {
+    /// Handles open on the inode (as far as the daemon has been told).
+    pub open: u32,
+    /// Meaningful while `open > 0`.
+    pub passthrough: bool,
+    pub backing: std::sync::Weak<fuser::BackingId>,
 }
 
 impl Node {

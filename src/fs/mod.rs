@@ -26,6 +26,11 @@ use inode::{Inodes, Node, Place};
 /// inotify, or the watch limit reached), within this time.
 pub const DEFAULT_TTL: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// Files at least this large are served by FUSE passthrough; smaller ones through
+/// the page cache (kept across opens), which saves two round trips to the kernel's
+/// backing-file table per open of a small source file.
+pub const PASSTHROUGH_MIN_SIZE: u64 = 1 << 20;
+
 /// An open file: the descriptor reopened from the node with the access asked for.
 #[derive(Debug)]
 pub struct FileHandle {
@@ -34,13 +39,16 @@ pub struct FileHandle {
     pub ino: u64,
     /// Held while the kernel reads and writes the backing file directly.
     pub backing: std::sync::Mutex<Option<Arc<fuser::BackingId>>>,
+    /// Counted in the node's [`inode::IoMode`] (released in `release`).
+    pub counted: std::sync::atomic::AtomicBool,
 }
 
-/// An open directory: a snapshot of its admitted entries, taken at `opendir`, so that
-/// offsets stay stable for a reader that pauses mid-listing.
+/// An open directory: a snapshot of its admitted entries, taken at the first
+/// `readdir`, so that offsets stay stable for a reader that pauses mid-listing.
 #[derive(Debug)]
 pub struct DirHandle {
-    pub entries: Vec<ops::Listed>,
+    pub ino: u64,
+    pub entries: std::sync::OnceLock<Vec<ops::Listed>>,
 }
 
 /// The mounted filesystem's state.
@@ -104,7 +112,7 @@ impl VeilFs {
                 epoch: u64::MAX,
             }),
             lookups: AtomicU64::new(1),
-            backing: std::sync::Mutex::new(std::sync::Weak::new()),
+            io: std::sync::Mutex::new(inode::IoMode::default()),
         };
         Ok(VeilFs {
             inodes: Arc::new(Inodes::new(root, st.st_ino)),

@@ -179,7 +179,7 @@ impl VeilFs {
                 fmt: st.st_mode & libc::S_IFMT,
                 place: Mutex::new(place),
                 lookups: AtomicU64::new(0),
-                backing: Mutex::new(std::sync::Weak::new()),
+                io: Mutex::new(super::inode::IoMode::default()),
             },
             |p| {
                 let link = (fresh.parent, fresh.name.clone());
@@ -610,6 +610,7 @@ impl VeilFs {
                 file: File::from(fd),
                 ino,
                 backing: Mutex::new(None),
+                counted: std::sync::atomic::AtomicBool::new(false),
             }),
         );
         fh
@@ -644,11 +645,16 @@ impl VeilFs {
         } else {
             self.visible(&node)?;
         }
-        let fd = sys::reopen(
-            self.proc_fd.as_fd(),
-            self.fd_of(&node)?.as_fd(),
-            flags & !libc::O_CREAT & !libc::O_EXCL,
-        )?;
+        let flags = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY);
+        let fd = if self.wants_backing(&node) {
+            // One read-write descriptor serves as this handle and as the passthrough
+            // backing file of every handle on the inode; the kernel still enforces
+            // each opener's own access mode.
+            self.open_node(&node, (flags & !libc::O_ACCMODE) | libc::O_RDWR)
+                .or_else(|_| self.open_node(&node, flags))?
+        } else {
+            self.open_node(&node, flags)?
+        };
         Ok(self.register(fd, ino))
     }
 
@@ -663,24 +669,36 @@ impl VeilFs {
         caller: Caller,
     ) -> io::Result<(Arc<Node>, libc::stat, u64)> {
         let (dir, cname, path, d) = self.new_name(parent, name, false)?;
+        let flags = if self.passthrough.load(Ordering::Relaxed) {
+            (flags & !libc::O_ACCMODE) | libc::O_RDWR
+        } else {
+            flags
+        };
         let fd = sys::openat(dir.dir_fd()?, &cname, flags | libc::O_CREAT, mode & !umask)?;
         let (node, st) = self.made(parent, &dir, &cname, path, d, caller)?;
         let fh = self.register(fd, node.ino);
         Ok((node, st, fh))
     }
 
-    /// The backing file for passthrough of a regular file: read-write when the
-    /// daemon may write it (the kernel still checks each opener's own access mode),
-    /// else read-only.
-    pub fn backing_file(&self, ino: u64) -> io::Result<File> {
-        let node = self.node(ino)?;
-        if node.fmt != libc::S_IFREG {
-            return Err(errno(libc::EINVAL));
+    fn wants_backing(&self, node: &Node) -> bool {
+        node.fmt == libc::S_IFREG && self.passthrough.load(Ordering::Relaxed)
+    }
+
+    /// Opens the node's inode with `flags`: one name relative to its parent's
+    /// descriptor (checked to be the same inode), or, for an inode no name reaches
+    /// any more, through an open handle.
+    fn open_node(&self, node: &Node, flags: i32) -> io::Result<OwnedFd> {
+        if let Some(fd) = &node.fd {
+            return sys::reopen(self.proc_fd.as_fd(), fd.as_fd(), flags);
         }
-        let fd = self.fd_of(&node)?;
-        let f = sys::reopen(self.proc_fd.as_fd(), fd.as_fd(), libc::O_RDWR)
-            .or_else(|_| sys::reopen(self.proc_fd.as_fd(), fd.as_fd(), libc::O_RDONLY))?;
-        Ok(File::from(f))
+        self.through_links(node, |dir, name| {
+            let fd = sys::openat(dir, name, flags, 0)?;
+            Ok((sys::stat(fd.as_fd())?, fd))
+        })
+        .or_else(|e| match self.open_handle(node.ino) {
+            Some(h) => sys::reopen(self.proc_fd.as_fd(), h.file.as_fd(), flags),
+            None => Err(e),
+        })
     }
 
     pub fn read(&self, fh: u64, offset: u64, size: u32) -> io::Result<Vec<u8>> {
@@ -712,7 +730,15 @@ impl VeilFs {
     }
 
     pub fn release(&self, fh: u64) {
-        self.files.write().unwrap().remove(&fh);
+        let Some(h) = self.files.write().unwrap().remove(&fh) else {
+            return;
+        };
+        if h.counted.load(Ordering::Relaxed)
+            && let Some(node) = self.inodes.get(h.ino)
+        {
+            let mut io = node.io.lock().unwrap();
+            io.open = io.open.saturating_sub(1);
+        }
     }
 
     pub fn fsync(&self, fh: u64, datasync: bool) -> io::Result<()> {
@@ -722,6 +748,25 @@ impl VeilFs {
 
     pub fn opendir(&self, ino: u64) -> io::Result<u64> {
         let node = self.node(ino)?;
+        self.visible(&node)?;
+        let fh = self.new_fh();
+        self.dirs.write().unwrap().insert(
+            fh,
+            Arc::new(DirHandle {
+                ino,
+                entries: std::sync::OnceLock::new(),
+            }),
+        );
+        Ok(fh)
+    }
+
+    /// The admitted entries of an open directory, read once on first use (the kernel
+    /// caches listings itself, so an `opendir` often needs none).
+    pub fn listing<'a>(&self, handle: &'a DirHandle) -> io::Result<&'a [Listed]> {
+        if let Some(e) = handle.entries.get() {
+            return Ok(e);
+        }
+        let node = self.node(handle.ino)?;
         let place = self.visible(&node)?;
         let reader = sys::reopen(
             self.proc_fd.as_fd(),
@@ -748,12 +793,7 @@ impl VeilFs {
                 });
             }
         }
-        let fh = self.new_fh();
-        self.dirs
-            .write()
-            .unwrap()
-            .insert(fh, Arc::new(DirHandle { entries }));
-        Ok(fh)
+        Ok(handle.entries.get_or_init(|| entries))
     }
 
     pub fn dir(&self, fh: u64) -> io::Result<Arc<DirHandle>> {

@@ -25,10 +25,12 @@ const MASK: u32 = libc::IN_CREATE
     | libc::IN_MOVED_TO
     | libc::IN_MODIFY
     | libc::IN_ATTRIB
-    | libc::IN_CLOSE_WRITE
     | libc::IN_DELETE_SELF
     | libc::IN_MOVE_SELF
     | libc::IN_EXCL_UNLINK;
+
+// Not IN_CLOSE_WRITE: passthrough handles are opened read-write even for readers,
+// so every close would echo one; the writes themselves raise IN_MODIFY.
 
 /// How long a change made through the mount suppresses the watcher's echo of it.
 const OWN_CHANGE: Duration = Duration::from_millis(500);
