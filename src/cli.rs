@@ -109,6 +109,9 @@ pub struct CacheArgs {
     /// mount are seen at once while the source is watched, else within this time.
     #[arg(long, value_name = "SECONDS", default_value_t = crate::fs::DEFAULT_TTL.as_secs_f64())]
     pub ttl: f64,
+    /// Threads serving requests.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub threads: usize,
     /// Do not watch the source for outside edits (then only the TTL bounds how long
     /// the kernel may show stale entries).
     #[arg(long)]
@@ -121,5 +124,6 @@ impl CacheArgs {
         opts.passthrough = !self.no_passthrough;
         opts.ttl = std::time::Duration::from_secs_f64(self.ttl.max(0.0));
         opts.watch = !self.no_watch;
+        opts.threads = self.threads.max(1);
     }
 }

@@ -241,6 +241,9 @@ impl Mount {
         policy_file: Option<&Path>,
         opts: &MountOptions,
     ) -> Result<Mount, MountError> {
+        let mountpoint = mnt
+            .canonicalize()
+            .map_err(|_| MountError::MountPointMissing(mnt.to_path_buf()))?;
         let (s, inodes) = session(src, mnt, policy, policy_file, opts)?;
         let bg = s.spawn().map_err(|source| MountError::Mount {
             mnt: mnt.to_path_buf(),
@@ -248,11 +251,12 @@ impl Mount {
         })?;
         Ok(Mount {
             session: Some(bg),
-            mountpoint: mnt.to_path_buf(),
+            mountpoint,
             inodes,
         })
     }
 
+    /// The mount point (canonical).
     pub fn mountpoint(&self) -> &Path {
         &self.mountpoint
     }
@@ -262,19 +266,30 @@ impl Mount {
         self.inodes.len()
     }
 
-    /// Unmounts now and waits for the session to end.
+    /// Unmounts now and waits for the session to end. If something still uses the
+    /// mount (a process with its working directory inside, say), the mount is
+    /// detached instead: gone from the mount table at once, released when its last
+    /// user lets go.
     pub fn unmount(mut self) -> io::Result<()> {
-        match self.session.take() {
-            Some(s) => s.umount_and_join(),
-            None => Ok(()),
+        self.unmount_now()
+    }
+
+    fn unmount_now(&mut self) -> io::Result<()> {
+        let Some(s) = self.session.take() else {
+            return Ok(());
+        };
+        match s.umount_and_join() {
+            Ok(()) => Ok(()),
+            Err(e) if is_mount_point(&self.mountpoint) => {
+                crate::sys::umount_detach(&self.mountpoint).map_err(|_| e)
+            }
+            Err(_) => Ok(()),
         }
     }
 }
 
 impl Drop for Mount {
     fn drop(&mut self) {
-        if let Some(s) = self.session.take() {
-            let _ = s.umount_and_join();
-        }
+        let _ = self.unmount_now();
     }
 }

@@ -847,3 +847,11 @@ pub fn poll_readable(fd: BorrowedFd, timeout_ms: i32) -> io::Result<bool> {
     let n = check(unsafe { libc::poll(&mut p, 1, timeout_ms) })?;
     Ok(n > 0)
 }
+
+/// Detaches the mount at `path` now, even while it is busy (`umount -l`); it goes
+/// away completely when its last user lets go.
+pub fn umount_detach(path: &std::path::Path) -> io::Result<()> {
+    let c = cpath(path)?;
+    // SAFETY: valid C string.
+    check(unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) }).map(drop)
+}

@@ -304,3 +304,25 @@ fn read_only_mounts_refuse_every_change_with_erofs() {
     common::assert_errno(std::fs::remove_file(f.m("a.txt")), libc::EROFS, "unlink");
     assert_eq!(before, f.snapshot());
 }
+
+#[test]
+fn a_busy_mount_guard_detaches_on_drop() {
+    let mut f = Fixture::new();
+    f.file("a.txt", "a");
+    f.mount("default = \"allow\"\n");
+    // A process that keeps its working directory inside the mount.
+    let mut busy = Command::new("sleep")
+        .arg("30")
+        .current_dir(&f.mnt)
+        .spawn()
+        .unwrap();
+    let m = f.mount.take().unwrap();
+    drop(m);
+    let gone = !is_mount_point(&f.mnt.canonicalize().unwrap());
+    let _ = busy.kill();
+    let _ = busy.wait();
+    assert!(
+        gone,
+        "a busy mount was left in the mount table after the guard dropped"
+    );
+}

@@ -528,8 +528,17 @@ impl VeilFs {
             self.no_exposure(&policy, fd, &from_path, &from_now, &to_path, &from_then)?;
         }
 
-        self.own(parent, from.to_bytes());
-        self.own(newparent, to.to_bytes());
+        // A moved directory takes its kernel-cached subtree along under a new path
+        // whose decisions may differ: let the watcher's echo drop those dentries
+        // (their attributes would otherwise stay visible until the TTL).
+        let moves_dir = from_is_dir
+            || to_st
+                .as_ref()
+                .is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR);
+        if !moves_dir {
+            self.own(parent, from.to_bytes());
+            self.own(newparent, to.to_bytes());
+        }
         sys::renameat2(from_dir.dir_fd()?, &from, to_dir.dir_fd()?, &to, flags)?;
 
         // Keep the moved nodes' places in step, then invalidate every cached decision
