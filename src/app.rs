@@ -48,6 +48,20 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 mount,
             })
         }
+        Command::Reload { mnt } => Ok(match crate::control::request_reload(&mnt) {
+            Ok(msg) => {
+                println!("{msg}");
+                ExitCode::SUCCESS
+            }
+            Err(crate::control::ReloadError::Refused(e)) => {
+                eprintln!("veilfs reload: the old policy stays in force:\n{e}");
+                ExitCode::from(1)
+            }
+            Err(crate::control::ReloadError::NoDaemon(e)) => {
+                eprintln!("veilfs reload: {e}");
+                ExitCode::from(2)
+            }
+        }),
         Command::Check {
             policy,
             print_default,
@@ -165,7 +179,7 @@ fn mount(
     mnt: &Path,
     opts: &crate::mount::MountOptions,
 ) -> Result<ExitCode> {
-    const SIGNALS: [i32; 2] = [libc::SIGINT, libc::SIGTERM];
+    const SIGNALS: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
     let loaded = match config::load_policy(policy, src) {
         Ok(l) => l,
         Err(e) => {
@@ -176,14 +190,19 @@ fn mount(
     let source = loaded.source();
     // Block the signals before any thread starts, so they reach `wait_signal` only.
     crate::sys::block_signals(&SIGNALS)?;
-    let (mut session, _) =
-        match crate::mount::session(src, mnt, loaded.policy, loaded.path.as_deref(), opts) {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("veilfs: {e}");
-                return Ok(ExitCode::from(2));
-            }
-        };
+    let live = match crate::mount::session(src, mnt, loaded.policy, loaded.path.as_deref(), opts) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("veilfs: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let mut session = live.session;
+    let reloader = live.reloader;
+    let control = crate::control::serve(mnt, reloader.clone());
+    if let Err(e) = &control {
+        eprintln!("veilfs: no control socket (`veilfs reload` will not reach this mount): {e}");
+    }
     eprintln!(
         "veilfs: mounted {} at {} with policy {source}",
         src.display(),
@@ -198,8 +217,13 @@ fn mount(
         r
     });
     std::thread::spawn(move || {
-        if let Ok(sig) = crate::sys::wait_signal(&SIGNALS) {
-            let _ = tx.send(Some(sig));
+        while let Ok(sig) = crate::sys::wait_signal(&SIGNALS) {
+            if sig == libc::SIGHUP {
+                crate::mount::report_reload(reloader.reload());
+            } else {
+                let _ = tx.send(Some(sig));
+                return;
+            }
         }
     });
     if let Ok(Some(_signal)) = rx.recv() {
@@ -207,6 +231,7 @@ fn mount(
             .unmount()
             .with_context(|| format!("unmounting {}", mnt.display()))?;
     }
+    drop(control);
     match server.join() {
         Ok(Ok(())) => Ok(ExitCode::SUCCESS),
         Ok(Err(e)) => Err(anyhow::Error::new(e).context("serving the mount")),

@@ -68,6 +68,14 @@ pub enum Command {
         )]
         command: Vec<std::ffi::OsString>,
     },
+    /// Ask the `veilfs mount` serving MNT to reload its policy file now (it also
+    /// reloads on SIGHUP and when the file changes). Exit 0 when the new policy is in
+    /// force, 1 when it did not load (the old one stays; the errors are printed), 2
+    /// when no daemon answers for MNT.
+    Reload {
+        /// The mount point.
+        mnt: PathBuf,
+    },
     /// Parse and lint a policy: exit 0 when it is usable (warnings are printed), 1 with
     /// its errors (file:line:col and what was expected).
     Check {

@@ -19,6 +19,7 @@
 pub mod app;
 pub mod cli;
 pub mod config;
+pub mod control;
 pub mod fs;
 pub mod mount;
 pub mod policy;

@@ -20,6 +20,7 @@ use fuser::{Config, MountOption, SessionACL};
 
 use crate::fs::VeilFs;
 use crate::fs::inode::Inodes;
+use crate::fs::reload::Reloader;
 use crate::policy::Policy;
 
 /// How to mount.
@@ -179,8 +180,12 @@ fn config(src: &Path, opts: &MountOptions) -> Config {
     c
 }
 
-/// A mounted session not yet serving, and its node table.
-pub type Live = (fuser::Session<VeilFs>, Arc<Inodes>);
+/// A mounted session not yet serving, its node table and its policy reloader.
+pub struct Live {
+    pub session: fuser::Session<VeilFs>,
+    pub inodes: Arc<Inodes>,
+    pub reloader: Arc<Reloader>,
+}
 
 /// Builds the filesystem and mounts it; returns once the mount is live.
 pub fn session(
@@ -201,8 +206,10 @@ pub fn session(
     })
 }
 
-/// Applies the caching options, mounts `fs` at `mnt` (live when this returns) and
-/// starts the watcher that keeps the kernel's caches coherent.
+/// Applies the caching options, mounts `fs` at `mnt` (live when this returns), and
+/// starts the threads that keep it current: the watcher that keeps the kernel's
+/// caches coherent with outside edits, and the one that reloads the policy file when
+/// it changes.
 pub fn start(mut fs: VeilFs, mnt: &Path, config: &Config, opts: &MountOptions) -> io::Result<Live> {
     fs.set_ttl(opts.ttl);
     fs.set_passthrough(opts.passthrough);
@@ -212,15 +219,36 @@ pub fn start(mut fs: VeilFs, mnt: &Path, config: &Config, opts: &MountOptions) -
         None
     };
     let inodes = fs.inodes();
-    let s = fuser::Session::new(fs, mnt, config)?;
+    let reloader = fs.reloader();
+    let session = fuser::Session::new(fs, mnt, config)?;
+    reloader.set_notifier(session.notifier());
     if let Some(w) = watcher {
-        let notifier = s.notifier();
+        let notifier = session.notifier();
         let weak = Arc::downgrade(&inodes);
         std::thread::Builder::new()
             .name("veilfs-watch".into())
             .spawn(move || w.run(weak, notifier))?;
     }
-    Ok((s, inodes))
+    if reloader.file().is_some() {
+        let r = reloader.clone();
+        let weak = Arc::downgrade(&inodes);
+        std::thread::Builder::new()
+            .name("veilfs-policy".into())
+            .spawn(move || r.watch_file(move || weak.strong_count() > 0, report_reload))?;
+    }
+    Ok(Live {
+        session,
+        inodes,
+        reloader,
+    })
+}
+
+/// Says on stderr what a reload did.
+pub fn report_reload(outcome: Result<String, String>) {
+    match outcome {
+        Ok(msg) => eprintln!("veilfs: {msg}"),
+        Err(e) => eprintln!("veilfs: policy reload failed, keeping the old policy:\n{e}"),
+    }
 }
 
 /// A live mount in this process, unmounted when dropped.
@@ -228,6 +256,7 @@ pub struct Mount {
     session: Option<fuser::BackgroundSession>,
     mountpoint: PathBuf,
     inodes: Arc<Inodes>,
+    reloader: Arc<Reloader>,
 }
 
 impl Mount {
@@ -244,7 +273,11 @@ impl Mount {
         let mountpoint = mnt
             .canonicalize()
             .map_err(|_| MountError::MountPointMissing(mnt.to_path_buf()))?;
-        let (s, inodes) = session(src, mnt, policy, policy_file, opts)?;
+        let Live {
+            session: s,
+            inodes,
+            reloader,
+        } = session(src, mnt, policy, policy_file, opts)?;
         let bg = s.spawn().map_err(|source| MountError::Mount {
             mnt: mnt.to_path_buf(),
             source,
@@ -253,12 +286,19 @@ impl Mount {
             session: Some(bg),
             mountpoint,
             inodes,
+            reloader,
         })
     }
 
     /// The mount point (canonical).
     pub fn mountpoint(&self) -> &Path {
         &self.mountpoint
+    }
+
+    /// Reloads the policy file now (it is also reloaded when it changes). `Err`
+    /// carries the `file:line:col` errors; the old policy then stays in force.
+    pub fn reload(&self) -> Result<String, String> {
+        self.reloader.reload()
     }
 
     /// How many inodes the daemon holds for the kernel right now (the root included).

@@ -151,8 +151,8 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     cfg.acl = fuser::SessionACL::All;
     cfg.n_threads = Some(opts.mount.threads);
     cfg.clone_fd = true;
-    let (session, _) = match crate::mount::start(fs, &ws, &cfg, &opts.mount) {
-        Ok(s) => s,
+    let session = match crate::mount::start(fs, &ws, &cfg, &opts.mount) {
+        Ok(live) => live.session,
         Err(e) => {
             let _ = sys::kill(init, libc::SIGKILL);
             let _ = sys::wait(init, 0);

@@ -188,8 +188,8 @@ impl Filesystem for VeilFs {
         VeilFs::forget(self, ino.0, nlookup);
     }
 
-    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        match VeilFs::getattr(self, ino.0) {
+    fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        match VeilFs::getattr(self, ino.0, fh.map(|f| f.0)) {
             Ok(st) => reply.attr(&self.ttl, &self.attr(&st)),
             Err(e) => reply.error(err(e)),
         }
@@ -494,7 +494,7 @@ impl Filesystem for VeilFs {
         // reply buffer had no room for it. "." and ".." are not counted.
         let mut next = offset;
         if next < 2 {
-            if let Ok(st) = VeilFs::getattr(self, ino.0) {
+            if let Ok(st) = VeilFs::getattr(self, ino.0, None) {
                 let attr = FileAttr {
                     ino,
                     ..self.attr(&st)

@@ -154,6 +154,16 @@ impl Inodes {
         if left == 0 { map.remove(&ino) } else { None }
     }
 
+    /// Every node with the names it is known under: (id, is a directory, links).
+    pub fn snapshot(&self) -> Vec<(u64, bool, Vec<(u64, Vec<u8>)>)> {
+        self.map
+            .read()
+            .unwrap()
+            .values()
+            .map(|n| (n.ino, n.is_dir(), n.place().links))
+            .collect()
+    }
+
     pub fn len(&self) -> usize {
         self.map.read().unwrap().len()
     }

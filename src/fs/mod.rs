@@ -7,6 +7,7 @@
 pub mod fuse;
 pub mod inode;
 pub mod ops;
+pub mod reload;
 pub mod watch;
 
 use std::collections::HashMap;
@@ -55,12 +56,14 @@ pub struct DirHandle {
 #[derive(Debug)]
 pub struct VeilFs {
     pub(crate) inodes: Arc<Inodes>,
-    pub(crate) policy: RwLock<Arc<Policy>>,
+    pub(crate) policy: Arc<RwLock<Arc<Policy>>>,
     /// Bumped by a directory rename or a policy change: cached decisions older than
     /// this are recomputed before use.
-    pub(crate) epoch: AtomicU64,
+    pub(crate) epoch: Arc<AtomicU64>,
     /// The policy file's workspace-relative path, when it lies inside the source.
     pub(crate) policy_file: Option<Vec<u8>>,
+    /// The policy file, for reloads (`None`: the built-in policy).
+    pub(crate) policy_source: Option<std::path::PathBuf>,
     /// `/proc/self/fd`, for reopening `O_PATH` descriptors.
     pub(crate) proc_fd: OwnedFd,
     pub(crate) files: RwLock<HashMap<u64, Arc<FileHandle>>>,
@@ -98,6 +101,7 @@ impl VeilFs {
         // Best effort: a low limit shows up later as EMFILE on lookups.
         let _ = sys::raise_nofile_limit();
         let proc_fd = sys::open_dir_path(Path::new("/proc/self/fd"))?;
+        let policy_source = policy_file.map(Path::to_path_buf);
         let policy_file = policy_file.and_then(|p| relative_inside(src, p));
         let root = Node {
             ino: inode::ROOT,
@@ -116,8 +120,9 @@ impl VeilFs {
         };
         Ok(VeilFs {
             inodes: Arc::new(Inodes::new(root, st.st_ino)),
-            policy: RwLock::new(Arc::new(policy)),
-            epoch: AtomicU64::new(0),
+            policy: Arc::new(RwLock::new(Arc::new(policy))),
+            epoch: Arc::new(AtomicU64::new(0)),
+            policy_source,
             policy_file,
             proc_fd,
             files: RwLock::new(HashMap::new()),
@@ -143,6 +148,16 @@ impl VeilFs {
         w.watch(inode::ROOT, root.dir_fd()?);
         self.watcher = Some(w.clone());
         Ok(w)
+    }
+
+    /// A handle that reloads the policy of this filesystem while it is mounted.
+    pub fn reloader(&self) -> Arc<reload::Reloader> {
+        Arc::new(reload::Reloader::new(
+            self.policy.clone(),
+            self.epoch.clone(),
+            self.inodes.clone(),
+            self.policy_source.clone(),
+        ))
     }
 
     /// Turns FUSE passthrough off (it is on by default where the kernel allows it).

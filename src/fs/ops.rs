@@ -281,7 +281,16 @@ impl VeilFs {
         Err(last)
     }
 
-    pub fn getattr(&self, ino: u64) -> io::Result<libc::stat> {
+    /// Attributes of a node. Through an open handle (`fstat`, or the kernel's own
+    /// refresh during a read) they are served without asking the policy again: an
+    /// open descriptor keeps working after its path is denied, as with Unix
+    /// permissions.
+    pub fn getattr(&self, ino: u64, fh: Option<u64>) -> io::Result<libc::stat> {
+        if let Some(h) = fh.and_then(|fh| self.file(fh).ok())
+            && h.ino == ino
+        {
+            return sys::stat(h.file.as_fd());
+        }
         let node = self.node(ino)?;
         self.visible(&node)?;
         self.stat_of(&node)

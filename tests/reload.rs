@@ -1,0 +1,242 @@
+//! A live policy: reloaded when its file changes, on `veilfs reload` and on SIGHUP;
+//! a broken file keeps the old policy; the kernel forgets what it cached.
+
+mod common;
+
+use std::fs;
+use std::io::{BufRead, BufReader, Read, Seek};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{Fixture, assert_errno, wait_until};
+use veilfs::{MountOptions, Policy};
+
+const ALLOW_ALL: &str = "default = \"allow\"\n";
+const DENY_SECRET: &str = "[[rules]]\naction = \"deny\"\npaths = [\"secret.txt\"]\n";
+
+/// A workspace mounted with a policy file that lives outside it.
+fn mounted(policy: &str) -> (Fixture, PathBuf) {
+    let mut f = Fixture::new();
+    f.file("secret.txt", "s\n")
+        .file("plain.txt", "p\n")
+        .dir("d");
+    let file = f.tmp.path().join("policy.toml");
+    fs::write(&file, policy).unwrap();
+    let p = Policy::parse("policy.toml", policy).unwrap();
+    // A long TTL: the reload itself must clear the kernel's caches.
+    let opts = MountOptions {
+        ttl: Duration::from_secs(600),
+        ..MountOptions::default()
+    };
+    f.mount_with(p, Some(&file), &opts);
+    (f, file)
+}
+
+fn listed(f: &Fixture, dir: &str) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(f.m(dir))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Rewrites the policy file the way an editor does (a new file renamed over it).
+fn rewrite(file: &Path, text: &str) {
+    let tmp = file.with_extension("tmp");
+    fs::write(&tmp, text).unwrap();
+    fs::rename(&tmp, file).unwrap();
+}
+
+#[test]
+fn a_newly_denied_path_is_refused_and_unlisted_within_a_second() {
+    let (f, file) = mounted(ALLOW_ALL);
+    assert_eq!(fs::read_to_string(f.m("secret.txt")).unwrap(), "s\n");
+    assert!(listed(&f, ".").contains(&"secret.txt".to_string()));
+    rewrite(&file, DENY_SECRET);
+    assert!(
+        wait_until(Duration::from_secs(1), || {
+            fs::read(f.m("secret.txt")).is_err_and(|e| e.raw_os_error() == Some(libc::EACCES))
+                && fs::metadata(f.m("secret.txt")).is_err()
+                && !listed(&f, ".").contains(&"secret.txt".to_string())
+        }),
+        "secret.txt still readable or listed a second after it was denied"
+    );
+    assert_eq!(fs::read_to_string(f.m("plain.txt")).unwrap(), "p\n");
+}
+
+#[test]
+fn a_newly_allowed_path_appears() {
+    let (f, file) = mounted(DENY_SECRET);
+    assert_errno(fs::read(f.m("secret.txt")), libc::EACCES, "denied at first");
+    assert!(!listed(&f, ".").contains(&"secret.txt".to_string()));
+    rewrite(&file, ALLOW_ALL);
+    assert!(
+        wait_until(Duration::from_secs(1), || fs::read(f.m("secret.txt"))
+            .is_ok()
+            && listed(&f, ".").contains(&"secret.txt".to_string())),
+        "secret.txt did not appear a second after it was allowed"
+    );
+}
+
+#[test]
+fn a_broken_policy_keeps_the_old_one_and_says_why() {
+    let (f, file) = mounted(DENY_SECRET);
+    fs::write(&file, "[[rules]]\naction = \"deny\"\npaths = [\"a[\"]\n").unwrap();
+    let err = f.mount.as_ref().unwrap().reload().unwrap_err();
+    assert!(err.contains("policy.toml:3:10: error:"), "{err}");
+    assert!(err.contains("invalid glob"), "{err}");
+    assert_errno(
+        fs::read(f.m("secret.txt")),
+        libc::EACCES,
+        "old policy still denies",
+    );
+    assert_eq!(fs::read_to_string(f.m("plain.txt")).unwrap(), "p\n");
+    // A good file afterwards is taken.
+    fs::write(&file, ALLOW_ALL).unwrap();
+    let ok = f.mount.as_ref().unwrap().reload().unwrap();
+    assert!(ok.contains("reloaded"), "{ok}");
+    assert!(fs::read(f.m("secret.txt")).is_ok());
+}
+
+#[test]
+fn an_open_descriptor_keeps_working_after_its_path_is_denied() {
+    let (f, file) = mounted(ALLOW_ALL);
+    let mut open = fs::File::open(f.m("secret.txt")).unwrap();
+    rewrite(&file, DENY_SECRET);
+    f.mount.as_ref().unwrap().reload().unwrap();
+    assert_errno(
+        fs::File::open(f.m("secret.txt")),
+        libc::EACCES,
+        "a new open",
+    );
+    let mut s = String::new();
+    open.rewind().unwrap();
+    open.read_to_string(&mut s).unwrap();
+    assert_eq!(
+        s, "s\n",
+        "the descriptor opened before the reload still reads"
+    );
+}
+
+#[test]
+fn listings_never_mix_two_policies() {
+    // Under A only `xyz` is visible in d/, under B only `xab`; a listing made from
+    // parts of both would show both or neither.
+    let a = "[[rules]]\naction = \"deny\"\npaths = [\"/d/x*\"]\n\n[[rules]]\naction = \"allow\"\npaths = [\"/d/xy*\"]\n";
+    let b = "[[rules]]\naction = \"allow\"\npaths = [\"/d/x*\"]\n\n[[rules]]\naction = \"deny\"\npaths = [\"/d/xy*\"]\n";
+    let (f, file) = mounted(a);
+    fs::write(f.s("d/xyz"), "1").unwrap();
+    fs::write(f.s("d/xab"), "2").unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let readers: Vec<_> = (0..3)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut seen = 0;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let l = listed(&f, "d");
+                        assert!(
+                            l == ["xyz"] || l == ["xab"],
+                            "a listing mixed two policies: {l:?}"
+                        );
+                        seen += 1;
+                    }
+                    seen
+                })
+            })
+            .collect();
+        for i in 0..30 {
+            fs::write(&file, if i % 2 == 0 { b } else { a }).unwrap();
+            f.mount.as_ref().unwrap().reload().unwrap();
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for r in readers {
+            assert!(r.join().unwrap() > 0);
+        }
+    });
+}
+
+#[test]
+fn veilfs_reload_and_sighup_reach_a_running_mount() {
+    let f = Fixture::new();
+    f.file("secret.txt", "s\n");
+    let file = f.tmp.path().join("policy.toml");
+    fs::write(&file, ALLOW_ALL).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_veilfs"))
+        .args(["mount", "--policy"])
+        .arg(&file)
+        .arg(&f.src)
+        .arg(&f.mnt)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    assert!(line.starts_with("veilfs: mounted"), "{line}");
+
+    // A broken file: `veilfs reload` exits 1 with the located error.
+    fs::write(&file, "default = \"nope\"\n").unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
+        .arg("reload")
+        .arg(&f.mnt)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stderr)
+            .contains("policy.toml:1:11: error: unknown default action")
+    );
+    assert!(fs::read(f.m("secret.txt")).is_ok(), "the old policy stays");
+
+    // A good file: exit 0, in force at once.
+    fs::write(&file, DENY_SECRET).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
+        .arg("reload")
+        .arg(&f.mnt)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(String::from_utf8_lossy(&o.stdout).contains("reloaded"));
+    assert_errno(
+        fs::read(f.m("secret.txt")),
+        libc::EACCES,
+        "denied after veilfs reload",
+    );
+
+    // SIGHUP.
+    fs::write(&file, ALLOW_ALL).unwrap();
+    // SAFETY: signalling our own child by pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
+    assert!(wait_until(Duration::from_secs(2), || fs::read(
+        f.m("secret.txt")
+    )
+    .is_ok()));
+
+    // No daemon: exit 2.
+    let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
+        .arg("reload")
+        .arg(f.tmp.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+
+    // SAFETY: as above.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    let mut rest = String::new();
+    err.read_to_string(&mut rest).unwrap();
+    assert!(rest.contains("keeping the old policy"), "{rest}");
+}
