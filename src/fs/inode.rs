@@ -87,6 +87,13 @@ impl Node {
     }
 }
 
+/// A node and the `(parent, name)` pairs it is known under.
+#[derive(Debug)]
+pub struct Known {
+    pub ino: u64,
+    pub links: Vec<(u64, Vec<u8>)>,
+}
+
 #[derive(Debug)]
 pub struct Inodes {
     map: RwLock<HashMap<u64, Arc<Node>>>,
@@ -154,13 +161,16 @@ impl Inodes {
         if left == 0 { map.remove(&ino) } else { None }
     }
 
-    /// Every node with the names it is known under: (id, is a directory, links).
-    pub fn snapshot(&self) -> Vec<(u64, bool, Vec<(u64, Vec<u8>)>)> {
+    /// Every node with the names it is known under.
+    pub fn snapshot(&self) -> Vec<Known> {
         self.map
             .read()
             .unwrap()
             .values()
-            .map(|n| (n.ino, n.is_dir(), n.place().links))
+            .map(|n| Known {
+                ino: n.ino,
+                links: n.place().links,
+            })
             .collect()
     }
 

@@ -82,8 +82,9 @@ impl Reloader {
     fn invalidate_kernel_caches(&self) {
         let guard = self.notifier.lock().unwrap();
         let Some(n) = guard.as_ref() else { return };
-        for (ino, _, links) in self.inodes.snapshot() {
-            for (parent, name) in links {
+        for known in self.inodes.snapshot() {
+            let ino = known.ino;
+            for (parent, name) in known.links {
                 let _ = n.inval_entry(
                     fuser::INodeNo(parent),
                     std::os::unix::ffi::OsStrExt::from_bytes(&name),
