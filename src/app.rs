@@ -76,7 +76,18 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             policy,
             workspace,
             json,
+            audit: Some(log),
+            ..
+        } => {
+            let _ = (policy, workspace, json);
+            explain_audit(&log)
+        }
+        Command::Explain {
+            policy,
+            workspace,
+            json,
             paths,
+            ..
         } => explain(policy.as_deref(), &workspace, json, &paths),
     }
 }
@@ -199,6 +210,7 @@ fn mount(
     };
     let mut session = live.session;
     let reloader = live.reloader;
+    let audit = live.audit;
     let control = crate::control::serve(mnt, reloader.clone());
     if let Err(e) = &control {
         eprintln!("veilfs: no control socket (`veilfs reload` will not reach this mount): {e}");
@@ -232,9 +244,55 @@ fn mount(
             .with_context(|| format!("unmounting {}", mnt.display()))?;
     }
     drop(control);
-    match server.join() {
+    let served = server.join();
+    if let Some(w) = audit {
+        w.finish();
+    }
+    match served {
         Ok(Ok(())) => Ok(ExitCode::SUCCESS),
         Ok(Err(e)) => Err(anyhow::Error::new(e).context("serving the mount")),
         Err(_) => anyhow::bail!("the request loop panicked"),
     }
+}
+
+/// `veilfs explain --audit FILE`: refusals counted by the rule that made them.
+fn explain_audit(log: &Path) -> Result<ExitCode> {
+    let text =
+        std::fs::read_to_string(log).with_context(|| format!("reading {}", log.display()))?;
+    let mut by_rule: std::collections::BTreeMap<String, (u64, std::collections::BTreeSet<String>)> =
+        Default::default();
+    let mut dropped = 0u64;
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let v: serde_json::Value = serde_json::from_str(line)
+            .with_context(|| format!("{}: not an audit line: {line}", log.display()))?;
+        if let Some(n) = v.get("dropped").and_then(|n| n.as_u64()) {
+            dropped += n;
+            continue;
+        }
+        if v["result"] != "refused" {
+            continue;
+        }
+        let rule = match (v.get("rule"), v.get("pattern"), v.get("location")) {
+            (Some(r), Some(p), Some(l)) => format!("rule {r} {p} ({})", l.as_str().unwrap_or("")),
+            _ => v["why"].as_str().unwrap_or("?").to_string(),
+        };
+        let slot = by_rule.entry(rule).or_default();
+        slot.0 += 1;
+        slot.1.insert(v["path"].as_str().unwrap_or("").to_string());
+    }
+    let mut rows: Vec<_> = by_rule.into_iter().collect();
+    rows.sort_by_key(|r| std::cmp::Reverse(r.1.0));
+    for (rule, (n, paths)) in rows {
+        let sample: Vec<&str> = paths.iter().take(5).map(String::as_str).collect();
+        let more = if paths.len() > 5 {
+            format!(", … {} paths", paths.len())
+        } else {
+            String::new()
+        };
+        println!("{n:>6}  {rule}: {}{more}", sample.join(", "));
+    }
+    if dropped > 0 {
+        println!("{dropped:>6}  events dropped by the log (queue full)");
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -99,10 +99,14 @@ pub enum Command {
         /// One JSON object per line instead of text.
         #[arg(long)]
         json: bool,
+        /// Instead of paths, read an audit log and count its refusals by the rule
+        /// that made them.
+        #[arg(long, value_name = "FILE", conflicts_with = "paths")]
+        audit: Option<PathBuf>,
         /// Workspace-relative paths (or absolute paths inside the workspace). A
         /// trailing `/`, or an existing directory in the workspace, is asked about as
         /// a directory.
-        #[arg(required = true, value_name = "PATH")]
+        #[arg(required_unless_present = "audit", value_name = "PATH")]
         paths: Vec<PathBuf>,
     },
 }
@@ -120,6 +124,13 @@ pub struct CacheArgs {
     /// Threads serving requests.
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub threads: usize,
+    /// Log every refusal as one JSON line to FILE (`-`: stderr): time, operation,
+    /// path, action, rule, pid, uid, gid and process name.
+    #[arg(long, value_name = "FILE")]
+    pub audit: Option<PathBuf>,
+    /// With --audit, log allowed operations too.
+    #[arg(long, requires = "audit")]
+    pub audit_all: bool,
     /// Do not watch the source for outside edits (then only the TTL bounds how long
     /// the kernel may show stale entries).
     #[arg(long)]
@@ -133,5 +144,7 @@ impl CacheArgs {
         opts.ttl = std::time::Duration::from_secs_f64(self.ttl.max(0.0));
         opts.watch = !self.no_watch;
         opts.threads = self.threads.max(1);
+        opts.audit = self.audit.clone();
+        opts.audit_all = self.audit_all;
     }
 }

@@ -17,6 +17,7 @@
 //! ```
 
 pub mod app;
+pub mod audit;
 pub mod cli;
 pub mod config;
 pub mod control;

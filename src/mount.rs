@@ -39,6 +39,10 @@ pub struct MountOptions {
     /// Watch the source with inotify and invalidate the kernel's caches on outside
     /// edits.
     pub watch: bool,
+    /// Write an audit log there (`-` for stderr).
+    pub audit: Option<PathBuf>,
+    /// Log allowed operations too, not only refusals.
+    pub audit_all: bool,
 }
 
 impl Default for MountOptions {
@@ -50,6 +54,8 @@ impl Default for MountOptions {
             passthrough: true,
             ttl: crate::fs::DEFAULT_TTL,
             watch: true,
+            audit: None,
+            audit_all: false,
         }
     }
 }
@@ -185,6 +191,8 @@ pub struct Live {
     pub session: fuser::Session<VeilFs>,
     pub inodes: Arc<Inodes>,
     pub reloader: Arc<Reloader>,
+    /// The audit writer: finish it once the session has ended.
+    pub audit: Option<crate::audit::Writer>,
 }
 
 /// Builds the filesystem and mounts it; returns once the mount is live.
@@ -213,6 +221,14 @@ pub fn session(
 pub fn start(mut fs: VeilFs, mnt: &Path, config: &Config, opts: &MountOptions) -> io::Result<Live> {
     fs.set_ttl(opts.ttl);
     fs.set_passthrough(opts.passthrough);
+    let audit = match &opts.audit {
+        Some(target) => {
+            let (a, w) = crate::audit::Audit::start(target, opts.audit_all, crate::audit::QUEUE)?;
+            fs.set_audit(a);
+            Some(w)
+        }
+        None => None,
+    };
     let watcher = if opts.watch {
         fs.enable_watcher().ok()
     } else {
@@ -240,6 +256,7 @@ pub fn start(mut fs: VeilFs, mnt: &Path, config: &Config, opts: &MountOptions) -
         session,
         inodes,
         reloader,
+        audit,
     })
 }
 
@@ -257,6 +274,7 @@ pub struct Mount {
     mountpoint: PathBuf,
     inodes: Arc<Inodes>,
     reloader: Arc<Reloader>,
+    audit: Option<crate::audit::Writer>,
 }
 
 impl Mount {
@@ -277,6 +295,7 @@ impl Mount {
             session: s,
             inodes,
             reloader,
+            audit,
         } = session(src, mnt, policy, policy_file, opts)?;
         let bg = s.spawn().map_err(|source| MountError::Mount {
             mnt: mnt.to_path_buf(),
@@ -287,6 +306,7 @@ impl Mount {
             mountpoint,
             inodes,
             reloader,
+            audit,
         })
     }
 
@@ -318,13 +338,22 @@ impl Mount {
         let Some(s) = self.session.take() else {
             return Ok(());
         };
-        match s.umount_and_join() {
+        let r = match s.umount_and_join() {
             Ok(()) => Ok(()),
             Err(e) if is_mount_point(&self.mountpoint) => {
                 crate::sys::umount_detach(&self.mountpoint).map_err(|_| e)
             }
             Err(_) => Ok(()),
+        };
+        // The filesystem (and its end of the audit queue) is gone once the session
+        // is joined; a detached one lets the writer finish when it goes.
+        if let Some(w) = self.audit.take()
+            && r.is_ok()
+            && !is_mount_point(&self.mountpoint)
+        {
+            w.finish();
         }
+        r
     }
 }
 

@@ -151,8 +151,8 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     cfg.acl = fuser::SessionACL::All;
     cfg.n_threads = Some(opts.mount.threads);
     cfg.clone_fd = true;
-    let session = match crate::mount::start(fs, &ws, &cfg, &opts.mount) {
-        Ok(live) => live.session,
+    let (session, audit) = match crate::mount::start(fs, &ws, &cfg, &opts.mount) {
+        Ok(live) => (live.session, live.audit),
         Err(e) => {
             let _ = sys::kill(init, libc::SIGKILL);
             let _ = sys::wait(init, 0);
@@ -186,6 +186,9 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         }
     };
     drop(bg);
+    if let Some(w) = audit {
+        w.finish();
+    }
     Ok(ExitCode::from(exit.status().clamp(0, 255) as u8))
 }
 

@@ -16,10 +16,14 @@ use fuser::{
 };
 
 use super::VeilFs;
-use super::ops::{Caller, SetAttr};
+use super::ops::{Caller, Refusal, SetAttr};
 
-/// The one place an `io::Error` becomes a reply errno: the backing errno untouched.
+/// The one place an `io::Error` becomes a reply errno: a policy refusal is
+/// `EACCES`, anything else the backing errno untouched.
 fn err(e: io::Error) -> Errno {
+    if e.get_ref().is_some_and(|x| x.is::<Refusal>()) {
+        return Errno::from_i32(libc::EACCES);
+    }
     Errno::from_i32(e.raw_os_error().unwrap_or(libc::EIO))
 }
 
@@ -98,6 +102,46 @@ fn timespec(t: TimeOrNow) -> Option<libc::timespec> {
 }
 
 impl VeilFs {
+    /// The errno for a failed request; a policy refusal also goes to the audit log.
+    fn fail(&self, req: &Request, op: &'static str, e: io::Error) -> Errno {
+        if let (Some(audit), Some(r)) = (
+            &self.audit,
+            e.get_ref().and_then(|x| x.downcast_ref::<Refusal>()),
+        ) {
+            audit.record(crate::audit::Event {
+                time: SystemTime::now(),
+                op,
+                path: r.path.clone(),
+                decision: r.decision.clone(),
+                refused: true,
+                pid: req.pid(),
+                uid: req.uid(),
+                gid: req.gid(),
+            });
+        }
+        err(e)
+    }
+
+    /// Logs an allowed operation on node `ino` when the audit log wants them all.
+    fn allowed(&self, req: &Request, op: &'static str, ino: u64) {
+        let Some(audit) = self.audit.as_ref().filter(|a| a.all()) else {
+            return;
+        };
+        if let Some(node) = self.inodes.get(ino) {
+            let place = node.place();
+            audit.record(crate::audit::Event {
+                time: SystemTime::now(),
+                op,
+                path: place.path.to_vec(),
+                decision: place.decision,
+                refused: false,
+                pid: req.pid(),
+                uid: req.uid(),
+                gid: req.gid(),
+            });
+        }
+    }
+
     /// The I/O mode for the new handle `fh` on node `ino`: `Some(backing id)` for
     /// passthrough, `None` for cached I/O through the daemon. The inode's current
     /// mode while other handles are open, else passthrough for a regular file of at
@@ -177,10 +221,13 @@ impl Filesystem for VeilFs {
         Ok(())
     }
 
-    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         match self.lookup(parent.0, name) {
-            Ok((_, st)) => reply.entry(&self.ttl, &self.attr(&st), Generation(0)),
-            Err(e) => reply.error(err(e)),
+            Ok((node, st)) => {
+                self.allowed(req, "lookup", node.ino);
+                reply.entry(&self.ttl, &self.attr(&st), Generation(0))
+            }
+            Err(e) => reply.error(self.fail(req, "lookup", e)),
         }
     }
 
@@ -188,16 +235,16 @@ impl Filesystem for VeilFs {
         VeilFs::forget(self, ino.0, nlookup);
     }
 
-    fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+    fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         match VeilFs::getattr(self, ino.0, fh.map(|f| f.0)) {
             Ok(st) => reply.attr(&self.ttl, &self.attr(&st)),
-            Err(e) => reply.error(err(e)),
+            Err(e) => reply.error(self.fail(req, "getattr", e)),
         }
     }
 
     fn setattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -223,14 +270,14 @@ impl Filesystem for VeilFs {
         };
         match VeilFs::setattr(self, ino.0, &a, fh.map(|f| f.0)) {
             Ok(st) => reply.attr(&self.ttl, &self.attr(&st)),
-            Err(e) => reply.error(err(e)),
+            Err(e) => reply.error(self.fail(req, "setattr", e)),
         }
     }
 
-    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+    fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
         match VeilFs::readlink(self, ino.0) {
             Ok(t) => reply.data(&t),
-            Err(e) => reply.error(err(e)),
+            Err(e) => reply.error(self.fail(req, "readlink", e)),
         }
     }
 
@@ -265,17 +312,17 @@ impl Filesystem for VeilFs {
         }
     }
 
-    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         match VeilFs::unlink(self, parent.0, name) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(err(e)),
+            Err(e) => reply.error(self.fail(req, "unlink", e)),
         }
     }
 
-    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         match VeilFs::rmdir(self, parent.0, name) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(err(e)),
+            Err(e) => reply.error(self.fail(req, "rmdir", e)),
         }
     }
 
@@ -295,7 +342,7 @@ impl Filesystem for VeilFs {
 
     fn rename(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         newparent: INodeNo,
@@ -305,13 +352,13 @@ impl Filesystem for VeilFs {
     ) {
         match VeilFs::rename(self, parent.0, name, newparent.0, newname, flags.bits()) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(err(e)),
+            Err(e) => reply.error(self.fail(req, "rename", e)),
         }
     }
 
     fn link(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         newparent: INodeNo,
         newname: &OsStr,
@@ -319,11 +366,11 @@ impl Filesystem for VeilFs {
     ) {
         match VeilFs::link(self, ino.0, newparent.0, newname) {
             Ok((_, st)) => reply.entry(&self.ttl, &self.attr(&st), Generation(0)),
-            Err(e) => reply.error(err(e)),
+            Err(e) => reply.error(self.fail(req, "link", e)),
         }
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         match VeilFs::open(self, ino.0, flags.0) {
             Ok(fh) => match self.io_mode_for(
                 ino.0,
@@ -340,13 +387,13 @@ impl Filesystem for VeilFs {
                     FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_NOFLUSH,
                 ),
             },
-            Err(e) => reply.error(err(e)),
+            Err(e) => reply.error(self.fail(req, "open", e)),
         }
     }
 
     fn read(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -357,13 +404,13 @@ impl Filesystem for VeilFs {
     ) {
         match VeilFs::read(self, fh.0, offset, size) {
             Ok(data) => reply.data(&data),
-            Err(e) => reply.error(err(e)),
+            Err(e) => reply.error(self.fail(req, "read", e)),
         }
     }
 
     fn write(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -375,7 +422,7 @@ impl Filesystem for VeilFs {
     ) {
         match VeilFs::write(self, fh.0, offset, data) {
             Ok(n) => reply.written(n),
-            Err(e) => reply.error(err(e)),
+            Err(e) => reply.error(self.fail(req, "write", e)),
         }
     }
 
@@ -406,7 +453,7 @@ impl Filesystem for VeilFs {
 
     fn fsync(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         datasync: bool,
@@ -414,11 +461,11 @@ impl Filesystem for VeilFs {
     ) {
         match VeilFs::fsync(self, fh.0, datasync) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(err(e)),
+            Err(e) => reply.error(self.fail(req, "fsync", e)),
         }
     }
 
-    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+    fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         match VeilFs::opendir(self, ino.0) {
             // The kernel may keep the listing; the watcher invalidates it when the
             // directory changes outside the mount.
@@ -426,13 +473,13 @@ impl Filesystem for VeilFs {
                 FileHandle(fh),
                 FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE,
             ),
-            Err(e) => reply.error(err(e)),
+            Err(e) => reply.error(self.fail(req, "opendir", e)),
         }
     }
 
     fn readdir(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -440,11 +487,11 @@ impl Filesystem for VeilFs {
     ) {
         let handle = match self.dir(fh.0) {
             Ok(d) => d,
-            Err(e) => return reply.error(err(e)),
+            Err(e) => return reply.error(self.fail(req, "readdir", e)),
         };
         let entries = match self.listing(&handle) {
             Ok(e) => e,
-            Err(e) => return reply.error(err(e)),
+            Err(e) => return reply.error(self.fail(req, "readdir", e)),
         };
         // Offsets: 1 = ".", 2 = "..", 3.. = the snapshot's entries, in order.
         let mut next = offset;
@@ -475,7 +522,7 @@ impl Filesystem for VeilFs {
 
     fn readdirplus(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -483,11 +530,11 @@ impl Filesystem for VeilFs {
     ) {
         let handle = match self.dir(fh.0) {
             Ok(d) => d,
-            Err(e) => return reply.error(err(e)),
+            Err(e) => return reply.error(self.fail(req, "readdirplus", e)),
         };
         let entries = match self.listing(&handle) {
             Ok(e) => e,
-            Err(e) => return reply.error(err(e)),
+            Err(e) => return reply.error(self.fail(req, "readdirplus", e)),
         };
         // Offsets as in `readdir`. Each entry given with its attributes counts as a
         // lookup, so it is looked up (policy included) and forgotten again if the
@@ -542,7 +589,7 @@ impl Filesystem for VeilFs {
 
     fn fsyncdir(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         datasync: bool,
@@ -550,11 +597,11 @@ impl Filesystem for VeilFs {
     ) {
         match VeilFs::fsyncdir(self, ino.0, datasync) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(err(e)),
+            Err(e) => reply.error(self.fail(req, "fsyncdir", e)),
         }
     }
 
-    fn statfs(&self, _req: &Request, ino: INodeNo, reply: ReplyStatfs) {
+    fn statfs(&self, req: &Request, ino: INodeNo, reply: ReplyStatfs) {
         match VeilFs::statfs(self, ino.0) {
             Ok(s) => reply.statfs(
                 s.f_blocks,
@@ -566,13 +613,13 @@ impl Filesystem for VeilFs {
                 s.f_namemax as u32,
                 s.f_frsize as u32,
             ),
-            Err(e) => reply.error(err(e)),
+            Err(e) => reply.error(self.fail(req, "statfs", e)),
         }
     }
 
     fn setxattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         name: &OsStr,
         value: &[u8],
@@ -582,37 +629,37 @@ impl Filesystem for VeilFs {
     ) {
         match VeilFs::setxattr(self, ino.0, name, value, flags) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(err(e)),
+            Err(e) => reply.error(self.fail(req, "setxattr", e)),
         }
     }
 
-    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+    fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         match VeilFs::getxattr(self, ino.0, name, size) {
             Ok((n, _)) if size == 0 => reply.size(n as u32),
             Ok((_, data)) => reply.data(&data),
-            Err(e) => reply.error(err(e)),
+            Err(e) => reply.error(self.fail(req, "getxattr", e)),
         }
     }
 
-    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+    fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         match VeilFs::listxattr(self, ino.0, size) {
             Ok((n, _)) if size == 0 => reply.size(n as u32),
             Ok((_, data)) => reply.data(&data),
-            Err(e) => reply.error(err(e)),
+            Err(e) => reply.error(self.fail(req, "listxattr", e)),
         }
     }
 
-    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         match VeilFs::removexattr(self, ino.0, name) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(err(e)),
+            Err(e) => reply.error(self.fail(req, "removexattr", e)),
         }
     }
 
-    fn access(&self, _req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+    fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
         match VeilFs::access(self, ino.0, mask.bits()) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(err(e)),
+            Err(e) => reply.error(self.fail(req, "access", e)),
         }
     }
 
@@ -653,7 +700,7 @@ impl Filesystem for VeilFs {
 
     fn fallocate(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -663,13 +710,13 @@ impl Filesystem for VeilFs {
     ) {
         match VeilFs::fallocate(self, fh.0, mode, offset, length) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(err(e)),
+            Err(e) => reply.error(self.fail(req, "fallocate", e)),
         }
     }
 
     fn lseek(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         offset: i64,
@@ -678,13 +725,13 @@ impl Filesystem for VeilFs {
     ) {
         match VeilFs::lseek(self, fh.0, offset, whence) {
             Ok(o) => reply.offset(o),
-            Err(e) => reply.error(err(e)),
+            Err(e) => reply.error(self.fail(req, "lseek", e)),
         }
     }
 
     fn copy_file_range(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino_in: INodeNo,
         fh_in: FileHandle,
         offset_in: u64,
@@ -697,7 +744,7 @@ impl Filesystem for VeilFs {
     ) {
         match VeilFs::copy_file_range(self, fh_in.0, offset_in, fh_out.0, offset_out, len) {
             Ok(n) => reply.written(n as u32),
-            Err(e) => reply.error(err(e)),
+            Err(e) => reply.error(self.fail(req, "copy_file_range", e)),
         }
     }
 }

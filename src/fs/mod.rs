@@ -79,6 +79,8 @@ pub struct VeilFs {
     pub(crate) watcher: Option<Arc<watch::Watcher>>,
     /// Entry and attribute time-to-live handed to the kernel.
     pub(crate) ttl: std::time::Duration,
+    /// Where refusals (and, if asked, every operation) are logged.
+    pub(crate) audit: Option<crate::audit::Audit>,
 }
 
 impl VeilFs {
@@ -132,7 +134,13 @@ impl VeilFs {
             passthrough: std::sync::atomic::AtomicBool::new(true),
             watcher: None,
             ttl: DEFAULT_TTL,
+            audit: None,
         })
+    }
+
+    /// Logs refusals (and allowed operations, if the log asks) to `audit`.
+    pub fn set_audit(&mut self, audit: crate::audit::Audit) {
+        self.audit = Some(audit);
     }
 
     /// Sets the entry and attribute TTL (see [`DEFAULT_TTL`]).

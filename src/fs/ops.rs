@@ -16,9 +16,43 @@ use super::{DirHandle, FileHandle, VeilFs};
 use crate::policy::{Action, Decision, Policy};
 use crate::sys;
 
-/// The one refusal errno.
+/// The one refusal errno, without a decision to report (a node whose parent is
+/// gone).
 pub fn eacces() -> io::Error {
     io::Error::from_raw_os_error(libc::EACCES)
+}
+
+/// A policy refusal: `EACCES` at the kernel, carrying the path and the decision for
+/// the audit log. Only [`super::fuse`] turns it into an errno.
+#[derive(Debug)]
+pub struct Refusal {
+    pub path: Vec<u8>,
+    pub decision: Decision,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: {} ({})",
+            String::from_utf8_lossy(&self.path),
+            self.decision.action,
+            self.decision.why()
+        )
+    }
+}
+
+impl std::error::Error for Refusal {}
+
+/// Refuses an operation on `path` because of `decision`.
+pub fn refuse(path: &[u8], decision: &Decision) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::PermissionDenied,
+        Refusal {
+            path: path.to_vec(),
+            decision: decision.clone(),
+        },
+    )
 }
 
 fn errno(e: i32) -> io::Error {
@@ -113,7 +147,7 @@ impl VeilFs {
         if p.decision.action.visible() {
             Ok(p)
         } else {
-            Err(eacces())
+            Err(refuse(&p.path, &p.decision))
         }
     }
 
@@ -122,7 +156,7 @@ impl VeilFs {
         if p.decision.action.writable() {
             Ok(p)
         } else {
-            Err(eacces())
+            Err(refuse(&p.path, &p.decision))
         }
     }
 
@@ -207,7 +241,7 @@ impl VeilFs {
         let cname = sys::name(name)?;
         let (path, d) = self.child(&dir, &dp, &cname, Kind::OnDisk);
         if !d.action.visible() {
-            return Err(eacces());
+            return Err(refuse(&path, &d));
         }
         self.enter(parent, &cname, &dir, path, d)
     }
@@ -356,7 +390,7 @@ impl VeilFs {
             if is_dir { Kind::Dir } else { Kind::NotDir },
         );
         if !d.action.writable() {
-            return Err(eacces());
+            return Err(refuse(&path, &d));
         }
         Ok((dir, cname, path, d))
     }
@@ -448,14 +482,14 @@ impl VeilFs {
         let dir = self.node(parent)?;
         let dp = self.visible(&dir)?;
         let cname = sys::name(name)?;
-        let (_, d) = self.child(
+        let (path, d) = self.child(
             &dir,
             &dp,
             &cname,
             if is_dir { Kind::Dir } else { Kind::OnDisk },
         );
         if !d.action.writable() {
-            return Err(eacces());
+            return Err(refuse(&path, &d));
         }
         let st = sys::statat(dir.dir_fd()?, &cname)?;
         self.own(parent, cname.to_bytes());
@@ -503,8 +537,11 @@ impl VeilFs {
         // The source as it is, and as it would be at the destination.
         let (from_path, from_now) = self.child(&from_dir, &fp, &from, kind_of(from_is_dir));
         let (to_path, from_then) = self.child(&to_dir, &tp, &to, kind_of(from_is_dir));
-        if !from_now.action.writable() || !from_then.action.writable() {
-            return Err(eacces());
+        if !from_now.action.writable() {
+            return Err(refuse(&from_path, &from_now));
+        }
+        if !from_then.action.writable() {
+            return Err(refuse(&to_path, &from_then));
         }
         // Whatever sits at the destination is replaced (or, for an exchange, moved
         // to the source's place): its own decision must allow that too.
@@ -513,12 +550,12 @@ impl VeilFs {
             let to_is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
             let (_, to_now) = self.child(&to_dir, &tp, &to, kind_of(to_is_dir));
             if !to_now.action.writable() {
-                return Err(eacces());
+                return Err(refuse(&to_path, &to_now));
             }
             if exchange {
                 let (_, to_then) = self.child(&from_dir, &fp, &from, kind_of(to_is_dir));
                 if !to_then.action.writable() {
-                    return Err(eacces());
+                    return Err(refuse(&from_path, &to_then));
                 }
                 if to_is_dir {
                     let fd =
@@ -606,7 +643,8 @@ impl VeilFs {
             let od = self.decide(policy, old, &op, || is_dir);
             let nd = self.decide(policy, new, &np, || is_dir);
             if nd.action < od.action {
-                return Err(eacces());
+                // Report the descendant that would be exposed, as it is now.
+                return Err(refuse(&op, &od));
             }
             if is_dir {
                 let sub = sys::openat(dir.as_fd(), &cname, libc::O_RDONLY | libc::O_DIRECTORY, 0)?;

@@ -1,0 +1,176 @@
+//! The audit log: one JSON object per line for every refusal (and, with `all`, every
+//! allowed operation), written by its own thread so that a slow disk never holds up
+//! a request.
+//!
+//! Requests hand events to a bounded queue and never wait: when it is full the event
+//! is dropped and counted, and the next line written says how many were dropped
+//! (`{"dropped": N}`). When the mount ends, a summary of the refused paths (with
+//! counts and the rule that refused them) goes to stderr.
+
+use std::collections::HashMap;
+use std::fs::OpenOptions;
+use std::io::{self, BufWriter, Write};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::thread::JoinHandle;
+use std::time::SystemTime;
+
+use crate::policy::Decision;
+
+/// How many events may wait for the writer.
+pub const QUEUE: usize = 4096;
+
+/// One operation, as the kernel asked for it.
+#[derive(Debug)]
+pub struct Event {
+    pub time: SystemTime,
+    pub op: &'static str,
+    pub path: Vec<u8>,
+    pub decision: Decision,
+    pub refused: bool,
+    pub pid: u32,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// The request side of the log.
+#[derive(Debug)]
+pub struct Audit {
+    tx: SyncSender<Event>,
+    dropped: Arc<AtomicU64>,
+    all: bool,
+}
+
+/// The writer thread; join it after the filesystem is gone to flush the log and
+/// print the summary.
+pub struct Writer {
+    thread: JoinHandle<()>,
+}
+
+impl Writer {
+    pub fn finish(self) {
+        let _ = self.thread.join();
+    }
+}
+
+impl Audit {
+    /// Opens `target` (`-` for stderr) for appending and starts the writer.
+    pub fn start(target: &Path, all: bool, queue: usize) -> io::Result<(Audit, Writer)> {
+        let out: Box<dyn Write + Send> = if target == Path::new("-") {
+            Box::new(io::stderr())
+        } else {
+            Box::new(OpenOptions::new().create(true).append(true).open(target)?)
+        };
+        let (tx, rx) = sync_channel(queue);
+        let dropped = Arc::new(AtomicU64::new(0));
+        let d = dropped.clone();
+        let thread = std::thread::Builder::new()
+            .name("veilfs-audit".into())
+            .spawn(move || write_loop(rx, BufWriter::new(out), d))?;
+        Ok((Audit { tx, dropped, all }, Writer { thread }))
+    }
+
+    /// Whether allowed operations are logged too.
+    pub fn all(&self) -> bool {
+        self.all
+    }
+
+    /// Queues an event without ever waiting.
+    pub fn record(&self, e: Event) {
+        match self.tx.try_send(e) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+fn rfc3339(t: SystemTime) -> String {
+    let d = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs() as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        d.subsec_micros()
+    )
+}
+
+fn comm(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map(|s| s.trim_end().to_string())
+        .unwrap_or_default()
+}
+
+fn write_loop(
+    rx: Receiver<Event>,
+    mut out: BufWriter<Box<dyn Write + Send>>,
+    dropped: Arc<AtomicU64>,
+) {
+    // path → (count, why)
+    let mut refused: HashMap<Vec<u8>, (u64, String)> = HashMap::new();
+    let flush_dropped = |out: &mut BufWriter<Box<dyn Write + Send>>| {
+        let n = dropped.swap(0, Ordering::Relaxed);
+        if n > 0 {
+            let line = serde_json::json!({ "time": rfc3339(SystemTime::now()), "dropped": n });
+            let _ = writeln!(out, "{line}");
+        }
+    };
+    while let Ok(e) = rx.recv() {
+        flush_dropped(&mut out);
+        let mut v = e.decision.to_json(&e.path);
+        v["time"] = rfc3339(e.time).into();
+        v["op"] = e.op.into();
+        v["result"] = if e.refused { "refused" } else { "allowed" }.into();
+        v["pid"] = e.pid.into();
+        v["uid"] = e.uid.into();
+        v["gid"] = e.gid.into();
+        v["comm"] = comm(e.pid).into();
+        let _ = writeln!(out, "{v}");
+        if e.refused {
+            let slot = refused.entry(e.path).or_insert((0, e.decision.why()));
+            slot.0 += 1;
+        }
+        // One line at a time, so `tail -f` shows refusals as they happen.
+        let _ = out.flush();
+    }
+    flush_dropped(&mut out);
+    let _ = out.flush();
+    if !refused.is_empty() {
+        let mut rows: Vec<_> = refused.into_iter().collect();
+        rows.sort_by(|a, b| b.1.0.cmp(&a.1.0).then(a.0.cmp(&b.0)));
+        eprintln!("veilfs: refused during this mount:");
+        for (path, (n, why)) in rows {
+            eprintln!("  {n:>6}× {}  ({why})", String::from_utf8_lossy(&path));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rfc3339;
+    use std::time::{Duration, SystemTime};
+
+    #[test]
+    fn rfc3339_dates() {
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(981_173_106);
+        assert_eq!(rfc3339(t), "2001-02-03T04:05:06.000000Z");
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_709_208_000);
+        assert_eq!(rfc3339(t), "2024-02-29T12:00:00.000000Z");
+    }
+}

@@ -1,0 +1,171 @@
+//! The audit log: every refusal with who asked, written off the request path.
+
+mod common;
+
+use std::fs;
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
+use std::process::Command;
+
+use common::Fixture;
+use veilfs::{MountOptions, Policy};
+
+const POLICY: &str = "[[rules]]\naction = \"deny\"\npaths = [\".env\", \"secrets/\"]\n";
+
+fn lines(text: &str) -> Vec<serde_json::Value> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn mount_audited(f: &mut Fixture, log: &std::path::Path, all: bool) {
+    let opts = MountOptions {
+        audit: Some(log.to_path_buf()),
+        audit_all: all,
+        ..MountOptions::default()
+    };
+    f.mount_with(Policy::parse("p.toml", POLICY).unwrap(), None, &opts);
+}
+
+#[test]
+fn a_refused_cat_is_logged_with_pid_uid_and_comm() {
+    let mut f = Fixture::new();
+    f.file(".env", "TOPSECRET").file("ok.txt", "ok");
+    let log = f.tmp.path().join("audit.log");
+    mount_audited(&mut f, &log, false);
+    let child = Command::new("cat").arg(f.m(".env")).output().unwrap();
+    assert!(!child.status.success());
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!("cat {} & echo $!; wait", f.m(".env").display()))
+        .output()
+        .unwrap();
+    let pid: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    assert_eq!(fs::read_to_string(f.m("ok.txt")).unwrap(), "ok");
+    f.mount.take().unwrap().unmount().unwrap();
+
+    let entries = lines(&fs::read_to_string(&log).unwrap());
+    let e = entries
+        .iter()
+        .find(|e| e["pid"] == pid)
+        .unwrap_or_else(|| panic!("no line for pid {pid}: {entries:#?}"));
+    assert_eq!(e["comm"], "cat");
+    assert_eq!(e["uid"], 0);
+    assert_eq!(e["gid"], 0);
+    assert_eq!(e["op"], "lookup");
+    assert_eq!(e["path"], ".env");
+    assert_eq!(e["action"], "deny");
+    assert_eq!(e["result"], "refused");
+    assert_eq!(e["pattern"], ".env");
+    assert_eq!(e["location"], "p.toml:3:10");
+    assert!(e["time"].as_str().unwrap().ends_with('Z'));
+    // Allowed operations are not logged without --audit-all.
+    assert!(
+        entries.iter().all(|e| e["result"] == "refused"),
+        "{entries:#?}"
+    );
+}
+
+#[test]
+fn audit_all_logs_allowed_operations_too() {
+    let mut f = Fixture::new();
+    f.file("ok.txt", "ok");
+    let log = f.tmp.path().join("audit.log");
+    mount_audited(&mut f, &log, true);
+    assert_eq!(fs::read_to_string(f.m("ok.txt")).unwrap(), "ok");
+    f.mount.take().unwrap().unmount().unwrap();
+    let entries = lines(&fs::read_to_string(&log).unwrap());
+    assert!(
+        entries
+            .iter()
+            .any(|e| e["path"] == "ok.txt" && e["result"] == "allowed" && e["op"] == "lookup"),
+        "{entries:#?}"
+    );
+}
+
+#[test]
+fn a_flood_of_refusals_never_blocks_requests_and_drops_are_counted() {
+    let mut f = Fixture::new();
+    f.file(".env", "TOPSECRET").file("ok.txt", "ok");
+    // The log is a pipe nobody reads yet: the writer blocks once it is full, and
+    // requests must go on regardless.
+    let fifo = f.tmp.path().join("audit.fifo");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: valid C string.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let mut reader = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&fifo)
+        .unwrap();
+    mount_audited(&mut f, &fifo, false);
+    for _ in 0..20_000 {
+        assert!(fs::metadata(f.m(".env")).is_err());
+    }
+    // Allowed reads still complete while the log is stuck.
+    for _ in 0..100 {
+        assert_eq!(fs::read_to_string(f.m("ok.txt")).unwrap(), "ok");
+    }
+    // Drain the pipe while the mount ends.
+    let drain = std::thread::spawn(move || {
+        let mut all = Vec::new();
+        let mut buf = [0u8; 65536];
+        loop {
+            match reader.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => all.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(std::time::Duration::from_millis(5))
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        all
+    });
+    f.mount.take().unwrap().unmount().unwrap();
+    let text = String::from_utf8(drain.join().unwrap()).unwrap();
+    let entries = lines(&text);
+    let logged = entries.iter().filter(|e| e["result"] == "refused").count() as u64;
+    let dropped: u64 = entries.iter().filter_map(|e| e["dropped"].as_u64()).sum();
+    assert!(dropped > 0, "nothing was dropped ({logged} logged)");
+    assert!(logged > 0);
+    assert_eq!(
+        logged + dropped,
+        20_000,
+        "every refusal is logged or counted as dropped"
+    );
+}
+
+#[test]
+fn explain_groups_an_audit_log_by_rule() {
+    let t = tempfile::tempdir().unwrap();
+    let log = t.path().join("a.log");
+    fs::write(
+        &log,
+        concat!(
+            r#"{"result":"refused","path":".env","rule":1,"pattern":".env","location":"p.toml:3:10","why":"x"}"#, "\n",
+            r#"{"result":"refused","path":"a/.env","rule":1,"pattern":".env","location":"p.toml:3:10","why":"x"}"#, "\n",
+            r#"{"result":"refused","path":"secrets","rule":1,"pattern":"secrets/","location":"p.toml:3:18","why":"y"}"#, "\n",
+            r#"{"result":"allowed","path":"ok","why":"z"}"#, "\n",
+            r#"{"dropped":7}"#, "\n",
+        ),
+    )
+    .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
+        .args(["explain", "--audit"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rows: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        rows[0].trim(),
+        r#"2  rule 1 ".env" (p.toml:3:10): .env, a/.env"#
+    );
+    assert_eq!(
+        rows[1].trim(),
+        r#"1  rule 1 "secrets/" (p.toml:3:18): secrets"#
+    );
+    assert_eq!(rows[2].trim(), "7  events dropped by the log (queue full)");
+}
