@@ -48,6 +48,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 mount,
             })
         }
+        Command::Doctor => Ok(crate::doctor::doctor()),
         Command::Reload { mnt } => Ok(match crate::control::request_reload(&mnt) {
             Ok(msg) => {
                 println!("{msg}");

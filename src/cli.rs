@@ -76,6 +76,10 @@ pub enum Command {
         /// The mount point.
         mnt: PathBuf,
     },
+    /// Check this machine: /dev/fuse, fusermount3, the kernel and FUSE passthrough,
+    /// user namespaces (for `run` without root), --allow-other, the open-file limit.
+    /// Says what to change; exit 0 when mounting will work.
+    Doctor,
     /// Parse and lint a policy: exit 0 when it is usable (warnings are printed), 1 with
     /// its errors (file:line:col and what was expected).
     Check {

@@ -21,6 +21,7 @@ pub mod audit;
 pub mod cli;
 pub mod config;
 pub mod control;
+pub mod doctor;
 pub mod fs;
 pub mod mount;
 pub mod policy;

@@ -855,3 +855,13 @@ pub fn umount_detach(path: &std::path::Path) -> io::Result<()> {
     // SAFETY: valid C string.
     check(unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) }).map(drop)
 }
+
+/// The open-file limit: (soft, hard).
+pub fn nofile_limit() -> io::Result<(u64, u64)> {
+    let mut lim = MaybeUninit::<libc::rlimit>::uninit();
+    // SAFETY: valid out-pointer.
+    check(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, lim.as_mut_ptr()) })?;
+    // SAFETY: initialised on success.
+    let lim = unsafe { lim.assume_init() };
+    Ok((lim.rlim_cur, lim.rlim_max))
+}
