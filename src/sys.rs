@@ -317,35 +317,40 @@ pub fn read_dir(dir: OwnedFd) -> io::Result<Vec<DirEntry>> {
     }
 }
 
-/// Extended attributes through `/proc/self/fd/N` (the inode behind an `O_PATH` fd).
-/// With `size == 0` only the length is asked for: the data comes back empty.
-pub fn getxattr(fd: BorrowedFd, name: &CStr, size: usize) -> io::Result<(usize, Vec<u8>)> {
-    let path = proc_path(fd);
+/// Calls a `*xattr` function that fills a buffer of `size` bytes (or, with `size`
+/// 0, only says how many it would need): (that length, the data).
+fn sized(
+    size: usize,
+    call: impl FnOnce(*mut libc::c_void, usize) -> libc::ssize_t,
+) -> io::Result<(usize, Vec<u8>)> {
     let mut buf = vec![0u8; size];
     let ptr = if size == 0 {
         std::ptr::null_mut()
     } else {
         buf.as_mut_ptr().cast()
     };
-    // SAFETY: valid C strings; `ptr` is NULL or writable for `size` bytes.
-    let n = check_ssize(unsafe { libc::getxattr(path.as_ptr(), name.as_ptr(), ptr, size) })?;
+    let n = check_ssize(call(ptr, size))?;
     buf.truncate(n.min(size));
     Ok((n, buf))
+}
+
+/// Extended attributes through `/proc/self/fd/N` (the inode behind an `O_PATH` fd).
+/// With `size == 0` only the length is asked for: the data comes back empty.
+pub fn getxattr(fd: BorrowedFd, name: &CStr, size: usize) -> io::Result<(usize, Vec<u8>)> {
+    let path = proc_path(fd);
+    // SAFETY: valid C strings; `ptr` is NULL or writable for `len` bytes.
+    sized(size, |ptr, len| unsafe {
+        libc::getxattr(path.as_ptr(), name.as_ptr(), ptr, len)
+    })
 }
 
 /// The attribute names, as for [`getxattr`].
 pub fn listxattr(fd: BorrowedFd, size: usize) -> io::Result<(usize, Vec<u8>)> {
     let path = proc_path(fd);
-    let mut buf = vec![0u8; size];
-    let ptr = if size == 0 {
-        std::ptr::null_mut()
-    } else {
-        buf.as_mut_ptr().cast()
-    };
     // SAFETY: as for getxattr.
-    let n = check_ssize(unsafe { libc::listxattr(path.as_ptr(), ptr, size) })?;
-    buf.truncate(n.min(size));
-    Ok((n, buf))
+    sized(size, |ptr, len| unsafe {
+        libc::listxattr(path.as_ptr(), ptr.cast(), len)
+    })
 }
 
 pub fn setxattr(fd: BorrowedFd, name: &CStr, value: &[u8], flags: i32) -> io::Result<()> {

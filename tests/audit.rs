@@ -169,3 +169,35 @@ fn explain_groups_an_audit_log_by_rule() {
     );
     assert_eq!(rows[2].trim(), "7  events dropped by the log (queue full)");
 }
+
+#[test]
+fn every_kind_of_refusal_is_logged_with_its_operation() {
+    let mut f = Fixture::new();
+    f.file("ro/a.txt", "a");
+    let log = f.tmp.path().join("audit.log");
+    let opts = MountOptions {
+        audit: Some(log.clone()),
+        ..MountOptions::default()
+    };
+    let policy = "[[rules]]\naction = \"read-only\"\npaths = [\"ro/\"]\n";
+    f.mount_with(Policy::parse("p.toml", policy).unwrap(), None, &opts);
+    assert!(fs::create_dir(f.m("ro/new")).is_err());
+    assert!(fs::write(f.m("ro/a.txt"), "b").is_err());
+    assert!(fs::remove_file(f.m("ro/a.txt")).is_err());
+    assert!(std::os::unix::fs::symlink("x", f.m("ro/l")).is_err());
+    f.mount.take().unwrap().unmount().unwrap();
+    let entries = lines(&fs::read_to_string(&log).unwrap());
+    for (op, path) in [
+        ("mkdir", "ro/new"),
+        ("open", "ro/a.txt"),
+        ("unlink", "ro/a.txt"),
+        ("symlink", "ro/l"),
+    ] {
+        assert!(
+            entries
+                .iter()
+                .any(|e| e["op"] == op && e["path"] == path && e["action"] == "read-only"),
+            "no {op} refusal of {path}: {entries:#?}"
+        );
+    }
+}

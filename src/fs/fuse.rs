@@ -122,6 +122,31 @@ impl VeilFs {
         err(e)
     }
 
+    /// Replies with a new or found entry, logging it when asked to.
+    fn reply_entry(
+        &self,
+        req: &Request,
+        op: &'static str,
+        r: io::Result<(std::sync::Arc<super::inode::Node>, libc::stat)>,
+        reply: ReplyEntry,
+    ) {
+        match r {
+            Ok((node, st)) => {
+                self.allowed(req, op, node.ino);
+                reply.entry(&self.ttl, &self.attr(&st), Generation(0))
+            }
+            Err(e) => reply.error(self.fail(req, op, e)),
+        }
+    }
+
+    /// Replies to an operation that returns nothing.
+    fn reply_empty(&self, req: &Request, op: &'static str, r: io::Result<()>, reply: ReplyEmpty) {
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(self.fail(req, op, e)),
+        }
+    }
+
     /// Logs an allowed operation on node `ino` when the audit log wants them all.
     fn allowed(&self, req: &Request, op: &'static str, ino: u64) {
         let Some(audit) = self.audit.as_ref().filter(|a| a.all()) else {
@@ -291,10 +316,12 @@ impl Filesystem for VeilFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        match VeilFs::mknod(self, parent.0, name, mode, umask, rdev, caller(req)) {
-            Ok((_, st)) => reply.entry(&self.ttl, &self.attr(&st), Generation(0)),
-            Err(e) => reply.error(err(e)),
-        }
+        self.reply_entry(
+            req,
+            "mknod",
+            VeilFs::mknod(self, parent.0, name, mode, umask, rdev, caller(req)),
+            reply,
+        )
     }
 
     fn mkdir(
@@ -306,24 +333,20 @@ impl Filesystem for VeilFs {
         umask: u32,
         reply: ReplyEntry,
     ) {
-        match VeilFs::mkdir(self, parent.0, name, mode, umask, caller(req)) {
-            Ok((_, st)) => reply.entry(&self.ttl, &self.attr(&st), Generation(0)),
-            Err(e) => reply.error(err(e)),
-        }
+        self.reply_entry(
+            req,
+            "mkdir",
+            VeilFs::mkdir(self, parent.0, name, mode, umask, caller(req)),
+            reply,
+        )
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match VeilFs::unlink(self, parent.0, name) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(self.fail(req, "unlink", e)),
-        }
+        self.reply_empty(req, "unlink", VeilFs::unlink(self, parent.0, name), reply)
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match VeilFs::rmdir(self, parent.0, name) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(self.fail(req, "rmdir", e)),
-        }
+        self.reply_empty(req, "rmdir", VeilFs::rmdir(self, parent.0, name), reply)
     }
 
     fn symlink(
@@ -334,10 +357,12 @@ impl Filesystem for VeilFs {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        match VeilFs::symlink(self, parent.0, link_name, target.as_os_str(), caller(req)) {
-            Ok((_, st)) => reply.entry(&self.ttl, &self.attr(&st), Generation(0)),
-            Err(e) => reply.error(err(e)),
-        }
+        self.reply_entry(
+            req,
+            "symlink",
+            VeilFs::symlink(self, parent.0, link_name, target.as_os_str(), caller(req)),
+            reply,
+        )
     }
 
     fn rename(
@@ -350,10 +375,12 @@ impl Filesystem for VeilFs {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        match VeilFs::rename(self, parent.0, name, newparent.0, newname, flags.bits()) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(self.fail(req, "rename", e)),
-        }
+        self.reply_empty(
+            req,
+            "rename",
+            VeilFs::rename(self, parent.0, name, newparent.0, newname, flags.bits()),
+            reply,
+        )
     }
 
     fn link(
@@ -364,10 +391,12 @@ impl Filesystem for VeilFs {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        match VeilFs::link(self, ino.0, newparent.0, newname) {
-            Ok((_, st)) => reply.entry(&self.ttl, &self.attr(&st), Generation(0)),
-            Err(e) => reply.error(self.fail(req, "link", e)),
-        }
+        self.reply_entry(
+            req,
+            "link",
+            VeilFs::link(self, ino.0, newparent.0, newname),
+            reply,
+        )
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
@@ -459,10 +488,7 @@ impl Filesystem for VeilFs {
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        match VeilFs::fsync(self, fh.0, datasync) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(self.fail(req, "fsync", e)),
-        }
+        self.reply_empty(req, "fsync", VeilFs::fsync(self, fh.0, datasync), reply)
     }
 
     fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
@@ -595,10 +621,12 @@ impl Filesystem for VeilFs {
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        match VeilFs::fsyncdir(self, ino.0, datasync) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(self.fail(req, "fsyncdir", e)),
-        }
+        self.reply_empty(
+            req,
+            "fsyncdir",
+            VeilFs::fsyncdir(self, ino.0, datasync),
+            reply,
+        )
     }
 
     fn statfs(&self, req: &Request, ino: INodeNo, reply: ReplyStatfs) {
@@ -627,10 +655,12 @@ impl Filesystem for VeilFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        match VeilFs::setxattr(self, ino.0, name, value, flags) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(self.fail(req, "setxattr", e)),
-        }
+        self.reply_empty(
+            req,
+            "setxattr",
+            VeilFs::setxattr(self, ino.0, name, value, flags),
+            reply,
+        )
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
@@ -650,17 +680,21 @@ impl Filesystem for VeilFs {
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match VeilFs::removexattr(self, ino.0, name) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(self.fail(req, "removexattr", e)),
-        }
+        self.reply_empty(
+            req,
+            "removexattr",
+            VeilFs::removexattr(self, ino.0, name),
+            reply,
+        )
     }
 
     fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
-        match VeilFs::access(self, ino.0, mask.bits()) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(self.fail(req, "access", e)),
-        }
+        self.reply_empty(
+            req,
+            "access",
+            VeilFs::access(self, ino.0, mask.bits()),
+            reply,
+        )
     }
 
     fn create(
@@ -694,7 +728,7 @@ impl Filesystem for VeilFs {
                     ),
                 }
             }
-            Err(e) => reply.error(err(e)),
+            Err(e) => reply.error(self.fail(req, "create", e)),
         }
     }
 
@@ -708,10 +742,12 @@ impl Filesystem for VeilFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        match VeilFs::fallocate(self, fh.0, mode, offset, length) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(self.fail(req, "fallocate", e)),
-        }
+        self.reply_empty(
+            req,
+            "fallocate",
+            VeilFs::fallocate(self, fh.0, mode, offset, length),
+            reply,
+        )
     }
 
     fn lseek(

@@ -372,27 +372,35 @@ impl VeilFs {
         sys::readlink(self.fd_of(&node)?.as_fd())
     }
 
-    /// The checks shared by every operation that makes a new name: the parent is
-    /// visible, and the name's own decision (as the type being made) allows changes.
+    /// A name in a directory that is about to be made, removed or replaced: the
+    /// directory is visible and the name's own decision (for `kind`) allows changes.
+    fn changeable(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        kind: Kind,
+    ) -> io::Result<(Arc<Node>, std::ffi::CString, Vec<u8>, Decision)> {
+        let dir = self.node(parent)?;
+        let dp = self.visible(&dir)?;
+        let cname = sys::name(name)?;
+        let (path, d) = self.child(&dir, &dp, &cname, kind);
+        if !d.action.writable() {
+            return Err(refuse(&path, &d));
+        }
+        Ok((dir, cname, path, d))
+    }
+
+    /// The checks shared by every operation that makes a new name (of a directory
+    /// when `is_dir`), which is then noted as changed through the mount.
     fn new_name(
         &self,
         parent: u64,
         name: &OsStr,
         is_dir: bool,
     ) -> io::Result<(Arc<Node>, std::ffi::CString, Vec<u8>, Decision)> {
-        let dir = self.node(parent)?;
-        let dp = self.visible(&dir)?;
-        let cname = sys::name(name)?;
-        let (path, d) = self.child(
-            &dir,
-            &dp,
-            &cname,
-            if is_dir { Kind::Dir } else { Kind::NotDir },
-        );
-        if !d.action.writable() {
-            return Err(refuse(&path, &d));
-        }
-        Ok((dir, cname, path, d))
+        let made = self.changeable(parent, name, kind_of(is_dir))?;
+        self.own(parent, made.1.to_bytes());
+        Ok(made)
     }
 
     fn give(&self, fd: BorrowedFd, caller: Caller) -> io::Result<()> {
@@ -479,18 +487,8 @@ impl VeilFs {
     }
 
     fn remove(&self, parent: u64, name: &OsStr, is_dir: bool) -> io::Result<()> {
-        let dir = self.node(parent)?;
-        let dp = self.visible(&dir)?;
-        let cname = sys::name(name)?;
-        let (path, d) = self.child(
-            &dir,
-            &dp,
-            &cname,
-            if is_dir { Kind::Dir } else { Kind::OnDisk },
-        );
-        if !d.action.writable() {
-            return Err(refuse(&path, &d));
-        }
+        let kind = if is_dir { Kind::Dir } else { Kind::OnDisk };
+        let (dir, cname, _, _) = self.changeable(parent, name, kind)?;
         let st = sys::statat(dir.dir_fd()?, &cname)?;
         self.own(parent, cname.to_bytes());
         sys::unlinkat(dir.dir_fd()?, &cname, is_dir)?;
