@@ -33,6 +33,9 @@ pub struct Event {
     pub pid: u32,
     pub uid: u32,
     pub gid: u32,
+    /// `/proc/<pid>/comm`, read when the request came in (the process may be gone by
+    /// the time the line is written).
+    pub comm: String,
 }
 
 /// The request side of the log.
@@ -111,7 +114,8 @@ fn rfc3339(t: SystemTime) -> String {
     )
 }
 
-fn comm(pid: u32) -> String {
+/// The name of process `pid` (empty if it is gone).
+pub fn comm(pid: u32) -> String {
     std::fs::read_to_string(format!("/proc/{pid}/comm"))
         .map(|s| s.trim_end().to_string())
         .unwrap_or_default()
@@ -140,7 +144,7 @@ fn write_loop(
         v["pid"] = e.pid.into();
         v["uid"] = e.uid.into();
         v["gid"] = e.gid.into();
-        v["comm"] = comm(e.pid).into();
+        v["comm"] = e.comm.into();
         let _ = writeln!(out, "{v}");
         if e.refused {
             let slot = refused.entry(e.path).or_insert((0, e.decision.why()));

@@ -870,3 +870,9 @@ pub fn nofile_limit() -> io::Result<(u64, u64)> {
     let lim = unsafe { lim.assume_init() };
     Ok((lim.rlim_cur, lim.rlim_max))
 }
+
+/// An all-zero `stat`, for attributes that are not known.
+pub fn zeroed_stat() -> libc::stat {
+    // SAFETY: `stat` is plain old data; all-zero is a valid value.
+    unsafe { std::mem::zeroed() }
+}

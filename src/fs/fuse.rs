@@ -117,6 +117,7 @@ impl VeilFs {
                 pid: req.pid(),
                 uid: req.uid(),
                 gid: req.gid(),
+                comm: crate::audit::comm(req.pid()),
             });
         }
         err(e)
@@ -163,6 +164,7 @@ impl VeilFs {
                 pid: req.pid(),
                 uid: req.uid(),
                 gid: req.gid(),
+                comm: crate::audit::comm(req.pid()),
             });
         }
     }
@@ -583,18 +585,35 @@ impl Filesystem for VeilFs {
         }
         for (i, e) in entries.iter().enumerate().skip((next - 2) as usize) {
             let name = OsStr::from_bytes(&e.name);
-            let Ok((node, st)) = VeilFs::lookup(self, ino.0, name) else {
-                continue;
+            let offset = i as u64 + 3;
+            let full = match VeilFs::lookup(self, ino.0, name) {
+                Ok((node, st)) => {
+                    let full = reply.add(
+                        INodeNo(node.ino),
+                        offset,
+                        name,
+                        &self.ttl,
+                        &self.attr(&st),
+                        Generation(0),
+                    );
+                    if full {
+                        VeilFs::forget(self, node.ino, 1);
+                    }
+                    full
+                }
+                // Gone, or refused by a policy loaded since the snapshot: list the
+                // name as the snapshot has it (one policy per listing), without
+                // attributes (node id 0), so the kernel caches nothing for it.
+                Err(_) => {
+                    let bare = FileAttr {
+                        ino: INodeNo(e.ino),
+                        kind: dt_kind(e.kind),
+                        ..self.attr(&crate::sys::zeroed_stat())
+                    };
+                    reply.add(INodeNo(0), offset, name, &self.ttl, &bare, Generation(0))
+                }
             };
-            if reply.add(
-                INodeNo(node.ino),
-                i as u64 + 3,
-                name,
-                &self.ttl,
-                &self.attr(&st),
-                Generation(0),
-            ) {
-                VeilFs::forget(self, node.ino, 1);
+            if full {
                 break;
             }
         }
