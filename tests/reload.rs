@@ -148,6 +148,8 @@ fn listings_never_mix_two_policies() {
             })
             .collect();
         for i in 0..30 {
+            // Written in place (truncate, then write), as `echo > file` does: the
+            // watcher must never load the momentarily empty file.
             fs::write(&file, if i % 2 == 0 { b } else { a }).unwrap();
             f.mount.as_ref().unwrap().reload().unwrap();
         }
@@ -239,4 +241,18 @@ fn veilfs_reload_and_sighup_reach_a_running_mount() {
     let mut rest = String::new();
     err.read_to_string(&mut rest).unwrap();
     assert!(rest.contains("keeping the old policy"), "{rest}");
+}
+
+#[test]
+fn an_empty_policy_file_is_not_loaded_by_a_reload() {
+    let (f, file) = mounted(DENY_SECRET);
+    fs::write(&file, "").unwrap();
+    let err = f.mount.as_ref().unwrap().reload().unwrap_err();
+    assert!(err.contains("is empty"), "{err}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_errno(
+        fs::read(f.m("secret.txt")),
+        libc::EACCES,
+        "the old policy stays",
+    );
 }

@@ -63,6 +63,15 @@ impl Reloader {
         let Some(file) = &self.file else {
             return Ok("built-in default policy: nothing to reload".into());
         };
+        // A file truncated on its way to being rewritten (`echo ... > policy.toml`)
+        // would parse as "allow everything": never take an empty one on reload.
+        let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+        if text.trim().is_empty() {
+            return Err(format!(
+                "{}: the policy file is empty (being rewritten?); keeping the old policy",
+                file.display()
+            ));
+        }
         let loaded = config::load_file(file).map_err(|e| e.to_string())?;
         let p = &loaded.policy;
         let summary = format!(
@@ -154,11 +163,14 @@ impl Reloader {
                 c
             };
             if changed {
-                // Let an editor finish writing (several events per save).
-                std::thread::sleep(Duration::from_millis(50));
+                // Let the writer finish: wait for 100 ms without further events
+                // (at most a second), so a save in several steps loads once, whole.
                 if let Some(i) = &ino {
                     use std::os::fd::AsFd;
-                    while sys::poll_readable(i.as_fd(), 0).unwrap_or(false) {
+                    let start = std::time::Instant::now();
+                    while sys::poll_readable(i.as_fd(), 100).unwrap_or(false)
+                        && start.elapsed() < Duration::from_secs(1)
+                    {
                         let _ = sys::read(i.as_fd(), &mut buf);
                     }
                 }
