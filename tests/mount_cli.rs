@@ -68,8 +68,15 @@ impl Daemon {
 impl Drop for Daemon {
     fn drop(&mut self) {
         if self.child.try_wait().unwrap().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
+            // A clean stop first (it unmounts and removes its control socket).
+            // SAFETY: signalling our own child by pid.
+            unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+            if !wait_until(Duration::from_secs(5), || {
+                self.child.try_wait().unwrap().is_some()
+            }) {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+            }
         }
         if is_mount_point(&self.mnt.canonicalize().unwrap()) {
             let _ = Command::new("umount").arg("-l").arg(&self.mnt).status();
