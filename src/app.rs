@@ -74,15 +74,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             check(policy.as_deref())
         }
         Command::Explain {
-            policy,
-            workspace,
-            json,
-            audit: Some(log),
-            ..
-        } => {
-            let _ = (policy, workspace, json);
-            explain_audit(&log)
-        }
+            audit: Some(log), ..
+        } => explain_audit(&log),
         Command::Explain {
             policy,
             workspace,
