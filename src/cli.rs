@@ -57,7 +57,7 @@ pub enum Command {
         quiet: bool,
         #[command(flatten)]
         cache: CacheArgs,
-        /// Run CMD as UID[:GID] (root only).
+        /// Run CMD as `UID[:GID]` (root only).
         #[arg(long, value_name = "UID[:GID]", value_parser = crate::run::parse_user)]
         user: Option<(u32, u32)>,
         /// The command and its arguments.
