@@ -876,3 +876,10 @@ pub fn zeroed_stat() -> libc::stat {
     // SAFETY: `stat` is plain old data; all-zero is a valid value.
     unsafe { std::mem::zeroed() }
 }
+
+/// Whether `fd` was opened for both reading and writing.
+pub fn is_read_write(fd: BorrowedFd) -> bool {
+    // SAFETY: F_GETFL on an open descriptor has no side effects.
+    let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
+    flags != -1 && flags & libc::O_ACCMODE == libc::O_RDWR
+}

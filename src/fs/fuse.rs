@@ -185,8 +185,11 @@ impl VeilFs {
         let handle = self.file(fh).ok()?;
         let mut io = node.io.lock().unwrap();
         if io.open == 0 {
+            // The backing file is shared by every later handle, readers and
+            // writers alike: only a read-write descriptor can serve them all.
             io.passthrough = node.fmt == libc::S_IFREG
                 && self.passthrough.load(Ordering::Relaxed)
+                && crate::sys::is_read_write(std::os::fd::AsFd::as_fd(&handle.file))
                 && (writer
                     || handle
                         .file

@@ -700,15 +700,15 @@ impl VeilFs {
             self.visible(&node)?;
         }
         let flags = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY);
-        let fd = if self.wants_backing(&node) {
-            // One read-write descriptor serves as this handle and as the passthrough
-            // backing file of every handle on the inode; the kernel still enforces
-            // each opener's own access mode.
-            self.open_node(&node, (flags & !libc::O_ACCMODE) | libc::O_RDWR)
-                .or_else(|_| self.open_node(&node, flags))?
-        } else {
-            self.open_node(&node, flags)?
-        };
+        let mut fd = self.open_node(&node, flags)?;
+        if self.may_register_backing(&node, writes, fd.as_fd()) {
+            // This descriptor may become the passthrough backing file that every
+            // handle on the inode shares, writers included: open it read-write (the
+            // kernel still enforces each opener's own access mode).
+            if let Ok(rw) = self.open_node(&node, (flags & !libc::O_ACCMODE) | libc::O_RDWR) {
+                fd = rw;
+            }
+        }
         Ok(self.register(fd, ino))
     }
 
@@ -734,8 +734,15 @@ impl VeilFs {
         Ok((node, st, fh))
     }
 
-    fn wants_backing(&self, node: &Node) -> bool {
-        node.fmt == libc::S_IFREG && self.passthrough.load(Ordering::Relaxed)
+    /// Whether a handle opened now on `node` could register the inode's passthrough
+    /// backing file: passthrough is on, no other handle is open, and the file will be
+    /// written or is large (see [`super::PASSTHROUGH_MIN_SIZE`]).
+    fn may_register_backing(&self, node: &Node, writes: bool, fd: BorrowedFd) -> bool {
+        node.fmt == libc::S_IFREG
+            && self.passthrough.load(Ordering::Relaxed)
+            && node.io.lock().unwrap().open == 0
+            && (writes
+                || sys::stat(fd).is_ok_and(|st| st.st_size as u64 >= super::PASSTHROUGH_MIN_SIZE))
     }
 
     /// Opens the node's inode with `flags`: one name relative to its parent's
