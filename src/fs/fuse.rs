@@ -243,6 +243,9 @@ impl Filesystem for VeilFs {
         ] {
             let _ = config.add_capabilities(flag);
         }
+        let no_opendir = self.no_opendir.load(Ordering::Relaxed)
+            && config.add_capabilities(F::FUSE_NO_OPENDIR_SUPPORT).is_ok();
+        self.no_opendir.store(no_opendir, Ordering::Relaxed);
         if self.passthrough.load(Ordering::Relaxed) {
             let ok = config.add_capabilities(F::FUSE_PASSTHROUGH).is_ok()
                 && config.set_max_stack_depth(2).is_ok();
@@ -497,11 +500,17 @@ impl Filesystem for VeilFs {
     }
 
     fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        if self.no_opendir.load(Ordering::Relaxed) {
+            // The kernel then stops sending OPENDIR and RELEASEDIR (two round trips
+            // per directory walked) and caches listings itself; the policy is
+            // checked on every lookup and readdir instead.
+            return reply.error(Errno::from_i32(libc::ENOSYS));
+        }
         match VeilFs::opendir(self, ino.0) {
             // The kernel may keep the listing; the watcher invalidates it when the
             // directory changes outside the mount.
-            Ok(fh) => reply.opened(
-                FileHandle(fh),
+            Ok(()) => reply.opened(
+                FileHandle(0),
                 FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE,
             ),
             Err(e) => reply.error(self.fail(req, "opendir", e)),
@@ -512,36 +521,36 @@ impl Filesystem for VeilFs {
         &self,
         req: &Request,
         ino: INodeNo,
-        fh: FileHandle,
+        _fh: FileHandle,
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let handle = match self.dir(fh.0) {
-            Ok(d) => d,
+        let (listing, mut pos) = match self.listing_at(ino.0, offset) {
+            Ok(l) => l,
             Err(e) => return reply.error(self.fail(req, "readdir", e)),
         };
-        let entries = match self.listing(&handle) {
-            Ok(e) => e,
-            Err(e) => return reply.error(self.fail(req, "readdir", e)),
-        };
-        // Offsets: 1 = ".", 2 = "..", 3.. = the snapshot's entries, in order.
-        let mut next = offset;
-        if next == 0 {
-            if reply.add(ino, 1, FileType::Directory, ".") {
+        let cookie = |p: u64| (u64::from(listing.generation) << 32) | p;
+        if pos == 0 {
+            if reply.add(ino, cookie(1), FileType::Directory, ".") {
                 return reply.ok();
             }
-            next = 1;
+            pos = 1;
         }
-        if next == 1 {
-            if reply.add(INodeNo(super::inode::ROOT), 2, FileType::Directory, "..") {
+        if pos == 1 {
+            if reply.add(
+                INodeNo(super::inode::ROOT),
+                cookie(2),
+                FileType::Directory,
+                "..",
+            ) {
                 return reply.ok();
             }
-            next = 2;
+            pos = 2;
         }
-        for (i, e) in entries.iter().enumerate().skip((next - 2) as usize) {
+        for (i, e) in listing.entries.iter().enumerate().skip((pos - 2) as usize) {
             if reply.add(
                 INodeNo(e.ino),
-                i as u64 + 3,
+                cookie(i as u64 + 3),
                 dt_kind(e.kind),
                 OsStr::from_bytes(&e.name),
             ) {
@@ -555,40 +564,38 @@ impl Filesystem for VeilFs {
         &self,
         req: &Request,
         ino: INodeNo,
-        fh: FileHandle,
+        _fh: FileHandle,
         offset: u64,
         mut reply: fuser::ReplyDirectoryPlus,
     ) {
-        let handle = match self.dir(fh.0) {
-            Ok(d) => d,
+        let (listing, mut pos) = match self.listing_at(ino.0, offset) {
+            Ok(l) => l,
             Err(e) => return reply.error(self.fail(req, "readdirplus", e)),
         };
-        let entries = match self.listing(&handle) {
-            Ok(e) => e,
-            Err(e) => return reply.error(self.fail(req, "readdirplus", e)),
-        };
-        // Offsets as in `readdir`. Each entry given with its attributes counts as a
-        // lookup, so it is looked up (policy included) and forgotten again if the
-        // reply buffer had no room for it. "." and ".." are not counted.
-        let mut next = offset;
-        if next < 2 {
+        let cookie = |p: u64| (u64::from(listing.generation) << 32) | p;
+        // Each entry given with its attributes counts as a lookup, so it is looked
+        // up (policy included) and forgotten again if the reply buffer had no room
+        // for it. "." and ".." are not counted (node id 0).
+        if pos < 2 {
             if let Ok(st) = VeilFs::getattr(self, ino.0, None) {
                 let attr = FileAttr {
                     ino,
                     ..self.attr(&st)
                 };
-                if next == 0 && reply.add(INodeNo(0), 1, ".", &self.ttl, &attr, Generation(0)) {
+                if pos == 0
+                    && reply.add(INodeNo(0), cookie(1), ".", &self.ttl, &attr, Generation(0))
+                {
                     return reply.ok();
                 }
-                if reply.add(INodeNo(0), 2, "..", &self.ttl, &attr, Generation(0)) {
+                if reply.add(INodeNo(0), cookie(2), "..", &self.ttl, &attr, Generation(0)) {
                     return reply.ok();
                 }
             }
-            next = 2;
+            pos = 2;
         }
-        for (i, e) in entries.iter().enumerate().skip((next - 2) as usize) {
+        for (i, e) in listing.entries.iter().enumerate().skip((pos - 2) as usize) {
             let name = OsStr::from_bytes(&e.name);
-            let offset = i as u64 + 3;
+            let offset = cookie(i as u64 + 3);
             let full = match VeilFs::lookup(self, ino.0, name) {
                 Ok((node, st)) => {
                     let full = reply.add(
@@ -604,9 +611,9 @@ impl Filesystem for VeilFs {
                     }
                     full
                 }
-                // Gone, or refused by a policy loaded since the snapshot: list the
-                // name as the snapshot has it (one policy per listing), without
-                // attributes (node id 0), so the kernel caches nothing for it.
+                // Gone, or refused by a policy loaded since the listing was taken:
+                // list the name as the listing has it (one policy per listing),
+                // without attributes (node id 0), so the kernel caches nothing.
                 Err(_) => {
                     let bare = FileAttr {
                         ino: INodeNo(e.ino),
@@ -627,11 +634,10 @@ impl Filesystem for VeilFs {
         &self,
         _req: &Request,
         _ino: INodeNo,
-        fh: FileHandle,
+        _fh: FileHandle,
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
-        VeilFs::releasedir(self, fh.0);
         reply.ok();
     }
 

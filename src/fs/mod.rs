@@ -44,14 +44,6 @@ pub struct FileHandle {
     pub counted: std::sync::atomic::AtomicBool,
 }
 
-/// An open directory: a snapshot of its admitted entries, taken at the first
-/// `readdir`, so that offsets stay stable for a reader that pauses mid-listing.
-#[derive(Debug)]
-pub struct DirHandle {
-    pub ino: u64,
-    pub entries: std::sync::OnceLock<Vec<ops::Listed>>,
-}
-
 /// The mounted filesystem's state.
 #[derive(Debug)]
 pub struct VeilFs {
@@ -67,13 +59,20 @@ pub struct VeilFs {
     /// `/proc/self/fd`, for reopening `O_PATH` descriptors.
     pub(crate) proc_fd: OwnedFd,
     pub(crate) files: RwLock<HashMap<u64, Arc<FileHandle>>>,
-    pub(crate) dirs: RwLock<HashMap<u64, Arc<DirHandle>>>,
+    /// The last few listings of each directory the kernel holds (see
+    /// [`VeilFs::listing_at`]).
+    pub(crate) listings:
+        std::sync::Mutex<HashMap<u64, std::collections::VecDeque<Arc<ops::Listing>>>>,
+    pub(crate) next_listing: std::sync::atomic::AtomicU32,
     pub(crate) next_fh: AtomicU64,
     /// The daemon runs as root: new entries are given to the requesting user.
     pub(crate) chown_new: bool,
     /// FUSE passthrough: wanted, then kept only if the kernel agrees at `init` and
     /// lets us register backing files.
     pub(crate) passthrough: std::sync::atomic::AtomicBool,
+    /// Answer OPENDIR with ENOSYS so that the kernel stops sending OPENDIR and
+    /// RELEASEDIR (kernel >= 5.1); kept only if the kernel offers it at `init`.
+    pub(crate) no_opendir: std::sync::atomic::AtomicBool,
     /// Invalidates kernel caches on edits made outside the mount; `None` when
     /// inotify is unavailable (then only the TTL bounds staleness).
     pub(crate) watcher: Option<Arc<watch::Watcher>>,
@@ -128,10 +127,12 @@ impl VeilFs {
             policy_file,
             proc_fd,
             files: RwLock::new(HashMap::new()),
-            dirs: RwLock::new(HashMap::new()),
+            listings: std::sync::Mutex::new(HashMap::new()),
+            next_listing: std::sync::atomic::AtomicU32::new(1),
             next_fh: AtomicU64::new(1),
             chown_new: sys::euid() == 0,
             passthrough: std::sync::atomic::AtomicBool::new(true),
+            no_opendir: std::sync::atomic::AtomicBool::new(true),
             watcher: None,
             ttl: DEFAULT_TTL,
             audit: None,

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::inode::{Node, Place};
-use super::{DirHandle, FileHandle, VeilFs};
+use super::{FileHandle, VeilFs};
 use crate::policy::{Action, Decision, Policy};
 use crate::sys;
 
@@ -57,6 +57,16 @@ pub fn refuse(path: &[u8], decision: &Decision) -> io::Error {
 
 fn errno(e: i32) -> io::Error {
     io::Error::from_raw_os_error(e)
+}
+
+/// One listing of a directory, as the policy admitted it when it was taken.
+#[derive(Debug)]
+pub struct Listing {
+    /// Carried in the offsets handed out for this listing.
+    pub generation: u32,
+    /// (mtime seconds, mtime nanoseconds, policy epoch) when it was taken.
+    stamp: (i64, i64, u64),
+    pub entries: Vec<Listed>,
 }
 
 /// One admitted directory entry.
@@ -249,9 +259,11 @@ impl VeilFs {
     pub fn forget(&self, ino: u64, n: u64) {
         if let Some(node) = self.inodes.forget(ino, n)
             && node.is_dir()
-            && let Some(w) = &self.watcher
         {
-            w.unwatch(ino);
+            self.listings.lock().unwrap().remove(&ino);
+            if let Some(w) = &self.watcher {
+                w.unwatch(ino);
+            }
         }
     }
 
@@ -807,28 +819,67 @@ impl VeilFs {
         sys::fsync(h.file.as_fd(), datasync)
     }
 
-    pub fn opendir(&self, ino: u64) -> io::Result<u64> {
+    /// `opendir`: only the policy check. Listings are kept per directory (see
+    /// [`VeilFs::listing_at`]), not per handle.
+    pub fn opendir(&self, ino: u64) -> io::Result<()> {
         let node = self.node(ino)?;
         self.visible(&node)?;
-        let fh = self.new_fh();
-        self.dirs.write().unwrap().insert(
-            fh,
-            Arc::new(DirHandle {
-                ino,
-                entries: std::sync::OnceLock::new(),
-            }),
-        );
-        Ok(fh)
+        Ok(())
     }
 
-    /// The admitted entries of an open directory, read once on first use (the kernel
-    /// caches listings itself, so an `opendir` often needs none).
-    pub fn listing<'a>(&self, handle: &'a DirHandle) -> io::Result<&'a [Listed]> {
-        if let Some(e) = handle.entries.get() {
-            return Ok(e);
-        }
-        let node = self.node(handle.ino)?;
+    /// The listing a `readdir` at `offset` continues, and the position in it.
+    ///
+    /// Offsets handed to the kernel carry the listing's generation in their high 32
+    /// bits and a position in the low ones (1 = `.`, 2 = `..`, 3.. = entries), so a
+    /// reader that pauses and comes back continues the very listing it started
+    /// while the directory changes: the last few listings of each directory are
+    /// kept until the kernel forgets the directory. A listing is taken anew when the
+    /// directory's mtime or the policy epoch has changed since the newest one.
+    pub fn listing_at(&self, ino: u64, offset: u64) -> io::Result<(Arc<Listing>, u64)> {
+        let node = self.node(ino)?;
         let place = self.visible(&node)?;
+        let (generation, pos) = ((offset >> 32) as u32, offset & 0xffff_ffff);
+        if offset != 0
+            && let Some(l) = self
+                .listings
+                .lock()
+                .unwrap()
+                .get(&ino)
+                .and_then(|v| v.iter().find(|l| l.generation == generation).cloned())
+        {
+            return Ok((l, pos));
+        }
+        let st = sys::stat(node.dir_fd()?)?;
+        let stamp = (
+            st.st_mtime,
+            st.st_mtime_nsec,
+            self.epoch.load(Ordering::Acquire),
+        );
+        if let Some(l) = self
+            .listings
+            .lock()
+            .unwrap()
+            .get(&ino)
+            .and_then(|v| v.back().filter(|l| l.stamp == stamp).cloned())
+        {
+            return Ok((l, pos));
+        }
+        let listing = Arc::new(Listing {
+            generation: self.next_listing.fetch_add(1, Ordering::Relaxed),
+            stamp,
+            entries: self.read_listing(&node, &place)?,
+        });
+        let mut all = self.listings.lock().unwrap();
+        let kept = all.entry(ino).or_default();
+        kept.push_back(listing.clone());
+        while kept.len() > 4 {
+            kept.pop_front();
+        }
+        Ok((listing, pos))
+    }
+
+    /// The admitted entries of a directory, read now under one policy.
+    fn read_listing(&self, node: &Node, place: &Place) -> io::Result<Vec<Listed>> {
         let reader = sys::reopen(
             self.proc_fd.as_fd(),
             node.dir_fd()?,
@@ -854,20 +905,7 @@ impl VeilFs {
                 });
             }
         }
-        Ok(handle.entries.get_or_init(|| entries))
-    }
-
-    pub fn dir(&self, fh: u64) -> io::Result<Arc<DirHandle>> {
-        self.dirs
-            .read()
-            .unwrap()
-            .get(&fh)
-            .cloned()
-            .ok_or_else(|| errno(libc::EBADF))
-    }
-
-    pub fn releasedir(&self, fh: u64) {
-        self.dirs.write().unwrap().remove(&fh);
+        Ok(entries)
     }
 
     pub fn fsyncdir(&self, ino: u64, datasync: bool) -> io::Result<()> {
