@@ -121,8 +121,10 @@ pub struct CacheArgs {
     /// Serve reads and writes through the daemon instead of FUSE passthrough.
     #[arg(long)]
     pub no_passthrough: bool,
-    /// Seconds the kernel may cache entries and attributes. Edits made outside the
-    /// mount are seen at once while the source is watched, else within this time.
+    /// Seconds the kernel may cache entries and attributes where edits made outside
+    /// the mount could go unseen (no watcher, or a directory that could not be
+    /// watched); such edits show within this time. In watched directories entries
+    /// are cached for up to 10 minutes and invalidated at once on any change.
     #[arg(long, value_name = "SECONDS", default_value_t = crate::fs::DEFAULT_TTL.as_secs_f64())]
     pub ttl: f64,
     /// Threads serving requests.

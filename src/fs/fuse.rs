@@ -134,7 +134,7 @@ impl VeilFs {
         match r {
             Ok((node, st)) => {
                 self.allowed(req, op, node.ino);
-                reply.entry(&self.ttl, &self.attr(&st), Generation(0))
+                reply.entry(&self.ttl_of(node.ino), &self.attr(&st), Generation(0))
             }
             Err(e) => reply.error(self.fail(req, op, e)),
         }
@@ -145,6 +145,25 @@ impl VeilFs {
         match r {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(self.fail(req, op, e)),
+        }
+    }
+
+    /// How long the kernel may cache node `ino`'s entry and attributes: long while
+    /// its directory is watched (every outside change invalidates them at once),
+    /// else the mount's `ttl`.
+    fn ttl_of(&self, ino: u64) -> Duration {
+        let Some(w) = &self.watcher else {
+            return self.ttl;
+        };
+        let parent = match self.inodes.get(ino) {
+            Some(n) if ino != super::inode::ROOT => n.place.lock().unwrap().parent,
+            Some(_) => super::inode::ROOT,
+            None => return self.ttl,
+        };
+        if w.is_watched(parent) {
+            self.ttl.max(super::WATCHED_TTL)
+        } else {
+            self.ttl
         }
     }
 
@@ -258,7 +277,7 @@ impl Filesystem for VeilFs {
         match self.lookup(parent.0, name) {
             Ok((node, st)) => {
                 self.allowed(req, "lookup", node.ino);
-                reply.entry(&self.ttl, &self.attr(&st), Generation(0))
+                reply.entry(&self.ttl_of(node.ino), &self.attr(&st), Generation(0))
             }
             Err(e) => reply.error(self.fail(req, "lookup", e)),
         }
@@ -270,7 +289,7 @@ impl Filesystem for VeilFs {
 
     fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         match VeilFs::getattr(self, ino.0, fh.map(|f| f.0)) {
-            Ok(st) => reply.attr(&self.ttl, &self.attr(&st)),
+            Ok(st) => reply.attr(&self.ttl_of(ino.0), &self.attr(&st)),
             Err(e) => reply.error(self.fail(req, "getattr", e)),
         }
     }
@@ -302,7 +321,7 @@ impl Filesystem for VeilFs {
             mtime: mtime.map(timespec),
         };
         match VeilFs::setattr(self, ino.0, &a, fh.map(|f| f.0)) {
-            Ok(st) => reply.attr(&self.ttl, &self.attr(&st)),
+            Ok(st) => reply.attr(&self.ttl_of(ino.0), &self.attr(&st)),
             Err(e) => reply.error(self.fail(req, "setattr", e)),
         }
     }
@@ -583,11 +602,25 @@ impl Filesystem for VeilFs {
                     ..self.attr(&st)
                 };
                 if pos == 0
-                    && reply.add(INodeNo(0), cookie(1), ".", &self.ttl, &attr, Generation(0))
+                    && reply.add(
+                        INodeNo(0),
+                        cookie(1),
+                        ".",
+                        &self.ttl_of(ino.0),
+                        &attr,
+                        Generation(0),
+                    )
                 {
                     return reply.ok();
                 }
-                if reply.add(INodeNo(0), cookie(2), "..", &self.ttl, &attr, Generation(0)) {
+                if reply.add(
+                    INodeNo(0),
+                    cookie(2),
+                    "..",
+                    &self.ttl_of(ino.0),
+                    &attr,
+                    Generation(0),
+                ) {
                     return reply.ok();
                 }
             }
@@ -602,7 +635,7 @@ impl Filesystem for VeilFs {
                         INodeNo(node.ino),
                         offset,
                         name,
-                        &self.ttl,
+                        &self.ttl_of(node.ino),
                         &self.attr(&st),
                         Generation(0),
                     );
@@ -740,7 +773,7 @@ impl Filesystem for VeilFs {
                 let attr = self.attr(&st);
                 match self.io_mode_for(node.ino, fh, true, |f| reply.open_backing(f)) {
                     Some(id) => reply.created_passthrough(
-                        &self.ttl,
+                        &self.ttl_of(node.ino),
                         &attr,
                         Generation(0),
                         FileHandle(fh),
@@ -748,7 +781,7 @@ impl Filesystem for VeilFs {
                         &id,
                     ),
                     None => reply.created(
-                        &self.ttl,
+                        &self.ttl_of(node.ino),
                         &attr,
                         Generation(0),
                         FileHandle(fh),

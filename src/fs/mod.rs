@@ -22,10 +22,14 @@ use crate::policy::{Decision, Policy};
 use crate::sys;
 use inode::{Inodes, Node, Place};
 
-/// How long the kernel may cache entries and attributes by default. With the
-/// watcher running, an edit made outside the mount is seen at once; without it (no
-/// inotify, or the watch limit reached), within this time.
-pub const DEFAULT_TTL: std::time::Duration = std::time::Duration::from_secs(10);
+/// How long the kernel may cache an entry and its attributes when an edit made
+/// outside the mount could go unseen (no watcher, or its directory could not be
+/// watched): such an edit shows through the mount within this time.
+pub const DEFAULT_TTL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// How long the kernel may cache an entry in a watched directory: the watcher
+/// invalidates it as soon as anything changes outside the mount.
+pub const WATCHED_TTL: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// Files at least this large are served by FUSE passthrough; smaller ones through
 /// the page cache (kept across opens), which saves two round trips to the kernel's

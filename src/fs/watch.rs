@@ -66,6 +66,11 @@ impl Watcher {
         }
     }
 
+    /// Whether directory node `ino` is watched (its entries may be cached long).
+    pub fn is_watched(&self, ino: u64) -> bool {
+        self.wds.lock().unwrap().1.contains_key(&ino)
+    }
+
     pub fn unwatch(&self, ino: u64) {
         let mut w = self.wds.lock().unwrap();
         if let Some(wd) = w.1.remove(&ino) {
