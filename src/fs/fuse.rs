@@ -27,6 +27,13 @@ fn err(e: io::Error) -> Errno {
     Errno::from_i32(e.raw_os_error().unwrap_or(libc::EIO))
 }
 
+/// Open flags for a handle the daemon serves: pages stay cached across opens (the
+/// watcher drops them on outside edits), and `flush` (a no-op here) is not sent.
+const CACHED_OPEN: FopenFlags = FopenFlags::FOPEN_KEEP_CACHE.union(FopenFlags::FOPEN_NOFLUSH);
+
+/// Open flags for a passthrough handle (the kernel adds `FOPEN_PASSTHROUGH`).
+const PASSTHROUGH_OPEN: FopenFlags = FopenFlags::FOPEN_NOFLUSH;
+
 fn time(sec: i64, nsec: i64) -> SystemTime {
     if sec >= 0 {
         UNIX_EPOCH + Duration::new(sec as u64, nsec as u32)
@@ -434,14 +441,8 @@ impl Filesystem for VeilFs {
                 flags.0 & libc::O_ACCMODE != libc::O_RDONLY,
                 |f| reply.open_backing(f),
             ) {
-                // `flush` does nothing here, so the kernel need not send it.
-                Some(id) => {
-                    reply.opened_passthrough(FileHandle(fh), FopenFlags::FOPEN_NOFLUSH, &id)
-                }
-                None => reply.opened(
-                    FileHandle(fh),
-                    FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_NOFLUSH,
-                ),
+                Some(id) => reply.opened_passthrough(FileHandle(fh), PASSTHROUGH_OPEN, &id),
+                None => reply.opened(FileHandle(fh), CACHED_OPEN),
             },
             Err(e) => reply.error(self.fail(req, "open", e)),
         }
@@ -777,7 +778,7 @@ impl Filesystem for VeilFs {
                         &attr,
                         Generation(0),
                         FileHandle(fh),
-                        FopenFlags::FOPEN_NOFLUSH,
+                        PASSTHROUGH_OPEN,
                         &id,
                     ),
                     None => reply.created(
@@ -785,7 +786,7 @@ impl Filesystem for VeilFs {
                         &attr,
                         Generation(0),
                         FileHandle(fh),
-                        FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_NOFLUSH,
+                        CACHED_OPEN,
                     ),
                 }
             }
