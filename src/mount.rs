@@ -164,7 +164,8 @@ fn unescape_mountinfo(s: &[u8]) -> Vec<u8> {
     out
 }
 
-fn config(src: &Path, opts: &MountOptions) -> Config {
+/// The fuser configuration for mounting `src` with `opts`.
+pub(crate) fn config(src: &Path, opts: &MountOptions) -> Config {
     let mut c = Config::default();
     c.mount_options = vec![
         MountOption::FSName(format!("veilfs:{}", src.display())),

@@ -138,20 +138,14 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     sys::block_signals(&FORWARD)?;
     sys::ignore_signal_default(libc::SIGINT)?;
     sys::ignore_signal_default(libc::SIGQUIT)?;
-    let mut cfg = fuser::Config::default();
-    cfg.mount_options = vec![
-        fuser::MountOption::FSName(format!("veilfs:{}", ws.display())),
-        fuser::MountOption::Subtype("veilfs".into()),
-        fuser::MountOption::DefaultPermissions,
-        fuser::MountOption::NoDev,
-        fuser::MountOption::NoSuid,
-    ];
     // Only processes in this private namespace can reach the mount; the command may
     // run under another uid (`--user`).
-    cfg.acl = fuser::SessionACL::All;
-    cfg.n_threads = Some(opts.mount.threads);
-    cfg.clone_fd = true;
-    let (session, audit) = match crate::mount::start(fs, &ws, &cfg, &opts.mount) {
+    let mount_opts = crate::mount::MountOptions {
+        allow_other: true,
+        ..opts.mount.clone()
+    };
+    let cfg = crate::mount::config(&ws, &mount_opts);
+    let (session, audit) = match crate::mount::start(fs, &ws, &cfg, &mount_opts) {
         Ok(live) => (live.session, live.audit),
         Err(e) => {
             let _ = sys::kill(init, libc::SIGKILL);

@@ -111,23 +111,34 @@ fn timespec(t: TimeOrNow) -> Option<libc::timespec> {
 impl VeilFs {
     /// The errno for a failed request; a policy refusal also goes to the audit log.
     fn fail(&self, req: &Request, op: &'static str, e: io::Error) -> Errno {
-        if let (Some(audit), Some(r)) = (
-            &self.audit,
-            e.get_ref().and_then(|x| x.downcast_ref::<Refusal>()),
-        ) {
+        if let Some(r) = e.get_ref().and_then(|x| x.downcast_ref::<Refusal>()) {
+            self.audit(req, op, r.path.clone(), r.decision.clone(), true);
+        }
+        err(e)
+    }
+
+    /// Hands one operation to the audit log, if there is one.
+    fn audit(
+        &self,
+        req: &Request,
+        op: &'static str,
+        path: Vec<u8>,
+        decision: crate::Decision,
+        refused: bool,
+    ) {
+        if let Some(audit) = &self.audit {
             audit.record(crate::audit::Event {
                 time: SystemTime::now(),
                 op,
-                path: r.path.clone(),
-                decision: r.decision.clone(),
-                refused: true,
+                path,
+                decision,
+                refused,
                 pid: req.pid(),
                 uid: req.uid(),
                 gid: req.gid(),
                 comm: crate::audit::comm(req.pid()),
             });
         }
-        err(e)
     }
 
     /// Replies with a new or found entry, logging it when asked to.
@@ -176,22 +187,11 @@ impl VeilFs {
 
     /// Logs an allowed operation on node `ino` when the audit log wants them all.
     fn allowed(&self, req: &Request, op: &'static str, ino: u64) {
-        let Some(audit) = self.audit.as_ref().filter(|a| a.all()) else {
-            return;
-        };
-        if let Some(node) = self.inodes.get(ino) {
+        if self.audit.as_ref().is_some_and(|a| a.all())
+            && let Some(node) = self.inodes.get(ino)
+        {
             let place = node.place();
-            audit.record(crate::audit::Event {
-                time: SystemTime::now(),
-                op,
-                path: place.path.to_vec(),
-                decision: place.decision,
-                refused: false,
-                pid: req.pid(),
-                uid: req.uid(),
-                gid: req.gid(),
-                comm: crate::audit::comm(req.pid()),
-            });
+            self.audit(req, op, place.path.to_vec(), place.decision, false);
         }
     }
 
@@ -281,13 +281,7 @@ impl Filesystem for VeilFs {
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        match self.lookup(parent.0, name) {
-            Ok((node, st)) => {
-                self.allowed(req, "lookup", node.ino);
-                reply.entry(&self.ttl_of(node.ino), &self.attr(&st), Generation(0))
-            }
-            Err(e) => reply.error(self.fail(req, "lookup", e)),
-        }
+        self.reply_entry(req, "lookup", self.lookup(parent.0, name), reply)
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {

@@ -281,15 +281,7 @@ impl VeilFs {
         if let Some(fd) = &node.fd {
             return Ok(NodeFd::Kept(fd.as_fd()));
         }
-        self.through_links(node, |dir, name| {
-            let fd = sys::open_path(dir, name)?;
-            let st = sys::stat(fd.as_fd())?;
-            Ok((st, NodeFd::Opened(fd)))
-        })
-        .or_else(|e| match self.open_handle(node.ino) {
-            Some(h) => Ok(NodeFd::Opened(h.file.as_fd().try_clone_to_owned()?)),
-            None => Err(e),
-        })
+        self.open_node(node, libc::O_PATH).map(NodeFd::Opened)
     }
 
     fn stat_of(&self, node: &Node) -> io::Result<libc::stat> {

@@ -148,10 +148,8 @@ impl Reloader {
                 match sys::poll_readable(i.as_fd(), 500) {
                     Ok(true) => {
                         let n = sys::read(i.as_fd(), &mut buf).unwrap_or(0);
-                        events_name(
-                            &buf[..n],
-                            std::os::unix::ffi::OsStrExt::as_bytes(name.as_os_str()),
-                        )
+                        let name = std::os::unix::ffi::OsStrExt::as_bytes(name.as_os_str());
+                        super::watch::events(&buf[..n]).any(|(_, _, n)| n == name)
                     }
                     _ => false,
                 }
@@ -178,19 +176,4 @@ impl Reloader {
             }
         }
     }
-}
-
-/// Whether a buffer of inotify events names `name`.
-fn events_name(buf: &[u8], name: &[u8]) -> bool {
-    let mut off = 0;
-    while off + 16 <= buf.len() {
-        let len = u32::from_ne_bytes(buf[off + 12..off + 16].try_into().unwrap()) as usize;
-        let raw = &buf[off + 16..(off + 16 + len).min(buf.len())];
-        let n = &raw[..raw.iter().position(|&b| b == 0).unwrap_or(raw.len())];
-        if n == name {
-            return true;
-        }
-        off += 16 + len;
-    }
-    false
 }

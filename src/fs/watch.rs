@@ -124,14 +124,7 @@ impl Watcher {
             let mut entries: HashSet<(u64, Vec<u8>)> = HashSet::new();
             let mut files: HashSet<(u64, Vec<u8>)> = HashSet::new();
             let mut dirs: HashSet<u64> = HashSet::new();
-            let mut off = 0;
-            while off + 16 <= n {
-                let wd = i32::from_ne_bytes(buf[off..off + 4].try_into().unwrap());
-                let mask = u32::from_ne_bytes(buf[off + 4..off + 8].try_into().unwrap());
-                let len = u32::from_ne_bytes(buf[off + 12..off + 16].try_into().unwrap()) as usize;
-                let raw = &buf[off + 16..(off + 16 + len).min(n)];
-                let name = &raw[..raw.iter().position(|&b| b == 0).unwrap_or(raw.len())];
-                off += 16 + len;
+            for (wd, mask, name) in events(&buf[..n]) {
                 if mask & libc::IN_IGNORED != 0 {
                     let mut w = self.wds.lock().unwrap();
                     if let Some(ino) = w.0.remove(&wd) {
@@ -169,6 +162,27 @@ impl Watcher {
             }
         }
     }
+}
+
+/// The events in a buffer read from an inotify descriptor: (watch descriptor,
+/// mask, name — empty for an event on the watched directory itself).
+pub(crate) fn events(buf: &[u8]) -> impl Iterator<Item = (i32, u32, &[u8])> {
+    let mut off = 0;
+    std::iter::from_fn(move || {
+        if off + 16 > buf.len() {
+            return None;
+        }
+        let wd = i32::from_ne_bytes(buf[off..off + 4].try_into().unwrap());
+        let mask = u32::from_ne_bytes(buf[off + 4..off + 8].try_into().unwrap());
+        let len = u32::from_ne_bytes(buf[off + 12..off + 16].try_into().unwrap()) as usize;
+        let raw = &buf[off + 16..(off + 16 + len).min(buf.len())];
+        off += 16 + len;
+        Some((
+            wd,
+            mask,
+            &raw[..raw.iter().position(|&b| b == 0).unwrap_or(raw.len())],
+        ))
+    })
 }
 
 /// The node id of `name` in directory node `dir`, if the kernel holds it.

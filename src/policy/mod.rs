@@ -501,16 +501,12 @@ impl Policy {
                         ruled: false,
                     };
                 }
-                if parent.action > self.default {
-                    let mut d = inherit(parent, parent_path);
-                    d.ruled = false;
-                    d
-                } else {
-                    Decision {
-                        action,
-                        reason: Reason::Default,
-                        ruled: false,
-                    }
+                // No rule covers the parent either, so its action is at most the
+                // default (by induction from the root): the default decides.
+                Decision {
+                    action,
+                    reason: Reason::Default,
+                    ruled: false,
                 }
             }
         }
