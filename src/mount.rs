@@ -36,6 +36,11 @@ pub struct MountOptions {
     pub passthrough: bool,
     /// Entry and attribute cache time in the kernel.
     pub ttl: std::time::Duration,
+    /// Have every open of a file reach the daemon (see
+    /// [`crate::fs::VeilFs::set_open_free`]): an open for writing of a read-only
+    /// file then fails at `open()`, and passthrough serves large files, at the cost
+    /// of two round trips per open. Implied by `audit_all`.
+    pub strict_open: bool,
     /// Watch the source with inotify and invalidate the kernel's caches on outside
     /// edits.
     pub watch: bool,
@@ -53,6 +58,7 @@ impl Default for MountOptions {
             threads: 4,
             passthrough: true,
             ttl: crate::fs::DEFAULT_TTL,
+            strict_open: false,
             watch: true,
             audit: None,
             audit_all: false,
@@ -222,6 +228,8 @@ pub fn session(
 pub fn start(mut fs: VeilFs, mnt: &Path, config: &Config, opts: &MountOptions) -> io::Result<Live> {
     fs.set_ttl(opts.ttl);
     fs.set_passthrough(opts.passthrough);
+    // Every open must reach the daemon for the audit log to see it.
+    fs.set_open_free(!opts.strict_open && !opts.audit_all);
     let audit = match &opts.audit {
         Some(target) => {
             let (a, w) = crate::audit::Audit::start(target, opts.audit_all, crate::audit::QUEUE)?;
@@ -237,8 +245,10 @@ pub fn start(mut fs: VeilFs, mnt: &Path, config: &Config, opts: &MountOptions) -
     };
     let inodes = fs.inodes();
     let reloader = fs.reloader();
+    let inval = fs.invalidator();
     let session = fuser::Session::new(fs, mnt, config)?;
     reloader.set_notifier(session.notifier());
+    inval.start(session.notifier())?;
     if let Some(w) = watcher {
         let notifier = session.notifier();
         let weak = Arc::downgrade(&inodes);

@@ -189,7 +189,7 @@ fn every_kind_of_refusal_is_logged_with_its_operation() {
     let entries = lines(&fs::read_to_string(&log).unwrap());
     for (op, path) in [
         ("mkdir", "ro/new"),
-        ("open", "ro/a.txt"),
+        ("setattr", "ro/a.txt"),
         ("unlink", "ro/a.txt"),
         ("symlink", "ro/l"),
     ] {

@@ -100,9 +100,28 @@ fn a_broken_policy_keeps_the_old_one_and_says_why() {
     assert!(fs::read(f.m("secret.txt")).is_ok());
 }
 
+/// Like [`mounted`], with the given mount options.
+fn mounted_with(policy: &str, opts: MountOptions) -> (Fixture, PathBuf) {
+    let mut f = Fixture::new();
+    f.file("secret.txt", "s\n").file("plain.txt", "p\n");
+    let file = f.tmp.path().join("policy.toml");
+    fs::write(&file, policy).unwrap();
+    f.mount_with(
+        Policy::parse("policy.toml", policy).unwrap(),
+        Some(&file),
+        &opts,
+    );
+    (f, file)
+}
+
 #[test]
-fn an_open_descriptor_keeps_working_after_its_path_is_denied() {
-    let (f, file) = mounted(ALLOW_ALL);
+fn with_strict_open_a_descriptor_keeps_working_after_its_path_is_denied() {
+    let opts = MountOptions {
+        ttl: Duration::from_secs(600),
+        strict_open: true,
+        ..MountOptions::default()
+    };
+    let (f, file) = mounted_with(ALLOW_ALL, opts);
     let mut open = fs::File::open(f.m("secret.txt")).unwrap();
     rewrite(&file, DENY_SECRET);
     f.mount.as_ref().unwrap().reload().unwrap();
@@ -116,7 +135,31 @@ fn an_open_descriptor_keeps_working_after_its_path_is_denied() {
     open.read_to_string(&mut s).unwrap();
     assert_eq!(
         s, "s\n",
-        "the descriptor opened before the reload still reads"
+        "the descriptor opened (by the daemon) before the reload still reads"
+    );
+}
+
+#[test]
+fn a_descriptor_opened_without_asking_is_revoked_when_its_path_is_denied() {
+    let (f, file) = mounted(ALLOW_ALL);
+    let mut open = fs::File::open(f.m("secret.txt")).unwrap();
+    let mut s = String::new();
+    open.read_to_string(&mut s).unwrap();
+    assert_eq!(s, "s\n");
+    rewrite(&file, DENY_SECRET);
+    f.mount.as_ref().unwrap().reload().unwrap();
+    assert_errno(
+        fs::File::open(f.m("secret.txt")),
+        libc::EACCES,
+        "a new open",
+    );
+    // The reload dropped the pages the kernel kept: the next read asks the daemon,
+    // which no handle tells that this descriptor predates the denial.
+    open.rewind().unwrap();
+    assert_errno(
+        open.read_to_string(&mut s),
+        libc::EACCES,
+        "a read through the old descriptor",
     );
 }
 

@@ -16,6 +16,7 @@ use fuser::{
 };
 
 use super::VeilFs;
+use super::inval::Inval;
 use super::ops::{Caller, Refusal, SetAttr};
 
 /// The one place an `io::Error` becomes a reply errno: a policy refusal is
@@ -403,12 +404,23 @@ impl Filesystem for VeilFs {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        self.reply_empty(
-            req,
-            "rename",
-            VeilFs::rename(self, parent.0, name, newparent.0, newname, flags.bits()),
-            reply,
-        )
+        let flags = flags.bits();
+        match VeilFs::rename(self, parent.0, name, newparent.0, newname, flags) {
+            Ok(moved_dir) => {
+                reply.ok();
+                if moved_dir {
+                    // The kernel moved its cached subtree along: drop it, so that
+                    // whatever is opened there next is looked up (and decided) anew
+                    // under its new path; files are opened without asking.
+                    let entry = |p: INodeNo, n: &OsStr| Inval::Entry(p.0, n.as_bytes().to_vec());
+                    self.inval.queue(entry(newparent, newname));
+                    if flags & libc::RENAME_EXCHANGE != 0 {
+                        self.inval.queue(entry(parent, name));
+                    }
+                }
+            }
+            Err(e) => reply.error(self.fail(req, "rename", e)),
+        }
     }
 
     fn link(
@@ -428,6 +440,11 @@ impl Filesystem for VeilFs {
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        if self.open_free.load(Ordering::Relaxed) {
+            // From now on the kernel opens files itself (handle 0, cached pages
+            // kept): see `VeilFs::set_open_free`.
+            return reply.error(Errno::ENOSYS);
+        }
         match VeilFs::open(self, ino.0, flags.0) {
             Ok(fh) => match self.io_mode_for(
                 ino.0,
@@ -445,7 +462,7 @@ impl Filesystem for VeilFs {
     fn read(
         &self,
         req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         size: u32,
@@ -453,7 +470,7 @@ impl Filesystem for VeilFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        match VeilFs::read(self, fh.0, offset, size) {
+        match VeilFs::read(self, ino.0, fh.0, offset, size) {
             Ok(data) => reply.data(&data),
             Err(e) => reply.error(self.fail(req, "read", e)),
         }
@@ -462,7 +479,7 @@ impl Filesystem for VeilFs {
     fn write(
         &self,
         req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         data: &[u8],
@@ -471,9 +488,16 @@ impl Filesystem for VeilFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        match VeilFs::write(self, fh.0, offset, data) {
+        match VeilFs::write(self, ino.0, fh.0, offset, data) {
             Ok(n) => reply.written(n),
-            Err(e) => reply.error(self.fail(req, "write", e)),
+            Err(e) => {
+                reply.error(self.fail(req, "write", e));
+                if fh.0 == super::ops::NO_HANDLE {
+                    // A refused write-back of a shared mapping leaves its pages in
+                    // the cache: drop them, so nobody reads what was never written.
+                    self.inval.queue(Inval::Inode(ino.0));
+                }
+            }
         }
     }
 
@@ -485,7 +509,10 @@ impl Filesystem for VeilFs {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        reply.ok();
+        // Nothing to do at close (writes are not buffered here, and locks are the
+        // kernel's): ENOSYS makes the kernel stop sending FLUSH, one synchronous
+        // round trip per close() of a file opened without a handle.
+        reply.error(Errno::ENOSYS);
     }
 
     fn release(
@@ -505,12 +532,17 @@ impl Filesystem for VeilFs {
     fn fsync(
         &self,
         req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        self.reply_empty(req, "fsync", VeilFs::fsync(self, fh.0, datasync), reply)
+        self.reply_empty(
+            req,
+            "fsync",
+            VeilFs::fsync(self, ino.0, fh.0, datasync),
+            reply,
+        )
     }
 
     fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
@@ -791,7 +823,7 @@ impl Filesystem for VeilFs {
     fn fallocate(
         &self,
         req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         length: u64,
@@ -801,7 +833,7 @@ impl Filesystem for VeilFs {
         self.reply_empty(
             req,
             "fallocate",
-            VeilFs::fallocate(self, fh.0, mode, offset, length),
+            VeilFs::fallocate(self, ino.0, fh.0, mode, offset, length),
             reply,
         )
     }
@@ -809,13 +841,13 @@ impl Filesystem for VeilFs {
     fn lseek(
         &self,
         req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: i64,
         whence: i32,
         reply: ReplyLseek,
     ) {
-        match VeilFs::lseek(self, fh.0, offset, whence) {
+        match VeilFs::lseek(self, ino.0, fh.0, offset, whence) {
             Ok(o) => reply.offset(o),
             Err(e) => reply.error(self.fail(req, "lseek", e)),
         }
@@ -824,17 +856,22 @@ impl Filesystem for VeilFs {
     fn copy_file_range(
         &self,
         req: &Request,
-        _ino_in: INodeNo,
+        ino_in: INodeNo,
         fh_in: FileHandle,
         offset_in: u64,
-        _ino_out: INodeNo,
+        ino_out: INodeNo,
         fh_out: FileHandle,
         offset_out: u64,
         len: u64,
         _flags: fuser::CopyFileRangeFlags,
         reply: ReplyWrite,
     ) {
-        match VeilFs::copy_file_range(self, fh_in.0, offset_in, fh_out.0, offset_out, len) {
+        match VeilFs::copy_file_range(
+            self,
+            (ino_in.0, fh_in.0, offset_in),
+            (ino_out.0, fh_out.0, offset_out),
+            len,
+        ) {
             Ok(n) => reply.written(n as u32),
             Err(e) => reply.error(self.fail(req, "copy_file_range", e)),
         }

@@ -6,6 +6,7 @@
 
 pub mod fuse;
 pub mod inode;
+pub mod inval;
 pub mod ops;
 pub mod reload;
 pub mod watch;
@@ -77,6 +78,14 @@ pub struct VeilFs {
     /// Answer OPENDIR with ENOSYS so that the kernel stops sending OPENDIR and
     /// RELEASEDIR (kernel >= 5.1); kept only if the kernel offers it at `init`.
     pub(crate) no_opendir: std::sync::atomic::AtomicBool,
+    /// Answer OPEN with ENOSYS so that the kernel opens regular files without
+    /// asking and sends no OPEN or RELEASE at all (see [`VeilFs::set_open_free`]).
+    pub(crate) open_free: std::sync::atomic::AtomicBool,
+    /// `O_PATH` descriptors on files whose last name was removed through the mount
+    /// while the kernel held them (see `keep_orphan`), by node.
+    pub(crate) orphans: std::sync::Mutex<HashMap<u64, OwnedFd>>,
+    /// Kernel cache invalidations made once a request is answered.
+    pub(crate) inval: Arc<inval::Invalidator>,
     /// Invalidates kernel caches on edits made outside the mount; `None` when
     /// inotify is unavailable (then only the TTL bounds staleness).
     pub(crate) watcher: Option<Arc<watch::Watcher>>,
@@ -137,6 +146,9 @@ impl VeilFs {
             chown_new: sys::euid() == 0,
             passthrough: std::sync::atomic::AtomicBool::new(true),
             no_opendir: std::sync::atomic::AtomicBool::new(true),
+            open_free: std::sync::atomic::AtomicBool::new(true),
+            orphans: std::sync::Mutex::new(HashMap::new()),
+            inval: Arc::default(),
             watcher: None,
             ttl: DEFAULT_TTL,
             audit: None,
@@ -177,6 +189,24 @@ impl VeilFs {
     pub fn set_passthrough(&self, on: bool) {
         self.passthrough
             .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether the kernel may open regular files without asking the daemon (on by
+    /// default). The policy is still met at every lookup (a denied name never gets
+    /// a node, so it cannot be opened) and at every read, write and truncation that
+    /// reaches the daemon; what is lost is the check at `open()` itself: opening a
+    /// read-only file for writing succeeds and its first write fails with `EACCES`
+    /// (with `O_TRUNC`, the open fails), and passthrough only serves files created
+    /// through the mount. What is won: no `OPEN` and `RELEASE` round trips, two per
+    /// file for a tool that reads a whole tree.
+    pub fn set_open_free(&self, on: bool) {
+        self.open_free
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The queue of kernel cache invalidations; start it once mounted.
+    pub fn invalidator(&self) -> Arc<inval::Invalidator> {
+        self.inval.clone()
     }
 
     /// The node table, shared with [`crate::Mount`] so a harness can watch how many

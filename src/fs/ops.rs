@@ -257,9 +257,11 @@ impl VeilFs {
     }
 
     pub fn forget(&self, ino: u64, n: u64) {
-        if let Some(node) = self.inodes.forget(ino, n)
-            && node.is_dir()
-        {
+        let Some(node) = self.inodes.forget(ino, n) else {
+            return;
+        };
+        self.orphans.lock().unwrap().remove(&ino);
+        if node.is_dir() {
             self.listings.lock().unwrap().remove(&ino);
             if let Some(w) = &self.watcher {
                 w.unwatch(ino);
@@ -291,7 +293,10 @@ impl VeilFs {
         self.through_links(node, |dir, name| sys::statat(dir, name).map(|st| (st, st)))
             .or_else(|e| match self.open_handle(node.ino) {
                 Some(h) => sys::stat(h.file.as_fd()),
-                None => Err(e),
+                None => match self.orphans.lock().unwrap().get(&node.ino) {
+                    Some(fd) => sys::stat(fd.as_fd()),
+                    None => Err(e),
+                },
             })
     }
 
@@ -495,6 +500,7 @@ impl VeilFs {
         let (dir, cname, _, _) = self.changeable(parent, name, kind)?;
         let st = sys::statat(dir.dir_fd()?, &cname)?;
         self.own(parent, cname.to_bytes());
+        self.keep_orphan(&dir, &cname, &st);
         sys::unlinkat(dir.dir_fd()?, &cname, is_dir)?;
         if let Some(n) = self.inodes.get(self.inodes.id_of(st.st_ino)) {
             let mut p = n.place.lock().unwrap();
@@ -512,6 +518,25 @@ impl VeilFs {
         Ok(())
     }
 
+    /// Before the last name of a file the kernel holds goes away: keeps an `O_PATH`
+    /// descriptor on it, so that a process that opened it without a handle (see
+    /// [`VeilFs::open_free`]) can go on reading and writing it, as POSIX allows.
+    /// Dropped when the kernel forgets the node.
+    fn keep_orphan(&self, dir: &Node, name: &CStr, st: &libc::stat) {
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_nlink != 1 {
+            return;
+        }
+        let ino = self.inodes.id_of(st.st_ino);
+        if self.inodes.get(ino).is_none() {
+            return;
+        }
+        if let Ok(fd) = dir.dir_fd().and_then(|d| sys::open_path(d, name))
+            && sys::stat(fd.as_fd()).is_ok_and(|now| now.st_ino == st.st_ino)
+        {
+            self.orphans.lock().unwrap().insert(ino, fd);
+        }
+    }
+
     pub fn unlink(&self, parent: u64, name: &OsStr) -> io::Result<()> {
         self.remove(parent, name, false)
     }
@@ -520,6 +545,8 @@ impl VeilFs {
         self.remove(parent, name, true)
     }
 
+    /// Renames; `Ok(true)` when a directory moved (the kernel's cached subtree under
+    /// it should then be dropped: its paths, and so its decisions, changed).
     pub fn rename(
         &self,
         parent: u64,
@@ -527,7 +554,7 @@ impl VeilFs {
         newparent: u64,
         newname: &OsStr,
         flags: u32,
-    ) -> io::Result<()> {
+    ) -> io::Result<bool> {
         let policy = self.policy();
         let (from_dir, to_dir) = (self.node(parent)?, self.node(newparent)?);
         let (fp, tp) = (self.visible(&from_dir)?, self.visible(&to_dir)?);
@@ -587,6 +614,9 @@ impl VeilFs {
             self.own(parent, from.to_bytes());
             self.own(newparent, to.to_bytes());
         }
+        if !exchange && let Some(st) = &to_st {
+            self.keep_orphan(&to_dir, &to, st);
+        }
         sys::renameat2(from_dir.dir_fd()?, &from, to_dir.dir_fd()?, &to, flags)?;
 
         // Keep the moved nodes' places in step, then invalidate every cached decision
@@ -602,7 +632,7 @@ impl VeilFs {
             self.moved(newparent, to.to_bytes(), parent, from.to_bytes(), st.st_ino);
         }
         self.epoch.fetch_add(1, Ordering::AcqRel);
-        Ok(())
+        Ok(moves_dir)
     }
 
     /// The entry `old_parent/old` (backing inode `backing`) is now `new_parent/new`.
@@ -762,16 +792,38 @@ impl VeilFs {
         })
         .or_else(|e| match self.open_handle(node.ino) {
             Some(h) => sys::reopen(self.proc_fd.as_fd(), h.file.as_fd(), flags),
-            None => Err(e),
+            None => match self.orphans.lock().unwrap().get(&node.ino) {
+                Some(fd) => sys::reopen(self.proc_fd.as_fd(), fd.as_fd(), flags),
+                None => Err(e),
+            },
         })
     }
 
-    pub fn read(&self, fh: u64, offset: u64, size: u32) -> io::Result<Vec<u8>> {
-        let h = self.file(fh)?;
+    /// What an I/O request works on: the handle it names, or, for handle 0 (the
+    /// kernel opened the file without asking, see [`VeilFs::open_free`]), the node
+    /// reopened for this one request after the check an open would have made.
+    fn io(&self, ino: u64, fh: u64, write: bool) -> io::Result<Io> {
+        if fh != NO_HANDLE {
+            return self.file(fh).map(Io::Handle);
+        }
+        let node = self.node(ino)?;
+        let access = if write {
+            let place = self.writable(&node)?;
+            self.own(place.parent, &place.name);
+            libc::O_WRONLY
+        } else {
+            self.visible(&node)?;
+            libc::O_RDONLY
+        };
+        Ok(Io::Node(File::from(self.open_node(&node, access)?)))
+    }
+
+    pub fn read(&self, ino: u64, fh: u64, offset: u64, size: u32) -> io::Result<Vec<u8>> {
+        let io = self.io(ino, fh, false)?;
         let mut buf = vec![0u8; size as usize];
         let mut done = 0;
         while done < buf.len() {
-            match h.file.read_at(&mut buf[done..], offset + done as u64) {
+            match io.file().read_at(&mut buf[done..], offset + done as u64) {
                 Ok(0) => break,
                 Ok(n) => done += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -782,15 +834,16 @@ impl VeilFs {
         Ok(buf)
     }
 
-    pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> io::Result<u32> {
-        let h = self.file(fh)?;
-        if self.watcher.is_some()
+    pub fn write(&self, ino: u64, fh: u64, offset: u64, data: &[u8]) -> io::Result<u32> {
+        let io = self.io(ino, fh, true)?;
+        if let Io::Handle(h) = &io
+            && self.watcher.is_some()
             && let Some(node) = self.inodes.get(h.ino)
         {
             let place = node.place();
             self.own(place.parent, &place.name);
         }
-        h.file.write_all_at(data, offset)?;
+        io.file().write_all_at(data, offset)?;
         Ok(data.len() as u32)
     }
 
@@ -806,9 +859,8 @@ impl VeilFs {
         }
     }
 
-    pub fn fsync(&self, fh: u64, datasync: bool) -> io::Result<()> {
-        let h = self.file(fh)?;
-        sys::fsync(h.file.as_fd(), datasync)
+    pub fn fsync(&self, ino: u64, fh: u64, datasync: bool) -> io::Result<()> {
+        sys::fsync(self.io(ino, fh, false)?.file().as_fd(), datasync)
     }
 
     /// `opendir`: only the policy check. Listings are kept per directory (see
@@ -963,29 +1015,28 @@ impl VeilFs {
         Ok(())
     }
 
-    pub fn fallocate(&self, fh: u64, mode: i32, offset: u64, len: u64) -> io::Result<()> {
-        let h = self.file(fh)?;
-        sys::fallocate(h.file.as_fd(), mode, offset as i64, len as i64)
+    pub fn fallocate(&self, ino: u64, fh: u64, mode: i32, offset: u64, len: u64) -> io::Result<()> {
+        let io = self.io(ino, fh, true)?;
+        sys::fallocate(io.file().as_fd(), mode, offset as i64, len as i64)
     }
 
-    pub fn lseek(&self, fh: u64, offset: i64, whence: i32) -> io::Result<i64> {
-        let h = self.file(fh)?;
-        sys::lseek(h.file.as_fd(), offset, whence)
+    pub fn lseek(&self, ino: u64, fh: u64, offset: i64, whence: i32) -> io::Result<i64> {
+        sys::lseek(self.io(ino, fh, false)?.file().as_fd(), offset, whence)
     }
 
+    /// `(ino, fh, offset)` in and out.
     pub fn copy_file_range(
         &self,
-        fh_in: u64,
-        off_in: u64,
-        fh_out: u64,
-        off_out: u64,
+        from: (u64, u64, u64),
+        to: (u64, u64, u64),
         len: u64,
     ) -> io::Result<usize> {
-        let (a, b) = (self.file(fh_in)?, self.file(fh_out)?);
+        let (a, b) = (self.io(from.0, from.1, false)?, self.io(to.0, to.1, true)?);
+        let (off_in, off_out) = (from.2, to.2);
         sys::copy_file_range(
-            a.file.as_fd(),
+            a.file().as_fd(),
             off_in as i64,
-            b.file.as_fd(),
+            b.file().as_fd(),
             off_out as i64,
             len as usize,
         )
@@ -1002,6 +1053,24 @@ enum Kind {
 
 fn kind_of(is_dir: bool) -> Kind {
     if is_dir { Kind::Dir } else { Kind::NotDir }
+}
+
+/// The handle number the kernel sends for a file it opened without asking.
+pub const NO_HANDLE: u64 = 0;
+
+/// The descriptor an I/O request works on (see [`VeilFs::io`]).
+enum Io {
+    Handle(Arc<FileHandle>),
+    Node(File),
+}
+
+impl Io {
+    fn file(&self) -> &File {
+        match self {
+            Io::Handle(h) => &h.file,
+            Io::Node(f) => f,
+        }
+    }
 }
 
 /// A descriptor on a node's inode, kept by the node or opened for one operation.
