@@ -35,3 +35,32 @@ fn a_walk_of_100k_files_leaves_the_node_table_bounded() {
         m.node_count()
     );
 }
+
+/// Regular files under `src` this process (the daemon runs in it) holds open.
+fn open_files_under(src: &std::path::Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|p| p.starts_with(src) && p.is_file())
+        .collect()
+}
+
+#[test]
+fn files_opened_and_created_through_the_mount_hold_no_descriptor_after_close() {
+    let mut f = Fixture::new();
+    f.file("seed.txt", "seed\n");
+    f.mount("default = \"allow\"\n");
+    // A first open makes the kernel open files without asking from then on.
+    assert_eq!(std::fs::read_to_string(f.m("seed.txt")).unwrap(), "seed\n");
+    for i in 0..200 {
+        std::fs::write(f.m(&format!("new{i}.txt")), "x").unwrap();
+        assert_eq!(std::fs::read(f.m(&format!("new{i}.txt"))).unwrap(), b"x");
+    }
+    let src = f.src.canonicalize().unwrap();
+    assert!(
+        wait_until(Duration::from_secs(5), || open_files_under(&src).is_empty()),
+        "the daemon still holds {} files open: {:?}",
+        open_files_under(&src).len(),
+        &open_files_under(&src)[..open_files_under(&src).len().min(5)]
+    );
+}

@@ -443,6 +443,7 @@ impl Filesystem for VeilFs {
         if self.open_free.load(Ordering::Relaxed) {
             // From now on the kernel opens files itself (handle 0, cached pages
             // kept): see `VeilFs::set_open_free`.
+            self.open_refused.store(true, Ordering::SeqCst);
             return reply.error(Errno::ENOSYS);
         }
         match VeilFs::open(self, ino.0, flags.0) {
@@ -798,6 +799,18 @@ impl Filesystem for VeilFs {
         match VeilFs::create(self, parent.0, name, mode, umask, flags, caller(req)) {
             Ok((node, st, fh)) => {
                 let attr = self.attr(&st);
+                if self.open_refused.load(Ordering::SeqCst) {
+                    // Once it opens files without asking, the kernel sends no
+                    // RELEASE for the files it creates either: keep no handle.
+                    VeilFs::release(self, fh);
+                    return reply.created(
+                        &self.ttl_of(node.ino),
+                        &attr,
+                        Generation(0),
+                        FileHandle(super::ops::NO_HANDLE),
+                        CACHED_OPEN,
+                    );
+                }
                 match self.io_mode_for(node.ino, fh, true, |f| reply.open_backing(f)) {
                     Some(id) => reply.created_passthrough(
                         &self.ttl_of(node.ino),

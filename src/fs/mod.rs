@@ -81,6 +81,9 @@ pub struct VeilFs {
     /// Answer OPEN with ENOSYS so that the kernel opens regular files without
     /// asking and sends no OPEN or RELEASE at all (see [`VeilFs::set_open_free`]).
     pub(crate) open_free: std::sync::atomic::AtomicBool,
+    /// Set before the first OPEN is answered ENOSYS: from then on the kernel keeps
+    /// no handles, not even for the files it creates (it sends no RELEASE).
+    pub(crate) open_refused: std::sync::atomic::AtomicBool,
     /// `O_PATH` descriptors on files whose last name was removed through the mount
     /// while the kernel held them (see `keep_orphan`), by node.
     pub(crate) orphans: std::sync::Mutex<HashMap<u64, OwnedFd>>,
@@ -147,6 +150,7 @@ impl VeilFs {
             passthrough: std::sync::atomic::AtomicBool::new(true),
             no_opendir: std::sync::atomic::AtomicBool::new(true),
             open_free: std::sync::atomic::AtomicBool::new(true),
+            open_refused: std::sync::atomic::AtomicBool::new(false),
             orphans: std::sync::Mutex::new(HashMap::new()),
             inval: Arc::default(),
             watcher: None,
