@@ -325,9 +325,10 @@ impl VeilFs {
     }
 
     /// Attributes of a node. Through an open handle (`fstat`, or the kernel's own
-    /// refresh during a read) they are served without asking the policy again: an
-    /// open descriptor keeps working after its path is denied, as with Unix
-    /// permissions.
+    /// refresh during a read) they are served without asking the policy again: a
+    /// descriptor the daemon opened (`--strict-open`, or a file created before the
+    /// kernel began opening files without asking) keeps working after its path is
+    /// denied, as with Unix permissions.
     pub fn getattr(&self, ino: u64, fh: Option<u64>) -> io::Result<libc::stat> {
         if let Some(h) = fh.and_then(|fh| self.file(fh).ok())
             && h.ino == ino
