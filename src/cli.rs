@@ -128,7 +128,7 @@ pub struct CacheArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = crate::fs::DEFAULT_TTL.as_secs_f64())]
     pub ttl: f64,
     /// Check every open of a file in the daemon. By default the kernel opens files
-    /// without asking (two round trips saved per file: `rg` and `grep -r` run at
+    /// without asking (three round trips saved per file: `rg` and `grep -r` run at
     /// near-native speed); the policy is still met at every lookup, read, write and
     /// truncation, but opening a read-only file for writing succeeds and its first
     /// write fails with EACCES. With this flag that open fails, and large files are
