@@ -57,10 +57,12 @@ fn files_opened_and_created_through_the_mount_hold_no_descriptor_after_close() {
         assert_eq!(std::fs::read(f.m(&format!("new{i}.txt"))).unwrap(), b"x");
     }
     let src = f.src.canonicalize().unwrap();
+    wait_until(Duration::from_secs(5), || open_files_under(&src).is_empty());
+    let held = open_files_under(&src);
     assert!(
-        wait_until(Duration::from_secs(5), || open_files_under(&src).is_empty()),
+        held.is_empty(),
         "the daemon still holds {} files open: {:?}",
-        open_files_under(&src).len(),
-        &open_files_under(&src)[..open_files_under(&src).len().min(5)]
+        held.len(),
+        &held[..held.len().min(5)]
     );
 }

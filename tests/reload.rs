@@ -17,6 +17,12 @@ const DENY_SECRET: &str = "[[rules]]\naction = \"deny\"\npaths = [\"secret.txt\"
 
 /// A workspace mounted with a policy file that lives outside it.
 fn mounted(policy: &str) -> (Fixture, PathBuf) {
+    mounted_with(policy, MountOptions::default())
+}
+
+/// Like [`mounted`], with the given mount options, always with a long TTL: the
+/// reload itself must clear the kernel's caches.
+fn mounted_with(policy: &str, opts: MountOptions) -> (Fixture, PathBuf) {
     let mut f = Fixture::new();
     f.file("secret.txt", "s\n")
         .file("plain.txt", "p\n")
@@ -24,13 +30,23 @@ fn mounted(policy: &str) -> (Fixture, PathBuf) {
     let file = f.tmp.path().join("policy.toml");
     fs::write(&file, policy).unwrap();
     let p = Policy::parse("policy.toml", policy).unwrap();
-    // A long TTL: the reload itself must clear the kernel's caches.
     let opts = MountOptions {
         ttl: Duration::from_secs(600),
-        ..MountOptions::default()
+        ..opts
     };
     f.mount_with(p, Some(&file), &opts);
     (f, file)
+}
+
+/// Denies `secret.txt` by a reload and checks that a new open of it is refused.
+fn deny_secret(f: &Fixture, file: &Path) {
+    rewrite(file, DENY_SECRET);
+    f.mount.as_ref().unwrap().reload().unwrap();
+    assert_errno(
+        fs::File::open(f.m("secret.txt")),
+        libc::EACCES,
+        "a new open",
+    );
 }
 
 fn listed(f: &Fixture, dir: &str) -> Vec<String> {
@@ -100,36 +116,15 @@ fn a_broken_policy_keeps_the_old_one_and_says_why() {
     assert!(fs::read(f.m("secret.txt")).is_ok());
 }
 
-/// Like [`mounted`], with the given mount options.
-fn mounted_with(policy: &str, opts: MountOptions) -> (Fixture, PathBuf) {
-    let mut f = Fixture::new();
-    f.file("secret.txt", "s\n").file("plain.txt", "p\n");
-    let file = f.tmp.path().join("policy.toml");
-    fs::write(&file, policy).unwrap();
-    f.mount_with(
-        Policy::parse("policy.toml", policy).unwrap(),
-        Some(&file),
-        &opts,
-    );
-    (f, file)
-}
-
 #[test]
 fn with_strict_open_a_descriptor_keeps_working_after_its_path_is_denied() {
     let opts = MountOptions {
-        ttl: Duration::from_secs(600),
         strict_open: true,
         ..MountOptions::default()
     };
     let (f, file) = mounted_with(ALLOW_ALL, opts);
     let mut open = fs::File::open(f.m("secret.txt")).unwrap();
-    rewrite(&file, DENY_SECRET);
-    f.mount.as_ref().unwrap().reload().unwrap();
-    assert_errno(
-        fs::File::open(f.m("secret.txt")),
-        libc::EACCES,
-        "a new open",
-    );
+    deny_secret(&f, &file);
     let mut s = String::new();
     open.rewind().unwrap();
     open.read_to_string(&mut s).unwrap();
@@ -146,13 +141,7 @@ fn a_descriptor_opened_without_asking_is_revoked_when_its_path_is_denied() {
     let mut s = String::new();
     open.read_to_string(&mut s).unwrap();
     assert_eq!(s, "s\n");
-    rewrite(&file, DENY_SECRET);
-    f.mount.as_ref().unwrap().reload().unwrap();
-    assert_errno(
-        fs::File::open(f.m("secret.txt")),
-        libc::EACCES,
-        "a new open",
-    );
+    deny_secret(&f, &file);
     // The reload dropped the pages the kernel kept: the next read asks the daemon,
     // which no handle tells that this descriptor predates the denial.
     open.rewind().unwrap();

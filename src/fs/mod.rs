@@ -200,9 +200,9 @@ impl VeilFs {
     /// a node, so it cannot be opened) and at every read, write and truncation that
     /// reaches the daemon; what is lost is the check at `open()` itself: opening a
     /// read-only file for writing succeeds and its first write fails with `EACCES`
-    /// (with `O_TRUNC`, the open fails), and passthrough only serves files created
-    /// through the mount. What is won: no `OPEN` and `RELEASE` round trips, two per
-    /// file for a tool that reads a whole tree.
+    /// (with `O_TRUNC`, the open fails), and passthrough is not used (it needs a
+    /// handle; once the kernel opens without asking, even the files it creates get
+    /// none). What is won: no `OPEN` and `RELEASE` round trips per file opened.
     pub fn set_open_free(&self, on: bool) {
         self.open_free
             .store(on, std::sync::atomic::Ordering::Relaxed);

@@ -291,13 +291,7 @@ impl VeilFs {
             return sys::stat(fd.as_fd());
         }
         self.through_links(node, |dir, name| sys::statat(dir, name).map(|st| (st, st)))
-            .or_else(|e| match self.open_handle(node.ino) {
-                Some(h) => sys::stat(h.file.as_fd()),
-                None => match self.orphans.lock().unwrap().get(&node.ino) {
-                    Some(fd) => sys::stat(fd.as_fd()),
-                    None => Err(e),
-                },
-            })
+            .or_else(|e| self.through_held(node.ino, sys::stat).unwrap_or(Err(e)))
     }
 
     /// Runs `f` on each known `(parent, name)` of a descriptor-less node until one
@@ -705,15 +699,31 @@ impl VeilFs {
         fh
     }
 
-    /// An open handle on the node, for an inode that no name reaches any more (a file
-    /// unlinked while open keeps working through its descriptors).
-    fn open_handle(&self, ino: u64) -> Option<Arc<FileHandle>> {
-        self.files
+    /// Runs `f` on a descriptor the daemon still holds on inode `ino`, for an inode
+    /// that no name reaches any more (a file unlinked while open keeps working): an
+    /// open handle's, else the `O_PATH` one kept by `keep_orphan`. `None` when
+    /// there is neither.
+    fn through_held<T>(
+        &self,
+        ino: u64,
+        f: impl FnOnce(BorrowedFd) -> io::Result<T>,
+    ) -> Option<io::Result<T>> {
+        let handle = self
+            .files
             .read()
             .unwrap()
             .values()
             .find(|h| h.ino == ino)
-            .cloned()
+            .cloned();
+        match handle {
+            Some(h) => Some(f(h.file.as_fd())),
+            None => self
+                .orphans
+                .lock()
+                .unwrap()
+                .get(&ino)
+                .map(|fd| f(fd.as_fd())),
+        }
     }
 
     pub fn file(&self, fh: u64) -> io::Result<Arc<FileHandle>> {
@@ -782,7 +792,7 @@ impl VeilFs {
 
     /// Opens the node's inode with `flags`: one name relative to its parent's
     /// descriptor (checked to be the same inode), or, for an inode no name reaches
-    /// any more, through an open handle.
+    /// any more, through a descriptor the daemon holds on it.
     fn open_node(&self, node: &Node, flags: i32) -> io::Result<OwnedFd> {
         if let Some(fd) = &node.fd {
             return sys::reopen(self.proc_fd.as_fd(), fd.as_fd(), flags);
@@ -791,12 +801,9 @@ impl VeilFs {
             let fd = sys::openat(dir, name, flags, 0)?;
             Ok((sys::stat(fd.as_fd())?, fd))
         })
-        .or_else(|e| match self.open_handle(node.ino) {
-            Some(h) => sys::reopen(self.proc_fd.as_fd(), h.file.as_fd(), flags),
-            None => match self.orphans.lock().unwrap().get(&node.ino) {
-                Some(fd) => sys::reopen(self.proc_fd.as_fd(), fd.as_fd(), flags),
-                None => Err(e),
-            },
+        .or_else(|e| {
+            self.through_held(node.ino, |fd| sys::reopen(self.proc_fd.as_fd(), fd, flags))
+                .unwrap_or(Err(e))
         })
     }
 
