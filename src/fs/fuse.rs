@@ -175,7 +175,7 @@ impl VeilFs {
             return self.ttl;
         };
         let parent = match self.inodes.get(ino) {
-            Some(n) if ino != super::inode::ROOT => n.place.lock().unwrap().parent,
+            Some(n) if ino != super::inode::ROOT => n.place.lock().parent,
             Some(_) => super::inode::ROOT,
             None => return self.ttl,
         };
@@ -210,7 +210,7 @@ impl VeilFs {
     ) -> Option<std::sync::Arc<fuser::BackingId>> {
         let node = self.inodes.get(ino)?;
         let handle = self.file(fh).ok()?;
-        let mut io = node.io.lock().unwrap();
+        let mut io = node.io.lock();
         if io.open == 0 {
             // The backing file is shared by every later handle, readers and
             // writers alike: only a read-write descriptor can serve them all.
@@ -249,7 +249,7 @@ impl VeilFs {
         };
         io.open += 1;
         handle.counted.store(true, Ordering::Relaxed);
-        *handle.backing.lock().unwrap() = id.clone();
+        *handle.backing.lock() = id.clone();
         id
     }
 }

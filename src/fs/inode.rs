@@ -20,7 +20,8 @@
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use parking_lot::{Mutex, RwLock};
+use std::sync::Arc;
 
 use crate::policy::Decision;
 
@@ -83,7 +84,7 @@ impl Node {
     }
 
     pub fn place(&self) -> Place {
-        self.place.lock().unwrap().clone()
+        self.place.lock().clone()
     }
 }
 
@@ -122,7 +123,7 @@ impl Inodes {
     }
 
     pub fn get(&self, ino: u64) -> Option<Arc<Node>> {
-        self.map.read().unwrap().get(&ino).cloned()
+        self.map.read().get(&ino).cloned()
     }
 
     /// Returns the node for `ino`, creating it with `make` if the kernel does not know
@@ -136,14 +137,14 @@ impl Inodes {
         {
             // Counted under the read lock, so a concurrent `forget` (write lock)
             // cannot drop a node the kernel is being told about.
-            let map = self.map.read().unwrap();
+            let map = self.map.read();
             if let Some(n) = map.get(&ino) {
                 n.lookups.fetch_add(1, Ordering::Relaxed);
-                update(&mut n.place.lock().unwrap());
+                update(&mut n.place.lock());
                 return n.clone();
             }
         }
-        let mut map = self.map.write().unwrap();
+        let mut map = self.map.write();
         let n = map.entry(ino).or_insert_with(|| Arc::new(make()));
         n.lookups.fetch_add(1, Ordering::Relaxed);
         n.clone()
@@ -154,7 +155,7 @@ impl Inodes {
         if ino == ROOT {
             return None;
         }
-        let mut map = self.map.write().unwrap();
+        let mut map = self.map.write();
         let node = map.get(&ino)?;
         let left = node.lookups.load(Ordering::Relaxed).saturating_sub(n);
         node.lookups.store(left, Ordering::Relaxed);
@@ -165,7 +166,6 @@ impl Inodes {
     pub fn snapshot(&self) -> Vec<Known> {
         self.map
             .read()
-            .unwrap()
             .values()
             .map(|n| Known {
                 ino: n.ino,
@@ -175,7 +175,7 @@ impl Inodes {
     }
 
     pub fn len(&self) -> usize {
-        self.map.read().unwrap().len()
+        self.map.read().len()
     }
 
     pub fn is_empty(&self) -> bool {

@@ -9,7 +9,7 @@
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use std::sync::Mutex;
+use parking_lot::Mutex;
 use std::sync::mpsc::{Receiver, Sender, channel};
 
 #[derive(Debug)]
@@ -47,7 +47,7 @@ impl Invalidator {
     /// Starts the thread that makes the queued invalidations through `notifier`; it
     /// ends when the filesystem (and so the queue's sender) is dropped.
     pub fn start(&self, notifier: fuser::Notifier) -> std::io::Result<()> {
-        let Some(rx) = self.rx.lock().unwrap().take() else {
+        let Some(rx) = self.rx.lock().take() else {
             return Ok(());
         };
         std::thread::Builder::new()

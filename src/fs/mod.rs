@@ -17,7 +17,8 @@ use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, RwLock};
+use parking_lot::RwLock;
+use std::sync::Arc;
 
 use crate::policy::{Decision, Policy};
 use crate::sys;
@@ -44,7 +45,7 @@ pub struct FileHandle {
     /// The node it was opened on.
     pub ino: u64,
     /// Held while the kernel reads and writes the backing file directly.
-    pub backing: std::sync::Mutex<Option<Arc<fuser::BackingId>>>,
+    pub backing: parking_lot::Mutex<Option<Arc<fuser::BackingId>>>,
     /// Counted in the node's [`inode::IoMode`] (released in `release`).
     pub counted: std::sync::atomic::AtomicBool,
 }
@@ -67,7 +68,7 @@ pub struct VeilFs {
     /// The last few listings of each directory the kernel holds (see
     /// [`VeilFs::listing_at`]).
     pub(crate) listings:
-        std::sync::Mutex<HashMap<u64, std::collections::VecDeque<Arc<ops::Listing>>>>,
+        parking_lot::Mutex<HashMap<u64, std::collections::VecDeque<Arc<ops::Listing>>>>,
     pub(crate) next_listing: std::sync::atomic::AtomicU32,
     pub(crate) next_fh: AtomicU64,
     /// The daemon runs as root: new entries are given to the requesting user.
@@ -86,7 +87,7 @@ pub struct VeilFs {
     pub(crate) open_refused: std::sync::atomic::AtomicBool,
     /// `O_PATH` descriptors on files whose last name was removed through the mount
     /// while the kernel held them (see `keep_orphan`), by node.
-    pub(crate) orphans: std::sync::Mutex<HashMap<u64, OwnedFd>>,
+    pub(crate) orphans: parking_lot::Mutex<HashMap<u64, OwnedFd>>,
     /// Kernel cache invalidations made once a request is answered.
     pub(crate) inval: Arc<inval::Invalidator>,
     /// Invalidates kernel caches on edits made outside the mount; `None` when
@@ -124,7 +125,7 @@ impl VeilFs {
             ino: inode::ROOT,
             fd: Some(root_fd),
             fmt: st.st_mode & libc::S_IFMT,
-            place: std::sync::Mutex::new(Place {
+            place: parking_lot::Mutex::new(Place {
                 parent: inode::ROOT,
                 name: Vec::new(),
                 links: Vec::new(),
@@ -133,7 +134,7 @@ impl VeilFs {
                 epoch: u64::MAX,
             }),
             lookups: AtomicU64::new(1),
-            io: std::sync::Mutex::new(inode::IoMode::default()),
+            io: parking_lot::Mutex::new(inode::IoMode::default()),
         };
         Ok(VeilFs {
             inodes: Arc::new(Inodes::new(root, st.st_ino)),
@@ -143,7 +144,7 @@ impl VeilFs {
             policy_file,
             proc_fd,
             files: RwLock::new(HashMap::new()),
-            listings: std::sync::Mutex::new(HashMap::new()),
+            listings: parking_lot::Mutex::new(HashMap::new()),
             next_listing: std::sync::atomic::AtomicU32::new(1),
             next_fh: AtomicU64::new(1),
             chown_new: sys::euid() == 0,
@@ -151,7 +152,7 @@ impl VeilFs {
             no_opendir: std::sync::atomic::AtomicBool::new(true),
             open_free: std::sync::atomic::AtomicBool::new(true),
             open_refused: std::sync::atomic::AtomicBool::new(false),
-            orphans: std::sync::Mutex::new(HashMap::new()),
+            orphans: parking_lot::Mutex::new(HashMap::new()),
             inval: Arc::default(),
             watcher: None,
             ttl: DEFAULT_TTL,

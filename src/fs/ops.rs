@@ -9,7 +9,8 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 
 use super::inode::{Node, Place};
 use super::{FileHandle, VeilFs};
@@ -111,7 +112,7 @@ fn join(parent: &[u8], name: &[u8]) -> Vec<u8> {
 
 impl VeilFs {
     fn policy(&self) -> Arc<Policy> {
-        self.policy.read().unwrap().clone()
+        self.policy.read().clone()
     }
 
     fn node(&self, ino: u64) -> io::Result<Arc<Node>> {
@@ -145,7 +146,7 @@ impl VeilFs {
         let pp = self.place(&parent)?;
         let path = join(&pp.path, &place.name);
         let decision = self.decide(&self.policy(), &pp.decision, &path, || node.is_dir());
-        let mut st = node.place.lock().unwrap();
+        let mut st = node.place.lock();
         st.path = Arc::from(path);
         st.decision = decision;
         st.epoch = epoch;
@@ -260,9 +261,9 @@ impl VeilFs {
         let Some(node) = self.inodes.forget(ino, n) else {
             return;
         };
-        self.orphans.lock().unwrap().remove(&ino);
+        self.orphans.lock().remove(&ino);
         if node.is_dir() {
-            self.listings.lock().unwrap().remove(&ino);
+            self.listings.lock().remove(&ino);
             if let Some(w) = &self.watcher {
                 w.unwatch(ino);
             }
@@ -350,7 +351,7 @@ impl VeilFs {
             sys::chown(fd, a.uid, a.gid)?;
         }
         if let Some(size) = a.size {
-            match fh.and_then(|h| self.files.read().unwrap().get(&h).cloned()) {
+            match fh.and_then(|h| self.files.read().get(&h).cloned()) {
                 Some(h) => h.file.set_len(size)?,
                 None => {
                     let f = File::from(sys::reopen(self.proc_fd.as_fd(), fd, libc::O_WRONLY)?);
@@ -498,7 +499,7 @@ impl VeilFs {
         self.keep_orphan(&dir, &cname, &st);
         sys::unlinkat(dir.dir_fd()?, &cname, is_dir)?;
         if let Some(n) = self.inodes.get(self.inodes.id_of(st.st_ino)) {
-            let mut p = n.place.lock().unwrap();
+            let mut p = n.place.lock();
             let gone = (parent, cname.to_bytes().to_vec());
             p.links.retain(|l| *l != gone);
             if (p.parent, p.name.clone()) == gone
@@ -528,7 +529,7 @@ impl VeilFs {
         if let Ok(fd) = dir.dir_fd().and_then(|d| sys::open_path(d, name))
             && sys::stat(fd.as_fd()).is_ok_and(|now| now.st_ino == st.st_ino)
         {
-            self.orphans.lock().unwrap().insert(ino, fd);
+            self.orphans.lock().insert(ino, fd);
         }
     }
 
@@ -633,7 +634,7 @@ impl VeilFs {
     /// The entry `old_parent/old` (backing inode `backing`) is now `new_parent/new`.
     fn moved(&self, old_parent: u64, old: &[u8], new_parent: u64, new: &[u8], backing: u64) {
         if let Some(n) = self.inodes.get(self.inodes.id_of(backing)) {
-            let mut p = n.place.lock().unwrap();
+            let mut p = n.place.lock();
             let (from, to) = ((old_parent, old.to_vec()), (new_parent, new.to_vec()));
             p.links.retain(|l| *l != from && *l != to);
             p.links.insert(0, to);
@@ -687,7 +688,7 @@ impl VeilFs {
 
     fn register(&self, fd: OwnedFd, ino: u64) -> u64 {
         let fh = self.new_fh();
-        self.files.write().unwrap().insert(
+        self.files.write().insert(
             fh,
             Arc::new(FileHandle {
                 file: File::from(fd),
@@ -711,7 +712,6 @@ impl VeilFs {
         let handle = self
             .files
             .read()
-            .unwrap()
             .values()
             .find(|h| h.ino == ino)
             .cloned();
@@ -720,7 +720,6 @@ impl VeilFs {
             None => self
                 .orphans
                 .lock()
-                .unwrap()
                 .get(&ino)
                 .map(|fd| f(fd.as_fd())),
         }
@@ -729,7 +728,6 @@ impl VeilFs {
     pub fn file(&self, fh: u64) -> io::Result<Arc<FileHandle>> {
         self.files
             .read()
-            .unwrap()
             .get(&fh)
             .cloned()
             .ok_or_else(|| errno(libc::EBADF))
@@ -785,7 +783,7 @@ impl VeilFs {
     fn may_register_backing(&self, node: &Node, writes: bool, fd: BorrowedFd) -> bool {
         node.fmt == libc::S_IFREG
             && self.passthrough.load(Ordering::Relaxed)
-            && node.io.lock().unwrap().open == 0
+            && node.io.lock().open == 0
             && (writes
                 || sys::stat(fd).is_ok_and(|st| st.st_size as u64 >= super::PASSTHROUGH_MIN_SIZE))
     }
@@ -856,13 +854,13 @@ impl VeilFs {
     }
 
     pub fn release(&self, fh: u64) {
-        let Some(h) = self.files.write().unwrap().remove(&fh) else {
+        let Some(h) = self.files.write().remove(&fh) else {
             return;
         };
         if h.counted.load(Ordering::Relaxed)
             && let Some(node) = self.inodes.get(h.ino)
         {
-            let mut io = node.io.lock().unwrap();
+            let mut io = node.io.lock();
             io.open = io.open.saturating_sub(1);
         }
     }
@@ -895,7 +893,6 @@ impl VeilFs {
             && let Some(l) = self
                 .listings
                 .lock()
-                .unwrap()
                 .get(&ino)
                 .and_then(|v| v.iter().find(|l| l.generation == generation).cloned())
         {
@@ -910,7 +907,6 @@ impl VeilFs {
         if let Some(l) = self
             .listings
             .lock()
-            .unwrap()
             .get(&ino)
             .and_then(|v| v.back().filter(|l| l.stamp == stamp).cloned())
         {
@@ -921,7 +917,7 @@ impl VeilFs {
             stamp,
             entries: self.read_listing(&node, &place)?,
         });
-        let mut all = self.listings.lock().unwrap();
+        let mut all = self.listings.lock();
         let kept = all.entry(ino).or_default();
         kept.push_back(listing.clone());
         while kept.len() > 4 {

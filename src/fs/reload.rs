@@ -10,7 +10,8 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use parking_lot::{Mutex, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::inode::{Inodes, ROOT};
@@ -48,7 +49,7 @@ impl Reloader {
 
     /// Gives the reloader the session's notifier (once mounted).
     pub fn set_notifier(&self, n: fuser::Notifier) {
-        *self.notifier.lock().unwrap() = Some(n);
+        *self.notifier.lock() = Some(n);
     }
 
     /// The policy file reloads read (`None` for the built-in policy).
@@ -59,7 +60,7 @@ impl Reloader {
     /// Reloads the policy file. `Ok` says what is now in force; `Err` says why the
     /// old policy stays.
     pub fn reload(&self) -> Result<String, String> {
-        let _one = self.busy.lock().unwrap();
+        let _one = self.busy.lock();
         let Some(file) = &self.file else {
             return Ok("built-in default policy: nothing to reload".into());
         };
@@ -81,7 +82,7 @@ impl Reloader {
             p.patterns().len(),
             p.default_action()
         );
-        *self.policy.write().unwrap() = Arc::new(loaded.policy);
+        *self.policy.write() = Arc::new(loaded.policy);
         self.epoch.fetch_add(1, Ordering::AcqRel);
         self.invalidate_kernel_caches();
         Ok(summary)
@@ -89,7 +90,7 @@ impl Reloader {
 
     /// Tells the kernel to drop every entry and attribute it cached for this mount.
     fn invalidate_kernel_caches(&self) {
-        let guard = self.notifier.lock().unwrap();
+        let guard = self.notifier.lock();
         let Some(n) = guard.as_ref() else { return };
         for known in self.inodes.snapshot() {
             let ino = known.ino;

@@ -13,7 +13,8 @@ use std::ffi::{CString, OsStr};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::sync::{Arc, Mutex, Weak};
+use parking_lot::Mutex;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use super::inode::Inodes;
@@ -55,7 +56,7 @@ impl Watcher {
 
     /// Watches the directory node `ino` (idempotent).
     pub fn watch(&self, ino: u64, dir: BorrowedFd) {
-        let mut w = self.wds.lock().unwrap();
+        let mut w = self.wds.lock();
         if w.1.contains_key(&ino) {
             return;
         }
@@ -68,11 +69,11 @@ impl Watcher {
 
     /// Whether directory node `ino` is watched (its entries may be cached long).
     pub fn is_watched(&self, ino: u64) -> bool {
-        self.wds.lock().unwrap().1.contains_key(&ino)
+        self.wds.lock().1.contains_key(&ino)
     }
 
     pub fn unwatch(&self, ino: u64) {
-        let mut w = self.wds.lock().unwrap();
+        let mut w = self.wds.lock();
         if let Some(wd) = w.1.remove(&ino) {
             w.0.remove(&wd);
             let _ = sys::inotify_rm_watch(self.fd.as_fd(), wd);
@@ -81,7 +82,7 @@ impl Watcher {
 
     /// Notes a change to `name` in directory `dir` made through the mount.
     pub fn own_change(&self, dir: u64, name: &[u8]) {
-        let mut own = self.own.lock().unwrap();
+        let mut own = self.own.lock();
         let now = Instant::now();
         if own.len() > 4096 {
             own.retain(|_, t| now.duration_since(*t) < OWN_CHANGE);
@@ -92,7 +93,6 @@ impl Watcher {
     fn is_own(&self, dir: u64, name: &[u8]) -> bool {
         self.own
             .lock()
-            .unwrap()
             .get(&(dir, name.to_vec()))
             .is_some_and(|t| t.elapsed() < OWN_CHANGE)
     }
@@ -126,13 +126,13 @@ impl Watcher {
             let mut dirs: HashSet<u64> = HashSet::new();
             for (wd, mask, name) in events(&buf[..n]) {
                 if mask & libc::IN_IGNORED != 0 {
-                    let mut w = self.wds.lock().unwrap();
+                    let mut w = self.wds.lock();
                     if let Some(ino) = w.0.remove(&wd) {
                         w.1.remove(&ino);
                     }
                     continue;
                 }
-                let Some(dir) = self.wds.lock().unwrap().0.get(&wd).copied() else {
+                let Some(dir) = self.wds.lock().0.get(&wd).copied() else {
                     continue;
                 };
                 if name.is_empty() {
