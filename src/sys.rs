@@ -479,20 +479,25 @@ pub fn wait_signal(signals: &[i32]) -> io::Result<i32> {
     Ok(sig)
 }
 
-/// Raises the soft open-file limit to the hard limit (each inode the kernel holds
-/// keeps one `O_PATH` descriptor open). Returns the new soft limit.
+/// Raises the open-file limit as far as this process may: each inode the kernel holds
+/// keeps one `O_PATH` descriptor open, and a walk of a large tree makes the kernel
+/// hold one inode per file until memory pressure or `FORGET`s let them go. With
+/// `CAP_SYS_RESOURCE` (root) both limits go up to the kernel's `fs.nr_open`, else the
+/// soft limit goes up to the hard one. Returns the new soft limit.
 pub fn raise_nofile_limit() -> io::Result<u64> {
-    let mut lim = MaybeUninit::<libc::rlimit>::uninit();
-    // SAFETY: valid out-pointer.
-    check(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, lim.as_mut_ptr()) })?;
-    // SAFETY: initialised on success.
-    let mut lim = unsafe { lim.assume_init() };
-    if lim.rlim_cur < lim.rlim_max {
-        lim.rlim_cur = lim.rlim_max;
-        // SAFETY: valid pointer to an initialised rlimit.
-        check(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) })?;
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)?;
+    let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .unwrap_or(hard);
+    if nr_open > hard && setrlimit(Resource::RLIMIT_NOFILE, nr_open, nr_open).is_ok() {
+        return Ok(nr_open);
     }
-    Ok(lim.rlim_cur)
+    if soft < hard {
+        setrlimit(Resource::RLIMIT_NOFILE, hard, hard)?;
+    }
+    Ok(hard)
 }
 
 // ---- process and namespace set-up for `veilfs run` (never on a request path) ----

@@ -68,9 +68,10 @@ fn dt_kind(dt: u8) -> FileType {
 }
 
 impl VeilFs {
-    fn attr(&self, st: &libc::stat) -> FileAttr {
+    /// The attributes of node `ino` (its id is also the inode number `stat` shows).
+    fn attr(&self, ino: u64, st: &libc::stat) -> FileAttr {
         FileAttr {
-            ino: INodeNo(self.inodes.id_of(st.st_ino)),
+            ino: INodeNo(ino),
             size: st.st_size as u64,
             blocks: st.st_blocks as u64,
             atime: time(st.st_atime, st.st_atime_nsec),
@@ -153,7 +154,11 @@ impl VeilFs {
         match r {
             Ok((node, st)) => {
                 self.allowed(req, op, node.ino);
-                reply.entry(&self.ttl_of(node.ino), &self.attr(&st), Generation(0))
+                reply.entry(
+                    &self.ttl_of(node.ino),
+                    &self.attr(node.ino, &st),
+                    Generation(0),
+                )
             }
             Err(e) => reply.error(self.fail(req, op, e)),
         }
@@ -291,7 +296,7 @@ impl Filesystem for VeilFs {
 
     fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         match VeilFs::getattr(self, ino.0, fh.map(|f| f.0)) {
-            Ok(st) => reply.attr(&self.ttl_of(ino.0), &self.attr(&st)),
+            Ok(st) => reply.attr(&self.ttl_of(ino.0), &self.attr(ino.0, &st)),
             Err(e) => reply.error(self.fail(req, "getattr", e)),
         }
     }
@@ -323,7 +328,7 @@ impl Filesystem for VeilFs {
             mtime: mtime.map(timespec),
         };
         match VeilFs::setattr(self, ino.0, &a, fh.map(|f| f.0)) {
-            Ok(st) => reply.attr(&self.ttl_of(ino.0), &self.attr(&st)),
+            Ok(st) => reply.attr(&self.ttl_of(ino.0), &self.attr(ino.0, &st)),
             Err(e) => reply.error(self.fail(req, "setattr", e)),
         }
     }
@@ -627,7 +632,7 @@ impl Filesystem for VeilFs {
             if let Ok(st) = VeilFs::getattr(self, ino.0, None) {
                 let attr = FileAttr {
                     ino,
-                    ..self.attr(&st)
+                    ..self.attr(ino.0, &st)
                 };
                 if pos == 0
                     && reply.add(
@@ -664,7 +669,7 @@ impl Filesystem for VeilFs {
                         offset,
                         name,
                         &self.ttl_of(node.ino),
-                        &self.attr(&st),
+                        &self.attr(node.ino, &st),
                         Generation(0),
                     );
                     if full {
@@ -674,14 +679,18 @@ impl Filesystem for VeilFs {
                 }
                 // Gone, or refused by a policy loaded since the listing was taken:
                 // list the name as the listing has it (one policy per listing),
-                // without attributes (node id 0), so the kernel caches nothing.
+                // under a node id the daemon never issues and with no time to live, so
+                // the kernel caches nothing for it and the next use of the name is
+                // looked up (and refused) anew. (Node id 0 would say "no entry" more
+                // plainly, but fuser takes the node id from the attributes and a
+                // listed inode number of 0 makes the C library skip the entry.)
                 Err(_) => {
                     let bare = FileAttr {
-                        ino: INodeNo(e.ino),
                         kind: dt_kind(e.kind),
-                        ..self.attr(&crate::sys::zeroed_stat())
+                        ..self.attr(super::inode::PHANTOM, &crate::sys::zeroed_stat())
                     };
-                    reply.add(INodeNo(0), offset, name, &self.ttl, &bare, Generation(0))
+                    let none = Duration::ZERO;
+                    reply.add(INodeNo(0), offset, name, &none, &bare, Generation(0))
                 }
             };
             if full {
@@ -798,7 +807,7 @@ impl Filesystem for VeilFs {
     ) {
         match VeilFs::create(self, parent.0, name, mode, umask, flags, caller(req)) {
             Ok((node, st, fh)) => {
-                let attr = self.attr(&st);
+                let attr = self.attr(node.ino, &st);
                 if self.open_refused.load(Ordering::SeqCst) {
                     // Once it opens files without asking, the kernel sends no
                     // RELEASE for the files it creates either: keep no handle.

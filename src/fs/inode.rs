@@ -1,41 +1,69 @@
-//! The node table: one entry per inode the kernel knows about.
+//! The node table: one entry per backing object the kernel holds.
 //!
 //! Invariants:
-//! * A directory node (and the root) keeps `fd`: an `O_PATH | O_NOFOLLOW` descriptor
-//!   on the backing directory, opened relative to its parent's `fd` with one name. Its
-//!   children are reached only through it. Other nodes keep no descriptor (a walk of
-//!   100,000 files must not hold 100,000 of them): they are reopened from their
-//!   parent's `fd` and their name, and the inode number is checked against the node.
-//! * The FUSE node id is the backing `st_ino`, except that the source root is node 1
-//!   (`FUSE_ROOT_ID`) and a backing inode numbered 1 takes the root's number instead
-//!   (a bijection, so ids never collide within one backing filesystem).
+//! * A node is one backing object for its whole life, never a name. It keeps `fd`, an
+//!   `O_PATH | O_NOFOLLOW` descriptor on that object, opened once (relative to its
+//!   parent's `fd` with one name, or reopened from a descriptor the daemon just made)
+//!   and reached only through it from then on: attributes with `fstat`, data by
+//!   reopening it through `/proc/self/fd`, never by a name lookup. The descriptor pins
+//!   the inode, so its number cannot be reused while the node lives, and a file renamed,
+//!   hard-linked, unlinked or replaced under its name stays the same node.
+//! * Nodes are keyed by the backing `(st_dev, st_ino)`: a second name for the same object
+//!   (a hard link) finds the same node, and a filesystem mounted inside the source
+//!   (whose inode numbers overlap the source's) gets nodes of its own.
+//! * The FUSE node id is issued by the daemon (see [`Inodes::id_for`]): the backing
+//!   inode number for an object on the source's own filesystem (so `stat` shows the
+//!   same number as the backing file, and tools that remember inode numbers, such as
+//!   git's index, see no change), a number from a counter above 2^63 for anything
+//!   else (an object of a filesystem mounted inside the source, whose numbers overlap
+//!   the source's, or numbered 1, which is the root's id). The source root is node 1
+//!   (`FUSE_ROOT_ID`). An id names one object while the kernel holds it: a backing
+//!   inode number cannot be reused while our descriptor pins it, and a node is
+//!   dropped only after the kernel's last `FORGET` (after which the kernel holds
+//!   nothing under that id), so every reply can carry generation 0.
 //! * `lookups` counts the entries replied to the kernel for this node; `forget`
-//!   subtracts. A node at zero is dropped (the root never is), so memory is bounded by
-//!   what the kernel caches, not by what was ever walked.
+//!   subtracts. A node at zero is dropped with its descriptor (the root never is), so
+//!   descriptors and memory are bounded by what the kernel caches, not by what was
+//!   ever walked (the soft `RLIMIT_NOFILE` is raised to the hard limit at start).
 //! * A node's policy path and decision are derived from its parent's and its name.
 //!   They are cached with the filesystem's `epoch`; a directory rename or a policy
 //!   reload bumps the epoch, and a stale cache is recomputed from the parent chain
-//!   before it is used. Only one node's `state` lock is held at a time.
+//!   before it is used. Only one node's `place` lock is held at a time.
 
 use std::collections::HashMap;
-use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicU64, Ordering};
-use parking_lot::{Mutex, RwLock};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::{Mutex, RwLock};
 
 use crate::policy::Decision;
 
 pub const ROOT: u64 = 1;
 
+/// Ids from here on are issued from a counter (see [`Inodes::id_for`]).
+const FOREIGN: u64 = 1 << 63;
+
+/// A node id never issued: listed for a name that has no node (see `readdirplus`).
+pub const PHANTOM: u64 = u64::MAX - 1;
+
+/// A backing object's identity: `(st_dev, st_ino)`.
+pub type Key = (u64, u64);
+
+/// The key of the object `st` describes.
+pub fn key_of(st: &libc::stat) -> Key {
+    (st.st_dev, st.st_ino)
+}
+
 /// What the policy knows about a node's place in the workspace.
 #[derive(Clone, Debug)]
 pub struct Place {
-    /// The name the decision is for: `(parent, name)` is one of `links`.
+    /// The name the decision is for: `(parent, name)` is one of `links` while that
+    /// name exists.
     pub parent: u64,
     pub name: Vec<u8>,
     /// Every `(parent, name)` the node is known under (more than one for a hard-linked
-    /// file); a node without a descriptor is reopened through the first that still
-    /// names its inode.
+    /// file); none once its last name is removed through the mount.
     pub links: Vec<(u64, Vec<u8>)>,
     /// Workspace-relative path (empty for the root).
     pub path: Arc<[u8]>,
@@ -45,10 +73,13 @@ pub struct Place {
 
 #[derive(Debug)]
 pub struct Node {
+    /// The FUSE node id (daemon-issued, see the invariants above).
     pub ino: u64,
-    /// Directories only (see the invariants above).
-    pub fd: Option<OwnedFd>,
-    /// `st_mode & S_IFMT` of the backing entry (a type never changes).
+    /// The backing object's `(st_dev, st_ino)`.
+    pub key: Key,
+    /// `O_PATH | O_NOFOLLOW` on the backing object (see the invariants above).
+    pub fd: OwnedFd,
+    /// `st_mode & S_IFMT` of the backing object (a type never changes).
     pub fmt: u32,
     pub place: Mutex<Place>,
     pub lookups: AtomicU64,
@@ -70,17 +101,35 @@ pub struct IoMode {
 }
 
 impl Node {
+    /// A node for the object `fd` stands for (`st` is its `fstat`).
+    pub fn new(ino: u64, fd: OwnedFd, st: &libc::stat, place: Place) -> Node {
+        Node {
+            ino,
+            key: key_of(st),
+            fd,
+            fmt: st.st_mode & libc::S_IFMT,
+            place: Mutex::new(place),
+            lookups: AtomicU64::new(0),
+            io: Mutex::new(IoMode::default()),
+        }
+    }
+
     pub fn is_dir(&self) -> bool {
         self.fmt == libc::S_IFDIR
     }
 
+    /// The node's own descriptor.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
     /// The directory descriptor; `ENOTDIR` for other nodes.
-    pub fn dir_fd(&self) -> std::io::Result<std::os::fd::BorrowedFd<'_>> {
-        use std::os::fd::AsFd;
-        self.fd
-            .as_ref()
-            .map(|f| f.as_fd())
-            .ok_or_else(|| std::io::Error::from_raw_os_error(libc::ENOTDIR))
+    pub fn dir_fd(&self) -> std::io::Result<BorrowedFd<'_>> {
+        if self.is_dir() {
+            Ok(self.fd.as_fd())
+        } else {
+            Err(std::io::Error::from_raw_os_error(libc::ENOTDIR))
+        }
     }
 
     pub fn place(&self) -> Place {
@@ -95,59 +144,100 @@ pub struct Known {
     pub links: Vec<(u64, Vec<u8>)>,
 }
 
+#[derive(Debug, Default)]
+struct Table {
+    by_id: HashMap<u64, Arc<Node>>,
+    by_key: HashMap<Key, u64>,
+}
+
 #[derive(Debug)]
 pub struct Inodes {
-    map: RwLock<HashMap<u64, Arc<Node>>>,
-    root_backing: u64,
+    map: RwLock<Table>,
+    /// The next id for an object not numbered by the source's filesystem.
+    next: AtomicU64,
+    /// The source root's `st_dev`: inode numbers of that filesystem are shown as they
+    /// are.
+    root_dev: u64,
 }
 
 impl Inodes {
-    pub fn new(root: Node, root_backing: u64) -> Inodes {
-        let mut map = HashMap::new();
-        map.insert(ROOT, Arc::new(root));
+    pub fn new(root: Node) -> Inodes {
+        let root_dev = root.key.0;
+        let mut t = Table::default();
+        t.by_key.insert(root.key, ROOT);
+        t.by_id.insert(ROOT, Arc::new(root));
         Inodes {
-            map: RwLock::new(map),
-            root_backing,
+            map: RwLock::new(t),
+            next: AtomicU64::new(FOREIGN),
+            root_dev,
         }
     }
 
-    /// The node id for a backing inode number.
-    pub fn id_of(&self, backing: u64) -> u64 {
-        if backing == self.root_backing {
-            ROOT
-        } else if backing == ROOT {
-            self.root_backing
+    /// The node id for a new node standing for `key` (see the invariants above).
+    fn id_for(&self, key: Key) -> u64 {
+        let (dev, ino) = key;
+        if dev == self.root_dev && ino != ROOT && ino < FOREIGN {
+            ino
         } else {
-            backing
+            self.next.fetch_add(1, Ordering::Relaxed)
+        }
+    }
+
+    /// The inode number to list for the entry `ino` of a directory on device `dev`:
+    /// the id its node has or would have (see [`Inodes::id_for`]), or, for an object
+    /// of another filesystem that the kernel does not hold, a number mixed from the
+    /// device and the inode above 2^63, so that listed numbers rarely collide.
+    pub fn listed_ino(&self, dev: u64, ino: u64) -> u64 {
+        if dev == self.root_dev && ino != ROOT && ino < FOREIGN {
+            return ino;
+        }
+        match self.find((dev, ino)) {
+            Some(n) => n.ino,
+            None => FOREIGN | (ino ^ dev.wrapping_add(1).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
         }
     }
 
     pub fn get(&self, ino: u64) -> Option<Arc<Node>> {
-        self.map.read().get(&ino).cloned()
+        self.map.read().by_id.get(&ino).cloned()
     }
 
-    /// Returns the node for `ino`, creating it with `make` if the kernel does not know
-    /// it yet, and counts one lookup. `update` runs on an existing node's place.
+    /// The node standing for the backing object `key`, if the kernel holds it.
+    pub fn find(&self, key: Key) -> Option<Arc<Node>> {
+        let t = self.map.read();
+        t.by_key.get(&key).and_then(|id| t.by_id.get(id)).cloned()
+    }
+
+    /// Returns the node for the backing object `key`, creating it with `make` (given
+    /// its new id) if the kernel does not hold it yet, and counts one lookup. `update`
+    /// runs on an existing node's place.
     pub fn lookup_or_insert(
         &self,
-        ino: u64,
-        make: impl FnOnce() -> Node,
+        key: Key,
+        make: impl FnOnce(u64) -> Node,
         update: impl FnOnce(&mut Place),
     ) -> Arc<Node> {
         {
             // Counted under the read lock, so a concurrent `forget` (write lock)
             // cannot drop a node the kernel is being told about.
-            let map = self.map.read();
-            if let Some(n) = map.get(&ino) {
+            let t = self.map.read();
+            if let Some(n) = t.by_key.get(&key).and_then(|id| t.by_id.get(id)) {
                 n.lookups.fetch_add(1, Ordering::Relaxed);
                 update(&mut n.place.lock());
                 return n.clone();
             }
         }
-        let mut map = self.map.write();
-        let n = map.entry(ino).or_insert_with(|| Arc::new(make()));
+        let mut t = self.map.write();
+        if let Some(n) = t.by_key.get(&key).and_then(|id| t.by_id.get(id)).cloned() {
+            n.lookups.fetch_add(1, Ordering::Relaxed);
+            update(&mut n.place.lock());
+            return n;
+        }
+        let id = self.id_for(key);
+        let n = Arc::new(make(id));
         n.lookups.fetch_add(1, Ordering::Relaxed);
-        n.clone()
+        t.by_key.insert(key, id);
+        t.by_id.insert(id, n.clone());
+        n
     }
 
     /// The kernel forgot `n` lookups of `ino`; returns the node if that was the last.
@@ -155,17 +245,42 @@ impl Inodes {
         if ino == ROOT {
             return None;
         }
-        let mut map = self.map.write();
-        let node = map.get(&ino)?;
+        let mut t = self.map.write();
+        let node = t.by_id.get(&ino)?;
         let left = node.lookups.load(Ordering::Relaxed).saturating_sub(n);
         node.lookups.store(left, Ordering::Relaxed);
-        if left == 0 { map.remove(&ino) } else { None }
+        if left != 0 {
+            return None;
+        }
+        let node = t.by_id.remove(&ino)?;
+        if t.by_key.get(&node.key) == Some(&ino) {
+            t.by_key.remove(&node.key);
+        }
+        Some(node)
+    }
+
+    /// Up to `n` `(parent, name)` entries whose nodes the kernel could be asked to let
+    /// go: files and links before directories (dropping a directory's entry drops
+    /// everything beneath it), never the root.
+    pub fn victims(&self, n: usize) -> Vec<(u64, Vec<u8>)> {
+        let t = self.map.read();
+        let pick = |dirs: bool| {
+            t.by_id
+                .values()
+                .filter(move |node| node.ino != ROOT && node.is_dir() == dirs)
+                .filter_map(|node| {
+                    let p = node.place.lock();
+                    p.links.first().cloned()
+                })
+        };
+        pick(false).chain(pick(true)).take(n).collect()
     }
 
     /// Every node with the names it is known under.
     pub fn snapshot(&self) -> Vec<Known> {
         self.map
             .read()
+            .by_id
             .values()
             .map(|n| Known {
                 ino: n.ino,
@@ -175,7 +290,7 @@ impl Inodes {
     }
 
     pub fn len(&self) -> usize {
-        self.map.read().len()
+        self.map.read().by_id.len()
     }
 
     pub fn is_empty(&self) -> bool {

@@ -11,14 +11,14 @@ pub mod ops;
 pub mod reload;
 pub mod watch;
 
+use parking_lot::RwLock;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
-use std::sync::atomic::AtomicU64;
-use parking_lot::RwLock;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 use crate::policy::{Decision, Policy};
 use crate::sys;
@@ -85,9 +85,11 @@ pub struct VeilFs {
     /// Set before the first OPEN is answered ENOSYS: from then on the kernel keeps
     /// no handles, not even for the files it creates (it sends no RELEASE).
     pub(crate) open_refused: std::sync::atomic::AtomicBool,
-    /// `O_PATH` descriptors on files whose last name was removed through the mount
-    /// while the kernel held them (see `keep_orphan`), by node.
-    pub(crate) orphans: parking_lot::Mutex<HashMap<u64, OwnedFd>>,
+    /// How many nodes (each with one descriptor) the daemon keeps before it asks the
+    /// kernel to let some go (see `VeilFs::relieve`).
+    pub(crate) node_budget: usize,
+    /// The node count at which the next relief is asked for.
+    pub(crate) relief_at: std::sync::atomic::AtomicUsize,
     /// Kernel cache invalidations made once a request is answered.
     pub(crate) inval: Arc<inval::Invalidator>,
     /// Invalidates kernel caches on edits made outside the mount; `None` when
@@ -116,28 +118,29 @@ impl VeilFs {
         policy_file: Option<&Path>,
     ) -> io::Result<VeilFs> {
         let st = sys::stat(root_fd.as_fd())?;
-        // Best effort: a low limit shows up later as EMFILE on lookups.
-        let _ = sys::raise_nofile_limit();
+        // Each node keeps a descriptor: keep a quarter of the limit for everything
+        // else (handles, listings, the reopened descriptors of requests).
+        let limit = sys::raise_nofile_limit().unwrap_or(1024);
+        let node_budget = (limit as usize / 4 * 3).max(64);
         let proc_fd = sys::open_dir_path(Path::new("/proc/self/fd"))?;
         let policy_source = policy_file.map(Path::to_path_buf);
         let policy_file = policy_file.and_then(|p| relative_inside(src, p));
-        let root = Node {
-            ino: inode::ROOT,
-            fd: Some(root_fd),
-            fmt: st.st_mode & libc::S_IFMT,
-            place: parking_lot::Mutex::new(Place {
+        let root = Node::new(
+            inode::ROOT,
+            root_fd,
+            &st,
+            Place {
                 parent: inode::ROOT,
                 name: Vec::new(),
                 links: Vec::new(),
                 path: Arc::from(&b""[..]),
                 decision: Decision::root(),
                 epoch: u64::MAX,
-            }),
-            lookups: AtomicU64::new(1),
-            io: parking_lot::Mutex::new(inode::IoMode::default()),
-        };
+            },
+        );
+        root.lookups.store(1, std::sync::atomic::Ordering::Relaxed);
         Ok(VeilFs {
-            inodes: Arc::new(Inodes::new(root, st.st_ino)),
+            inodes: Arc::new(Inodes::new(root)),
             policy: Arc::new(RwLock::new(Arc::new(policy))),
             epoch: Arc::new(AtomicU64::new(0)),
             policy_source,
@@ -152,7 +155,8 @@ impl VeilFs {
             no_opendir: std::sync::atomic::AtomicBool::new(true),
             open_free: std::sync::atomic::AtomicBool::new(true),
             open_refused: std::sync::atomic::AtomicBool::new(false),
-            orphans: parking_lot::Mutex::new(HashMap::new()),
+            node_budget,
+            relief_at: std::sync::atomic::AtomicUsize::new(node_budget),
             inval: Arc::default(),
             watcher: None,
             ttl: DEFAULT_TTL,
@@ -174,7 +178,10 @@ impl VeilFs {
     /// given the session's notifier with [`watch::Watcher::run`] once mounted.
     pub fn enable_watcher(&mut self) -> io::Result<Arc<watch::Watcher>> {
         let w = Arc::new(watch::Watcher::new()?);
-        let root = self.inodes.get(inode::ROOT).expect("root node");
+        let root = self
+            .inodes
+            .get(inode::ROOT)
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::ESTALE))?;
         w.watch(inode::ROOT, root.dir_fd()?);
         self.watcher = Some(w.clone());
         Ok(w)

@@ -2,17 +2,17 @@
 //! check first, then one syscall relative to a parent's descriptor. This is the only
 //! place the policy is enforced; every refusal is [`eacces`].
 
+use parking_lot::Mutex;
 use std::ffi::{CStr, OsStr};
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use parking_lot::Mutex;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
-use super::inode::{Node, Place};
+use super::inode::{Key, Node, Place};
 use super::{FileHandle, VeilFs};
 use crate::policy::{Action, Decision, Policy};
 use crate::sys;
@@ -135,22 +135,94 @@ impl VeilFs {
     }
 
     /// A node's place with a decision that is current for this epoch.
+    ///
+    /// A stale place is recomputed from the nearest ancestor whose place is current,
+    /// walking up and then down without recursion (any depth). Each step goes through
+    /// the node's name in a parent the kernel still holds: its decision name, else
+    /// another of its links; a node none of whose parents is held any more (the kernel
+    /// forgot them) is decided from its last known path.
     fn place(&self, node: &Node) -> io::Result<Place> {
         let epoch = self.epoch.load(Ordering::Acquire);
         let place = node.place();
         if place.epoch == epoch || node.ino == super::inode::ROOT {
             return Ok(place);
         }
-        // Stale: recompute from the parent chain (each parent refreshes itself).
-        let parent = self.node(place.parent).map_err(|_| eacces())?;
-        let pp = self.place(&parent)?;
-        let path = join(&pp.path, &place.name);
-        let decision = self.decide(&self.policy(), &pp.decision, &path, || node.is_dir());
-        let mut st = node.place.lock();
-        st.path = Arc::from(path);
-        st.decision = decision;
-        st.epoch = epoch;
-        Ok(st.clone())
+        let policy = self.policy();
+        // Stale nodes from `node` up, each with the parent it is decided under.
+        let mut stale: Vec<(Option<Arc<Node>>, Place)> = vec![(None, place)];
+        let mut base: Option<Place> = None;
+        let limit = self.inodes.len() + 1;
+        loop {
+            let top = stale.len() - 1;
+            let Some((parent, name)) = self.anchor(&stale[top].1) else {
+                break;
+            };
+            let pp = parent.place();
+            stale[top].1.parent = parent.ino;
+            stale[top].1.name = name;
+            if pp.epoch == epoch || parent.ino == super::inode::ROOT {
+                base = Some(pp);
+                break;
+            }
+            if stale.len() > limit {
+                // A cycle in the recorded parents (should not happen): fail closed.
+                return Err(eacces());
+            }
+            stale.push((Some(parent), pp));
+        }
+        // Downwards: the outermost stale node is decided under `base`, or from its own
+        // last known path when no parent of it is held.
+        let mut above = base;
+        let mut result = None;
+        while let Some((n, mut p)) = stale.pop() {
+            let is_dir = n.as_ref().map_or(node.is_dir(), |n| n.is_dir());
+            match &above {
+                Some(pp) => {
+                    let path = join(&pp.path, &p.name);
+                    p.decision = self.decide(&policy, &pp.decision, &path, || is_dir);
+                    p.path = Arc::from(path);
+                }
+                None => {
+                    p.decision = self.decide_path(&policy, &p.path, is_dir);
+                }
+            }
+            p.epoch = epoch;
+            let target: &Node = n.as_deref().unwrap_or(node);
+            {
+                let mut st = target.place.lock();
+                st.parent = p.parent;
+                st.name = p.name.clone();
+                st.path = p.path.clone();
+                st.decision = p.decision.clone();
+                st.epoch = epoch;
+                p.links = st.links.clone();
+            }
+            if n.is_none() {
+                result = Some(p.clone());
+            }
+            above = Some(p);
+        }
+        result.ok_or_else(eacces)
+    }
+
+    /// The parent node and name a node's decision is taken under: its decision name
+    /// while that parent is held, else the first of its links whose parent is.
+    fn anchor(&self, place: &Place) -> Option<(Arc<Node>, Vec<u8>)> {
+        std::iter::once((place.parent, &place.name))
+            .chain(place.links.iter().map(|(p, n)| (*p, n)))
+            .find_map(|(p, n)| self.inodes.get(p).map(|node| (node, n.clone())))
+    }
+
+    /// The decision for a whole workspace-relative path, with the policy-file guard.
+    fn decide_path(&self, policy: &Policy, path: &[u8], is_dir: bool) -> Decision {
+        if path.is_empty() {
+            return Decision::root();
+        }
+        let d = policy.decide(path, is_dir);
+        match &self.policy_file {
+            Some(p) if p.as_slice() == path => d.guard_policy_file(),
+            _ => d,
+        }
     }
 
     fn visible(&self, node: &Node) -> io::Result<Place> {
@@ -186,26 +258,77 @@ impl VeilFs {
         (path, d)
     }
 
-    /// Registers the backing entry `name` of `parent` as a node (one lookup).
+    /// Registers the backing entry `name` of `parent` as a node (one lookup): opens it
+    /// once (`O_PATH`, not following it) and keys it by what the descriptor stands for.
     fn enter(
         &self,
-        parent: u64,
+        at: Entering<'_>,
         name: &CStr,
-        dir: &Node,
         path: Vec<u8>,
         decision: Decision,
     ) -> io::Result<(Arc<Node>, libc::stat)> {
-        let dfd = dir.dir_fd()?;
-        let mut st = sys::statat(dfd, name)?;
-        let fd = if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
-            let fd = sys::open_path(dfd, name)?;
-            st = sys::stat(fd.as_fd())?;
-            Some(fd)
-        } else {
-            None
+        let dfd = at.dir.dir_fd()?;
+        let fd = match sys::open_path(dfd, name) {
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+                // Out of descriptors: ask the kernel to let nodes go, and wait (a
+                // bounded time) for its FORGETs to close some.
+                self.relieve(true);
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+                loop {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                    match sys::open_path(dfd, name) {
+                        Err(e)
+                            if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+                                && std::time::Instant::now() < deadline => {}
+                        r => break r?,
+                    }
+                }
+            }
+            r => r?,
         };
-        let ino = self.inodes.id_of(st.st_ino);
-        let epoch = self.epoch.load(Ordering::Acquire);
+        self.adopt(at, name, fd, path, decision)
+    }
+
+    /// Keeps the descriptors the nodes hold within [`VeilFs::node_budget`]: past it,
+    /// asks the kernel to drop a batch of the entries it caches (with everything it
+    /// caches beneath them). The kernel then forgets the nodes that nothing uses, and
+    /// their descriptors close; a name dropped this way is simply looked up again
+    /// when next used. `now` asks for a batch whatever the count.
+    fn relieve(&self, now: bool) {
+        let held = self.inodes.len();
+        let at = self.relief_at.load(Ordering::Relaxed);
+        if !now && held < at {
+            if held + self.node_budget / 4 < at && at > self.node_budget {
+                self.relief_at.store(self.node_budget, Ordering::Relaxed);
+            }
+            return;
+        }
+        // The next batch is asked for once this one has had time to take effect.
+        let batch = (self.node_budget / 4).max(16);
+        self.relief_at.store(held + batch / 2, Ordering::Relaxed);
+        for (parent, name) in self.inodes.victims(batch) {
+            self.inval.queue(super::inval::Inval::Entry(parent, name));
+        }
+        log::debug!(
+            "{held} nodes held (budget {}): asked the kernel to drop {batch}",
+            self.node_budget
+        );
+    }
+
+    /// Registers the object `fd` (an `O_PATH` descriptor) found as `name` in `at`'s
+    /// directory: the node already standing for it (a hard link, or a name the kernel
+    /// looks up again), with this name added, or a new node that keeps `fd`.
+    fn adopt(
+        &self,
+        at: Entering<'_>,
+        name: &CStr,
+        fd: OwnedFd,
+        path: Vec<u8>,
+        decision: Decision,
+    ) -> io::Result<(Arc<Node>, libc::stat)> {
+        let st = sys::stat(fd.as_fd())?;
+        let epoch = at.epoch;
+        let parent = at.parent;
         let path: Arc<[u8]> = Arc::from(path);
         let place = Place {
             parent,
@@ -217,15 +340,8 @@ impl VeilFs {
         };
         let fresh = place.clone();
         let node = self.inodes.lookup_or_insert(
-            ino,
-            || Node {
-                ino,
-                fd,
-                fmt: st.st_mode & libc::S_IFMT,
-                place: Mutex::new(place),
-                lookups: AtomicU64::new(0),
-                io: Mutex::new(super::inode::IoMode::default()),
-            },
+            super::inode::key_of(&st),
+            |id| Node::new(id, fd, &st, place),
             |p| {
                 let link = (fresh.parent, fresh.name.clone());
                 let mut links = std::mem::take(&mut p.links);
@@ -240,13 +356,17 @@ impl VeilFs {
                 p.links = links;
             },
         );
-        if let (Some(w), Some(fd)) = (&self.watcher, &node.fd) {
-            w.watch(node.ino, fd.as_fd());
+        if let Some(w) = &self.watcher
+            && node.is_dir()
+        {
+            w.watch(node.ino, node.fd());
         }
+        self.relieve(false);
         Ok((node, st))
     }
 
     pub fn lookup(&self, parent: u64, name: &OsStr) -> io::Result<(Arc<Node>, libc::stat)> {
+        let epoch = self.epoch.load(Ordering::Acquire);
         let dir = self.node(parent)?;
         let dp = self.visible(&dir)?;
         let cname = sys::name(name)?;
@@ -254,14 +374,18 @@ impl VeilFs {
         if !d.action.visible() {
             return Err(refuse(&path, &d));
         }
-        self.enter(parent, &cname, &dir, path, d)
+        let at = Entering {
+            parent,
+            dir: &dir,
+            epoch,
+        };
+        self.enter(at, &cname, path, d)
     }
 
     pub fn forget(&self, ino: u64, n: u64) {
         let Some(node) = self.inodes.forget(ino, n) else {
             return;
         };
-        self.orphans.lock().remove(&ino);
         if node.is_dir() {
             self.listings.lock().remove(&ino);
             if let Some(w) = &self.watcher {
@@ -277,46 +401,13 @@ impl VeilFs {
         }
     }
 
-    /// A descriptor on the node's inode: the kept one for a directory, else an
-    /// `O_PATH` one reopened from the parent and the name, checked to be the same
-    /// inode (`ESTALE` if the name now holds another).
-    fn fd_of<'a>(&self, node: &'a Node) -> io::Result<NodeFd<'a>> {
-        if let Some(fd) = &node.fd {
-            return Ok(NodeFd::Kept(fd.as_fd()));
-        }
-        self.open_node(node, libc::O_PATH).map(NodeFd::Opened)
+    /// The node's own `O_PATH` descriptor.
+    fn fd_of<'a>(&self, node: &'a Node) -> io::Result<BorrowedFd<'a>> {
+        Ok(node.fd())
     }
 
     fn stat_of(&self, node: &Node) -> io::Result<libc::stat> {
-        if let Some(fd) = &node.fd {
-            return sys::stat(fd.as_fd());
-        }
-        self.through_links(node, |dir, name| sys::statat(dir, name).map(|st| (st, st)))
-            .or_else(|e| self.through_held(node.ino, sys::stat).unwrap_or(Err(e)))
-    }
-
-    /// Runs `f` on each known `(parent, name)` of a descriptor-less node until one
-    /// still names the node's inode; `ESTALE` when none does.
-    fn through_links<T>(
-        &self,
-        node: &Node,
-        f: impl Fn(BorrowedFd, &CStr) -> io::Result<(libc::stat, T)>,
-    ) -> io::Result<T> {
-        let place = node.place();
-        let mut last = errno(libc::ESTALE);
-        for (parent, name) in &place.links {
-            let Ok(dir) = self.node(*parent) else {
-                continue;
-            };
-            let Ok(dfd) = dir.dir_fd() else { continue };
-            let name = std::ffi::CString::new(name.clone()).map_err(|_| errno(libc::EINVAL))?;
-            match f(dfd, &name) {
-                Ok((st, t)) if self.inodes.id_of(st.st_ino) == node.ino => return Ok(t),
-                Ok(_) => last = errno(libc::ESTALE),
-                Err(e) => last = e,
-            }
-        }
-        Err(last)
+        sys::stat(node.fd())
     }
 
     /// Attributes of a node. Through an open handle (`fstat`, or the kernel's own
@@ -379,12 +470,8 @@ impl VeilFs {
 
     /// A name in a directory that is about to be made, removed or replaced: the
     /// directory is visible and the name's own decision (for `kind`) allows changes.
-    fn changeable(
-        &self,
-        parent: u64,
-        name: &OsStr,
-        kind: Kind,
-    ) -> io::Result<(Arc<Node>, std::ffi::CString, Vec<u8>, Decision)> {
+    fn changeable(&self, parent: u64, name: &OsStr, kind: Kind) -> io::Result<Changing> {
+        let epoch = self.epoch.load(Ordering::Acquire);
         let dir = self.node(parent)?;
         let dp = self.visible(&dir)?;
         let cname = sys::name(name)?;
@@ -392,19 +479,21 @@ impl VeilFs {
         if !d.action.writable() {
             return Err(refuse(&path, &d));
         }
-        Ok((dir, cname, path, d))
+        Ok(Changing {
+            parent,
+            dir,
+            name: cname,
+            path,
+            decision: d,
+            epoch,
+        })
     }
 
     /// The checks shared by every operation that makes a new name (of a directory
     /// when `is_dir`), which is then noted as changed through the mount.
-    fn new_name(
-        &self,
-        parent: u64,
-        name: &OsStr,
-        is_dir: bool,
-    ) -> io::Result<(Arc<Node>, std::ffi::CString, Vec<u8>, Decision)> {
+    fn new_name(&self, parent: u64, name: &OsStr, is_dir: bool) -> io::Result<Changing> {
         let made = self.changeable(parent, name, kind_of(is_dir))?;
-        self.own(parent, made.1.to_bytes());
+        self.own(parent, made.name.to_bytes());
         Ok(made)
     }
 
@@ -415,20 +504,11 @@ impl VeilFs {
         Ok(())
     }
 
-    fn made(
-        &self,
-        parent: u64,
-        dir: &Node,
-        name: &CStr,
-        path: Vec<u8>,
-        d: Decision,
-        caller: Caller,
-    ) -> io::Result<(Arc<Node>, libc::stat)> {
-        let (node, _) = self.enter(parent, name, dir, path, d)?;
-        let fd = self.fd_of(&node)?;
-        self.give(fd.as_fd(), caller)?;
-        let st = sys::stat(fd.as_fd())?;
-        drop(fd);
+    /// Registers the entry `c` just made (found by its name) and gives it to the caller.
+    fn made(&self, c: Changing, caller: Caller) -> io::Result<(Arc<Node>, libc::stat)> {
+        let (node, _) = self.enter(c.at(), &c.name, c.path.clone(), c.decision.clone())?;
+        self.give(node.fd(), caller)?;
+        let st = sys::stat(node.fd())?;
         Ok((node, st))
     }
 
@@ -441,9 +521,9 @@ impl VeilFs {
         rdev: u32,
         caller: Caller,
     ) -> io::Result<(Arc<Node>, libc::stat)> {
-        let (dir, cname, path, d) = self.new_name(parent, name, false)?;
-        sys::mknodat(dir.dir_fd()?, &cname, mode & !umask, rdev as u64)?;
-        self.made(parent, &dir, &cname, path, d, caller)
+        let c = self.new_name(parent, name, false)?;
+        sys::mknodat(c.dir.dir_fd()?, &c.name, mode & !umask, rdev as u64)?;
+        self.made(c, caller)
     }
 
     pub fn mkdir(
@@ -454,9 +534,9 @@ impl VeilFs {
         umask: u32,
         caller: Caller,
     ) -> io::Result<(Arc<Node>, libc::stat)> {
-        let (dir, cname, path, d) = self.new_name(parent, name, true)?;
-        sys::mkdirat(dir.dir_fd()?, &cname, mode & !umask)?;
-        self.made(parent, &dir, &cname, path, d, caller)
+        let c = self.new_name(parent, name, true)?;
+        sys::mkdirat(c.dir.dir_fd()?, &c.name, mode & !umask)?;
+        self.made(c, caller)
     }
 
     pub fn symlink(
@@ -466,9 +546,9 @@ impl VeilFs {
         target: &OsStr,
         caller: Caller,
     ) -> io::Result<(Arc<Node>, libc::stat)> {
-        let (dir, cname, path, d) = self.new_name(parent, name, false)?;
-        sys::symlinkat(target, dir.dir_fd()?, &cname)?;
-        self.made(parent, &dir, &cname, path, d, caller)
+        let c = self.new_name(parent, name, false)?;
+        sys::symlinkat(target, c.dir.dir_fd()?, &c.name)?;
+        self.made(c, caller)
     }
 
     pub fn link(
@@ -481,26 +561,28 @@ impl VeilFs {
         // A new name for an inode changes it (its link count) and could give a
         // read-only inode a writable alias: the source must be writable too.
         self.writable(&node)?;
-        let (dir, cname, path, d) = self.new_name(newparent, newname, node.is_dir())?;
-        sys::linkat(
-            self.proc_fd.as_fd(),
-            self.fd_of(&node)?.as_fd(),
-            dir.dir_fd()?,
-            &cname,
-        )?;
-        self.enter(newparent, &cname, &dir, path, d)
+        let c = self.new_name(newparent, newname, node.is_dir())?;
+        sys::linkat(self.proc_fd.as_fd(), node.fd(), c.dir.dir_fd()?, &c.name)?;
+        self.enter(c.at(), &c.name, c.path.clone(), c.decision.clone())
     }
 
     fn remove(&self, parent: u64, name: &OsStr, is_dir: bool) -> io::Result<()> {
         let kind = if is_dir { Kind::Dir } else { Kind::OnDisk };
-        let (dir, cname, _, _) = self.changeable(parent, name, kind)?;
-        let st = sys::statat(dir.dir_fd()?, &cname)?;
-        self.own(parent, cname.to_bytes());
-        self.keep_orphan(&dir, &cname, &st);
-        sys::unlinkat(dir.dir_fd()?, &cname, is_dir)?;
-        if let Some(n) = self.inodes.get(self.inodes.id_of(st.st_ino)) {
+        let c = self.changeable(parent, name, kind)?;
+        let st = sys::statat(c.dir.dir_fd()?, &c.name)?;
+        self.own(parent, c.name.to_bytes());
+        sys::unlinkat(c.dir.dir_fd()?, &c.name, is_dir)?;
+        self.unlinked(parent, c.name.to_bytes(), super::inode::key_of(&st));
+        Ok(())
+    }
+
+    /// The name `parent/name` of the backing object `key` is gone. The node (if the
+    /// kernel holds it) keeps its descriptor, so a process that still has the file
+    /// open goes on reading and writing it, as POSIX allows.
+    fn unlinked(&self, parent: u64, name: &[u8], key: Key) {
+        if let Some(n) = self.inodes.find(key) {
             let mut p = n.place.lock();
-            let gone = (parent, cname.to_bytes().to_vec());
+            let gone = (parent, name.to_vec());
             p.links.retain(|l| *l != gone);
             if (p.parent, p.name.clone()) == gone
                 && let Some((np, nn)) = p.links.first().cloned()
@@ -510,26 +592,6 @@ impl VeilFs {
                 p.name = nn;
                 p.epoch = u64::MAX;
             }
-        }
-        Ok(())
-    }
-
-    /// Before the last name of a file the kernel holds goes away: keeps an `O_PATH`
-    /// descriptor on it, so that a process that opened it without a handle (see
-    /// [`VeilFs::open_free`]) can go on reading and writing it, as POSIX allows.
-    /// Dropped when the kernel forgets the node.
-    fn keep_orphan(&self, dir: &Node, name: &CStr, st: &libc::stat) {
-        if st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_nlink != 1 {
-            return;
-        }
-        let ino = self.inodes.id_of(st.st_ino);
-        if self.inodes.get(ino).is_none() {
-            return;
-        }
-        if let Ok(fd) = dir.dir_fd().and_then(|d| sys::open_path(d, name))
-            && sys::stat(fd.as_fd()).is_ok_and(|now| now.st_ino == st.st_ino)
-        {
-            self.orphans.lock().insert(ino, fd);
         }
     }
 
@@ -610,9 +672,6 @@ impl VeilFs {
             self.own(parent, from.to_bytes());
             self.own(newparent, to.to_bytes());
         }
-        if !exchange && let Some(st) = &to_st {
-            self.keep_orphan(&to_dir, &to, st);
-        }
         sys::renameat2(from_dir.dir_fd()?, &from, to_dir.dir_fd()?, &to, flags)?;
 
         // Keep the moved nodes' places in step, then invalidate every cached decision
@@ -622,18 +681,23 @@ impl VeilFs {
             from.to_bytes(),
             newparent,
             to.to_bytes(),
-            from_st.st_ino,
+            super::inode::key_of(&from_st),
         );
-        if exchange && let Some(st) = to_st {
-            self.moved(newparent, to.to_bytes(), parent, from.to_bytes(), st.st_ino);
+        match to_st {
+            Some(st) if exchange => {
+                let key = super::inode::key_of(&st);
+                self.moved(newparent, to.to_bytes(), parent, from.to_bytes(), key);
+            }
+            Some(st) => self.unlinked(newparent, to.to_bytes(), super::inode::key_of(&st)),
+            None => {}
         }
         self.epoch.fetch_add(1, Ordering::AcqRel);
         Ok(moves_dir)
     }
 
-    /// The entry `old_parent/old` (backing inode `backing`) is now `new_parent/new`.
-    fn moved(&self, old_parent: u64, old: &[u8], new_parent: u64, new: &[u8], backing: u64) {
-        if let Some(n) = self.inodes.get(self.inodes.id_of(backing)) {
+    /// The entry `old_parent/old` (backing object `key`) is now `new_parent/new`.
+    fn moved(&self, old_parent: u64, old: &[u8], new_parent: u64, new: &[u8], key: Key) {
+        if let Some(n) = self.inodes.find(key) {
             let mut p = n.place.lock();
             let (from, to) = ((old_parent, old.to_vec()), (new_parent, new.to_vec()));
             p.links.retain(|l| *l != from && *l != to);
@@ -700,31 +764,6 @@ impl VeilFs {
         fh
     }
 
-    /// Runs `f` on a descriptor the daemon still holds on inode `ino`, for an inode
-    /// that no name reaches any more (a file unlinked while open keeps working): an
-    /// open handle's, else the `O_PATH` one kept by `keep_orphan`. `None` when
-    /// there is neither.
-    fn through_held<T>(
-        &self,
-        ino: u64,
-        f: impl FnOnce(BorrowedFd) -> io::Result<T>,
-    ) -> Option<io::Result<T>> {
-        let handle = self
-            .files
-            .read()
-            .values()
-            .find(|h| h.ino == ino)
-            .cloned();
-        match handle {
-            Some(h) => Some(f(h.file.as_fd())),
-            None => self
-                .orphans
-                .lock()
-                .get(&ino)
-                .map(|fd| f(fd.as_fd())),
-        }
-    }
-
     pub fn file(&self, fh: u64) -> io::Result<Arc<FileHandle>> {
         self.files
             .read()
@@ -765,14 +804,24 @@ impl VeilFs {
         flags: i32,
         caller: Caller,
     ) -> io::Result<(Arc<Node>, libc::stat, u64)> {
-        let (dir, cname, path, d) = self.new_name(parent, name, false)?;
+        let c = self.new_name(parent, name, false)?;
         let flags = if self.passthrough.load(Ordering::Relaxed) {
             (flags & !libc::O_ACCMODE) | libc::O_RDWR
         } else {
             flags
         };
-        let fd = sys::openat(dir.dir_fd()?, &cname, flags | libc::O_CREAT, mode & !umask)?;
-        let (node, st) = self.made(parent, &dir, &cname, path, d, caller)?;
+        let fd = sys::openat(
+            c.dir.dir_fd()?,
+            &c.name,
+            flags | libc::O_CREAT | libc::O_NONBLOCK,
+            mode & !umask,
+        )?;
+        // The node stands for the file this descriptor opened, whatever the name
+        // holds by now.
+        let path_fd = sys::reopen(self.proc_fd.as_fd(), fd.as_fd(), libc::O_PATH)?;
+        let (node, _) = self.adopt(c.at(), &c.name, path_fd, c.path.clone(), c.decision.clone())?;
+        self.give(node.fd(), caller)?;
+        let st = sys::stat(node.fd())?;
         let fh = self.register(fd, node.ino);
         Ok((node, st, fh))
     }
@@ -788,21 +837,11 @@ impl VeilFs {
                 || sys::stat(fd).is_ok_and(|st| st.st_size as u64 >= super::PASSTHROUGH_MIN_SIZE))
     }
 
-    /// Opens the node's inode with `flags`: one name relative to its parent's
-    /// descriptor (checked to be the same inode), or, for an inode no name reaches
-    /// any more, through a descriptor the daemon holds on it.
+    /// Opens the node's own object with `flags`, by reopening its `O_PATH` descriptor
+    /// (never by a name). Never blocks: `O_NONBLOCK` is added (a regular file ignores
+    /// it, and a lease or a special file cannot hold the request thread).
     fn open_node(&self, node: &Node, flags: i32) -> io::Result<OwnedFd> {
-        if let Some(fd) = &node.fd {
-            return sys::reopen(self.proc_fd.as_fd(), fd.as_fd(), flags);
-        }
-        self.through_links(node, |dir, name| {
-            let fd = sys::openat(dir, name, flags, 0)?;
-            Ok((sys::stat(fd.as_fd())?, fd))
-        })
-        .or_else(|e| {
-            self.through_held(node.ino, |fd| sys::reopen(self.proc_fd.as_fd(), fd, flags))
-                .unwrap_or(Err(e))
-        })
+        sys::reopen(self.proc_fd.as_fd(), node.fd(), flags | libc::O_NONBLOCK)
     }
 
     /// What an I/O request works on: the handle it names, or, for handle 0 (the
@@ -813,6 +852,9 @@ impl VeilFs {
             return self.file(fh).map(Io::Handle);
         }
         let node = self.node(ino)?;
+        if node.fmt != libc::S_IFREG {
+            return Err(errno(libc::EINVAL));
+        }
         let access = if write {
             let place = self.writable(&node)?;
             self.own(place.parent, &place.name);
@@ -933,6 +975,7 @@ impl VeilFs {
             node.dir_fd()?,
             libc::O_RDONLY | libc::O_DIRECTORY,
         )?;
+        let dev = node.key.0;
         let policy = self.policy();
         let mut entries = Vec::new();
         for e in sys::read_dir(reader)? {
@@ -947,7 +990,7 @@ impl VeilFs {
             });
             if d.action.visible() {
                 entries.push(Listed {
-                    ino: self.inodes.id_of(e.ino),
+                    ino: self.inodes.listed_ino(dev, e.ino),
                     kind: e.kind,
                     name: e.name,
                 });
@@ -1077,17 +1120,32 @@ impl Io {
     }
 }
 
-/// A descriptor on a node's inode, kept by the node or opened for one operation.
-enum NodeFd<'a> {
-    Kept(BorrowedFd<'a>),
-    Opened(OwnedFd),
+/// Where a new node is being registered: its parent, the parent's node, and the
+/// epoch read before its decision was taken (so that a policy reloaded meanwhile
+/// makes the cached decision stale, never current).
+#[derive(Clone, Copy)]
+struct Entering<'a> {
+    parent: u64,
+    dir: &'a Node,
+    epoch: u64,
 }
 
-impl AsFd for NodeFd<'_> {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        match self {
-            NodeFd::Kept(fd) => *fd,
-            NodeFd::Opened(fd) => fd.as_fd(),
+/// A name about to be made, removed or replaced, as [`VeilFs::changeable`] admitted it.
+struct Changing {
+    parent: u64,
+    dir: Arc<Node>,
+    name: std::ffi::CString,
+    path: Vec<u8>,
+    decision: Decision,
+    epoch: u64,
+}
+
+impl Changing {
+    fn at(&self) -> Entering<'_> {
+        Entering {
+            parent: self.parent,
+            dir: &self.dir,
+            epoch: self.epoch,
         }
     }
 }

@@ -8,12 +8,12 @@
 //! cover everything it caches. Changes made through the mount itself are recorded for
 //! a moment and not echoed back, so they do not throw away fresh cache entries.
 
+use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
 use std::ffi::{CString, OsStr};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use parking_lot::Mutex;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -190,6 +190,5 @@ fn child_ino(inodes: &Inodes, dir: u64, name: &[u8]) -> Option<u64> {
     let d = inodes.get(dir)?;
     let c = CString::new(name).ok()?;
     let st = sys::statat(d.dir_fd().ok()?, &c).ok()?;
-    let ino = inodes.id_of(st.st_ino);
-    inodes.get(ino).map(|_| ino)
+    inodes.find(super::inode::key_of(&st)).map(|n| n.ino)
 }
