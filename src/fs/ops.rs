@@ -781,7 +781,9 @@ impl VeilFs {
         } else {
             self.visible(&node)?;
         }
-        let flags = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY);
+        // `O_DIRECT` is the kernel's business on the FUSE side: the daemon's buffers
+        // carry no alignment, so the backing descriptor is opened without it.
+        let flags = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY | libc::O_DIRECT);
         let mut fd = self.open_node(&node, flags)?;
         if self.may_register_backing(&node, writes, fd.as_fd()) {
             // This descriptor may become the passthrough backing file that every
@@ -813,7 +815,7 @@ impl VeilFs {
         let fd = sys::openat(
             c.dir.dir_fd()?,
             &c.name,
-            flags | libc::O_CREAT | libc::O_NONBLOCK,
+            (flags & !libc::O_DIRECT) | libc::O_CREAT | libc::O_NONBLOCK,
             mode & !umask,
         )?;
         // The node stands for the file this descriptor opened, whatever the name
