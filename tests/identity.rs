@@ -12,7 +12,7 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{Fixture, wait_until};
+use common::Fixture;
 use veilfs::{MountOptions, Policy};
 
 const ALLOW: &str = "default = \"allow\"\n";
