@@ -12,9 +12,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::Mutex;
 use std::sync::Arc;
 
+mod exposure;
+
 use super::inode::{Node, Place};
 use super::{FileHandle, VeilFs};
-use crate::policy::{Action, Decision, Policy};
+use crate::policy::{Decision, Policy};
 use crate::sys;
 
 /// The one refusal errno, without a decision to report (a node whose parent is
@@ -135,22 +137,51 @@ impl VeilFs {
     }
 
     /// A node's place with a decision that is current for this epoch.
+    ///
+    /// A stale one is recomputed from the parent chain: up to the nearest ancestor
+    /// that is current (the root at the latest), then down again, each node from its
+    /// parent's. A loop, not a recursion: the chain is as deep as the workspace.
     fn place(&self, node: &Node) -> io::Result<Place> {
         let epoch = self.epoch.load(Ordering::Acquire);
         let place = node.place();
         if place.epoch == epoch || node.ino == super::inode::ROOT {
             return Ok(place);
         }
-        // Stale: recompute from the parent chain (each parent refreshes itself).
-        let parent = self.node(place.parent).map_err(|_| eacces())?;
-        let pp = self.place(&parent)?;
-        let path = join(&pp.path, &place.name);
-        let decision = self.decide(&self.policy(), &pp.decision, &path, || node.is_dir());
+        // A chain longer than the node table has a loop in it (names changed
+        // underneath): refuse rather than climb forever.
+        let most = self.inodes.len();
+        let mut stale = Vec::new();
+        let mut up = place.parent;
+        let mut current = loop {
+            let parent = self.node(up).map_err(|_| eacces())?;
+            let pp = parent.place();
+            if pp.epoch == epoch || parent.ino == super::inode::ROOT {
+                break pp;
+            }
+            if stale.len() >= most {
+                return Err(eacces());
+            }
+            up = pp.parent;
+            stale.push(parent);
+        };
+        let policy = self.policy();
+        for n in stale.iter().rev() {
+            current = self.refresh(&policy, n, &current, epoch);
+        }
+        Ok(self.refresh(&policy, node, &current, epoch))
+    }
+
+    /// Recomputes `node`'s path and decision from its parent's current `parent`
+    /// place, caches them for `epoch` and returns the result.
+    fn refresh(&self, policy: &Policy, node: &Node, parent: &Place, epoch: u64) -> Place {
+        let name = node.place.lock().name.clone();
+        let path = join(&parent.path, &name);
+        let decision = self.decide(policy, &parent.decision, &path, || node.is_dir());
         let mut st = node.place.lock();
         st.path = Arc::from(path);
         st.decision = decision;
         st.epoch = epoch;
-        Ok(st.clone())
+        st.clone()
     }
 
     fn visible(&self, node: &Node) -> io::Result<Place> {
@@ -643,45 +674,6 @@ impl VeilFs {
         }
     }
 
-    /// Invariant 4: moving the directory `dir` from `old_path` to `new_path` must not
-    /// make anything beneath it more permissive. Walks the backing subtree.
-    fn no_exposure(
-        &self,
-        policy: &Policy,
-        dir: OwnedFd,
-        old_path: &[u8],
-        old: &Decision,
-        new_path: &[u8],
-        new: &Decision,
-    ) -> io::Result<()> {
-        if old.action == Action::Deny && new.action == Action::Deny {
-            return Ok(());
-        }
-        let reader = sys::openat(dir.as_fd(), c".", libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
-        for e in sys::read_dir(reader)? {
-            let cname = std::ffi::CString::new(e.name.clone()).map_err(|_| errno(libc::EINVAL))?;
-            let is_dir = match e.kind {
-                libc::DT_DIR => true,
-                libc::DT_UNKNOWN => sys::statat(dir.as_fd(), &cname)
-                    .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR),
-                _ => false,
-            };
-            let op = join(old_path, &e.name);
-            let np = join(new_path, &e.name);
-            let od = self.decide(policy, old, &op, || is_dir);
-            let nd = self.decide(policy, new, &np, || is_dir);
-            if nd.action < od.action {
-                // Report the descendant that would be exposed, as it is now.
-                return Err(refuse(&op, &od));
-            }
-            if is_dir {
-                let sub = sys::openat(dir.as_fd(), &cname, libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
-                self.no_exposure(policy, sub, &op, &od, &np, &nd)?;
-            }
-        }
-        Ok(())
-    }
-
     fn new_fh(&self) -> u64 {
         self.next_fh.fetch_add(1, Ordering::Relaxed)
     }
@@ -709,19 +701,10 @@ impl VeilFs {
         ino: u64,
         f: impl FnOnce(BorrowedFd) -> io::Result<T>,
     ) -> Option<io::Result<T>> {
-        let handle = self
-            .files
-            .read()
-            .values()
-            .find(|h| h.ino == ino)
-            .cloned();
+        let handle = self.files.read().values().find(|h| h.ino == ino).cloned();
         match handle {
             Some(h) => Some(f(h.file.as_fd())),
-            None => self
-                .orphans
-                .lock()
-                .get(&ino)
-                .map(|fd| f(fd.as_fd())),
+            None => self.orphans.lock().get(&ino).map(|fd| f(fd.as_fd())),
         }
     }
 
