@@ -11,14 +11,14 @@ pub mod ops;
 pub mod reload;
 pub mod watch;
 
+use parking_lot::RwLock;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
-use std::sync::atomic::AtomicU64;
-use parking_lot::RwLock;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 use crate::policy::{Decision, Policy};
 use crate::sys;

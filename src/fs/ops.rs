@@ -2,15 +2,15 @@
 //! check first, then one syscall relative to a parent's descriptor. This is the only
 //! place the policy is enforced; every refusal is [`eacces`].
 
+use parking_lot::Mutex;
 use std::ffi::{CStr, OsStr};
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use parking_lot::Mutex;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 mod exposure;
 
