@@ -12,6 +12,7 @@ use crate::policy::{DEFAULT_POLICY, Policy};
 
 /// Runs one command line; the exit code is the command's.
 pub fn run(cli: Cli) -> Result<ExitCode> {
+    init_logging(cli.verbose);
     match cli.command {
         Command::Mount {
             policy,
@@ -84,6 +85,20 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             ..
         } => explain(policy.as_deref(), &workspace, json, &paths),
     }
+}
+
+/// Sends `log` records (veilfs's own and fuser's) to stderr: `RUST_LOG` if set, else
+/// by `-v` count; by default only veilfs's errors (a request handler that panicked).
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "veilfs=error",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let env = env_logger::Env::default().default_filter_or(default);
+    // Already set (a second `run` in one process): keep the first.
+    let _ = env_logger::Builder::from_env(env).try_init();
 }
 
 fn check(path: Option<&Path>) -> Result<ExitCode> {

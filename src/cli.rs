@@ -11,6 +11,11 @@ use clap::{Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "veilfs", version, about)]
 pub struct Cli {
+    /// More diagnostics on stderr: -v info, -vv debug (every FUSE request), -vvv
+    /// trace. `RUST_LOG` (e.g. `RUST_LOG=fuser=debug`) takes precedence. Without
+    /// either, only errors of veilfs itself are printed.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -125,7 +130,14 @@ pub struct CacheArgs {
     /// the mount could go unseen (no watcher, or a directory that could not be
     /// watched); such edits show within this time. In watched directories entries
     /// are cached for up to 10 minutes and invalidated at once on any change.
-    #[arg(long, value_name = "SECONDS", default_value_t = crate::fs::DEFAULT_TTL.as_secs_f64())]
+    /// `inf`: for as long as the kernel keeps them (edits made outside the mount in
+    /// an unwatched directory may then never show).
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = crate::fs::DEFAULT_TTL.as_secs_f64(),
+        value_parser = parse_ttl
+    )]
     pub ttl: f64,
     /// Check every open of a file in the daemon. By default the kernel opens files
     /// without asking (three round trips saved per file: `rg` and `grep -r` run at
@@ -155,11 +167,33 @@ impl CacheArgs {
     /// Applies these options to `opts`.
     pub fn apply(&self, opts: &mut crate::mount::MountOptions) {
         opts.passthrough = !self.no_passthrough;
-        opts.ttl = std::time::Duration::from_secs_f64(self.ttl.max(0.0));
+        opts.ttl = ttl(self.ttl);
         opts.watch = !self.no_watch;
         opts.strict_open = self.strict_open;
         opts.threads = self.threads.max(1);
         opts.audit = self.audit.clone();
         opts.audit_all = self.audit_all;
+    }
+}
+
+/// The longest entry and attribute TTL handed to the kernel, for `--ttl inf` and
+/// anything longer: about 136 years, which the kernel takes as "until invalidated"
+/// (it caps what it is given far lower).
+pub const LONGEST_TTL: std::time::Duration = std::time::Duration::from_secs(u32::MAX as u64);
+
+/// `--ttl`: seconds, zero or more (fractions allowed), or `inf`.
+fn parse_ttl(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(t) if t >= 0.0 => Ok(t),
+        _ => Err("expected a number of seconds, 0 or more, or `inf`".into()),
+    }
+}
+
+/// The TTL for `seconds` (as [`parse_ttl`] accepts them), capped at [`LONGEST_TTL`].
+fn ttl(seconds: f64) -> std::time::Duration {
+    if seconds >= LONGEST_TTL.as_secs_f64() {
+        LONGEST_TTL
+    } else {
+        std::time::Duration::try_from_secs_f64(seconds).unwrap_or_default()
     }
 }

@@ -232,3 +232,43 @@ fn explain_refuses_a_bad_policy() {
     );
     assert!(o.stdout.is_empty());
 }
+
+#[test]
+fn ttl_takes_seconds_or_inf_and_refuses_the_rest_without_panicking() {
+    let t = tempfile::tempdir().unwrap();
+    // Accepted (the mount then fails on the missing source, after the options).
+    for ttl in ["0", "0.5", "30", "inf", "1e300"] {
+        let args = ["mount", "--ttl", ttl, "no-such-src", "no-such-mnt"];
+        let o = veilfs(t.path(), &args);
+        assert_eq!(o.status.code(), Some(2), "{}", show(&args, &o));
+        assert!(
+            text(&o.stderr).contains("source no-such-src is not a directory"),
+            "{}",
+            show(&args, &o)
+        );
+    }
+    // Refused by the parser, with a message.
+    for ttl in ["--ttl=nan", "--ttl=-1", "--ttl=soon"] {
+        let args = ["mount", ttl, "no-such-src", "no-such-mnt"];
+        let o = veilfs(t.path(), &args);
+        assert_eq!(o.status.code(), Some(2), "{}", show(&args, &o));
+        let err = text(&o.stderr);
+        assert!(
+            err.contains("--ttl") && err.contains("or `inf`") && !err.contains("panicked"),
+            "{}",
+            show(&args, &o)
+        );
+    }
+}
+
+#[test]
+fn verbose_is_accepted_anywhere_and_changes_no_output_of_check() {
+    let t = tempfile::tempdir().unwrap();
+    write(t.path(), "p.toml", "default = \"allow\"\n");
+    let plain = veilfs(t.path(), &["check", "p.toml"]);
+    for args in [["-v", "check", "p.toml"], ["check", "-vv", "p.toml"]] {
+        let o = veilfs(t.path(), &args);
+        assert_eq!(o.status.code(), Some(0), "{}", show(&args, &o));
+        assert_eq!(o.stdout, plain.stdout, "{}", show(&args, &o));
+    }
+}

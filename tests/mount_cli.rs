@@ -103,6 +103,28 @@ fn sigterm_unmounts_and_exits_zero() {
 }
 
 #[test]
+fn ttl_inf_mounts_serves_and_still_shows_outside_edits() {
+    let mut f = Fixture::new();
+    f.file("a.txt", "a\n");
+    let mut d = Daemon::start(&f, &["--ttl", "inf"]);
+    assert_eq!(std::fs::read_to_string(f.m("a.txt")).unwrap(), "a\n");
+    std::fs::write(f.m("a.txt"), "b\n").unwrap();
+    assert_eq!(std::fs::read_to_string(f.m("a.txt")).unwrap(), "b\n");
+    // The source is watched: an outside edit invalidates the forever-cached entry.
+    std::fs::write(f.s("a.txt"), "outside\n").unwrap();
+    assert!(
+        wait_until(Duration::from_secs(10), || std::fs::read_to_string(
+            f.m("a.txt")
+        )
+        .is_ok_and(|s| s == "outside\n")),
+        "an outside edit never showed with --ttl inf"
+    );
+    signal(&d, libc::SIGTERM);
+    assert_eq!(d.wait_exit(), Some(0));
+    f.mount = None;
+}
+
+#[test]
 fn sigint_unmounts_and_exits_zero() {
     let f = Fixture::new();
     let mut d = Daemon::start(&f, &[]);

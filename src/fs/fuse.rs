@@ -1,11 +1,12 @@
 //! `impl fuser::Filesystem`: decode the request, call [`super::ops`], reply. Errors
 //! become the reply's errno in exactly one place, `err`.
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
+use std::panic::{self, AssertUnwindSafe};
 use std::path::Path;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{
@@ -28,6 +29,49 @@ fn err(e: io::Error) -> Errno {
     Errno::from_i32(e.raw_os_error().unwrap_or(libc::EIO))
 }
 
+/// Runs the handler of one request. A panic in it (a bug) is caught and logged, and
+/// the request is answered `EIO`: the reply, dropped unsent while the handler
+/// unwinds, answers `EIO` by itself (fuser's `ReplyRaw` does so on drop), and a reply
+/// already sent stays sent. fuser runs handlers on its worker threads without
+/// catching panics, so without this one bug would cost a worker for the rest of the
+/// mount, and with every worker gone the mount would hang. Nothing is left
+/// half-locked: the locks are `parking_lot`'s, released on unwinding and never
+/// poisoned.
+fn guard(op: &'static str, handler: impl FnOnce()) {
+    if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(handler)) {
+        let what = payload
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+            .unwrap_or("a non-string payload");
+        log::error!("{op}: the request handler panicked ({what}); answered EIO");
+    }
+}
+
+/// Set while a fault is injected (see [`inject_lookup_panic`]).
+static FAULT_ARMED: AtomicBool = AtomicBool::new(false);
+static PANIC_ON_LOOKUP: parking_lot::Mutex<Option<OsString>> = parking_lot::Mutex::new(None);
+
+/// Fault injection, for tests of [`guard`]: while `name` is set, every lookup of that
+/// name (in any directory, in every mount of this process) panics inside its
+/// handler, holding the parent directory's node lock.
+#[doc(hidden)]
+pub fn inject_lookup_panic(name: Option<&OsStr>) {
+    *PANIC_ON_LOOKUP.lock() = name.map(OsStr::to_os_string);
+    FAULT_ARMED.store(name.is_some(), Ordering::SeqCst);
+}
+
+impl VeilFs {
+    /// Panics here if a test injected a fault for a lookup of `name`.
+    fn injected_fault(&self, parent: u64, name: &OsStr) {
+        if FAULT_ARMED.load(Ordering::Relaxed) && PANIC_ON_LOOKUP.lock().as_deref() == Some(name) {
+            let dir = self.inodes.get(parent);
+            let _held = dir.as_ref().map(|d| d.place.lock());
+            panic!("injected fault: lookup of {name:?}");
+        }
+    }
+}
+
 /// Open flags for a handle the daemon serves: pages stay cached across opens (the
 /// watcher drops them on outside edits), and `flush` (a no-op here) is not sent.
 const CACHED_OPEN: FopenFlags = FopenFlags::FOPEN_KEEP_CACHE.union(FopenFlags::FOPEN_NOFLUSH);
@@ -35,12 +79,21 @@ const CACHED_OPEN: FopenFlags = FopenFlags::FOPEN_KEEP_CACHE.union(FopenFlags::F
 /// Open flags for a passthrough handle (the kernel adds `FOPEN_PASSTHROUGH`).
 const PASSTHROUGH_OPEN: FopenFlags = FopenFlags::FOPEN_NOFLUSH;
 
+/// A backing file's `(st_*time, st_*time_nsec)`, saturated at the ends of what
+/// `SystemTime` holds (a filesystem may store any 64-bit time).
 fn time(sec: i64, nsec: i64) -> SystemTime {
-    if sec >= 0 {
-        UNIX_EPOCH + Duration::new(sec as u64, nsec as u32)
+    let nsec = Duration::from_nanos(nsec.clamp(0, 999_999_999) as u64);
+    let secs = Duration::from_secs(sec.unsigned_abs());
+    let t = if sec >= 0 {
+        UNIX_EPOCH.checked_add(secs)
     } else {
-        UNIX_EPOCH - Duration::new((-sec) as u64, 0) + Duration::from_nanos(nsec as u64)
-    }
+        UNIX_EPOCH.checked_sub(secs)
+    };
+    t.and_then(|t| t.checked_add(nsec)).unwrap_or(if sec >= 0 {
+        UNIX_EPOCH + Duration::from_secs(i64::MAX as u64)
+    } else {
+        UNIX_EPOCH - Duration::from_secs(i64::MAX as u64)
+    })
 }
 
 fn kind(fmt: u32) -> FileType {
@@ -101,10 +154,18 @@ fn timespec(t: TimeOrNow) -> Option<libc::timespec> {
     match t {
         TimeOrNow::Now => None,
         TimeOrNow::SpecificTime(t) => {
-            let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+            let secs = |d: Duration| i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
+            let (tv_sec, tv_nsec) = match t.duration_since(UNIX_EPOCH) {
+                Ok(d) => (secs(d), d.subsec_nanos()),
+                // Before 1970: whole seconds down, nanoseconds up.
+                Err(e) => match e.duration() {
+                    d if d.subsec_nanos() == 0 => (-secs(d), 0),
+                    d => (-secs(d) - 1, 1_000_000_000 - d.subsec_nanos()),
+                },
+            };
             Some(libc::timespec {
-                tv_sec: d.as_secs() as i64,
-                tv_nsec: d.subsec_nanos() as i64,
+                tv_sec,
+                tv_nsec: tv_nsec.into(),
             })
         }
     }
@@ -287,18 +348,25 @@ impl Filesystem for VeilFs {
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        self.reply_entry(req, "lookup", self.lookup(parent.0, name), reply)
+        guard("lookup", || {
+            self.injected_fault(parent.0, name);
+            self.reply_entry(req, "lookup", self.lookup(parent.0, name), reply)
+        })
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
-        VeilFs::forget(self, ino.0, nlookup);
+        guard("forget", || {
+            VeilFs::forget(self, ino.0, nlookup);
+        })
     }
 
     fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
-        match VeilFs::getattr(self, ino.0, fh.map(|f| f.0)) {
-            Ok(st) => reply.attr(&self.ttl_of(ino.0), &self.attr(ino.0, &st)),
-            Err(e) => reply.error(self.fail(req, "getattr", e)),
-        }
+        guard("getattr", || {
+            match VeilFs::getattr(self, ino.0, fh.map(|f| f.0)) {
+                Ok(st) => reply.attr(&self.ttl_of(ino.0), &self.attr(ino.0, &st)),
+                Err(e) => reply.error(self.fail(req, "getattr", e)),
+            }
+        })
     }
 
     fn setattr(
@@ -319,25 +387,27 @@ impl Filesystem for VeilFs {
         _flags: Option<BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        let a = SetAttr {
-            mode,
-            uid,
-            gid,
-            size,
-            atime: atime.map(timespec),
-            mtime: mtime.map(timespec),
-        };
-        match VeilFs::setattr(self, ino.0, &a, fh.map(|f| f.0)) {
-            Ok(st) => reply.attr(&self.ttl_of(ino.0), &self.attr(ino.0, &st)),
-            Err(e) => reply.error(self.fail(req, "setattr", e)),
-        }
+        guard("setattr", || {
+            let a = SetAttr {
+                mode,
+                uid,
+                gid,
+                size,
+                atime: atime.map(timespec),
+                mtime: mtime.map(timespec),
+            };
+            match VeilFs::setattr(self, ino.0, &a, fh.map(|f| f.0)) {
+                Ok(st) => reply.attr(&self.ttl_of(ino.0), &self.attr(ino.0, &st)),
+                Err(e) => reply.error(self.fail(req, "setattr", e)),
+            }
+        })
     }
 
     fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
-        match VeilFs::readlink(self, ino.0) {
+        guard("readlink", || match VeilFs::readlink(self, ino.0) {
             Ok(t) => reply.data(&t),
             Err(e) => reply.error(self.fail(req, "readlink", e)),
-        }
+        })
     }
 
     fn mknod(
@@ -350,12 +420,14 @@ impl Filesystem for VeilFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        self.reply_entry(
-            req,
-            "mknod",
-            VeilFs::mknod(self, parent.0, name, mode, umask, rdev, caller(req)),
-            reply,
-        )
+        guard("mknod", || {
+            self.reply_entry(
+                req,
+                "mknod",
+                VeilFs::mknod(self, parent.0, name, mode, umask, rdev, caller(req)),
+                reply,
+            )
+        })
     }
 
     fn mkdir(
@@ -367,20 +439,26 @@ impl Filesystem for VeilFs {
         umask: u32,
         reply: ReplyEntry,
     ) {
-        self.reply_entry(
-            req,
-            "mkdir",
-            VeilFs::mkdir(self, parent.0, name, mode, umask, caller(req)),
-            reply,
-        )
+        guard("mkdir", || {
+            self.reply_entry(
+                req,
+                "mkdir",
+                VeilFs::mkdir(self, parent.0, name, mode, umask, caller(req)),
+                reply,
+            )
+        })
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        self.reply_empty(req, "unlink", VeilFs::unlink(self, parent.0, name), reply)
+        guard("unlink", || {
+            self.reply_empty(req, "unlink", VeilFs::unlink(self, parent.0, name), reply)
+        })
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        self.reply_empty(req, "rmdir", VeilFs::rmdir(self, parent.0, name), reply)
+        guard("rmdir", || {
+            self.reply_empty(req, "rmdir", VeilFs::rmdir(self, parent.0, name), reply)
+        })
     }
 
     fn symlink(
@@ -391,12 +469,14 @@ impl Filesystem for VeilFs {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        self.reply_entry(
-            req,
-            "symlink",
-            VeilFs::symlink(self, parent.0, link_name, target.as_os_str(), caller(req)),
-            reply,
-        )
+        guard("symlink", || {
+            self.reply_entry(
+                req,
+                "symlink",
+                VeilFs::symlink(self, parent.0, link_name, target.as_os_str(), caller(req)),
+                reply,
+            )
+        })
     }
 
     fn rename(
@@ -409,23 +489,26 @@ impl Filesystem for VeilFs {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        let flags = flags.bits();
-        match VeilFs::rename(self, parent.0, name, newparent.0, newname, flags) {
-            Ok(moved_dir) => {
-                reply.ok();
-                if moved_dir {
-                    // The kernel moved its cached subtree along: drop it, so that
-                    // whatever is opened there next is looked up (and decided) anew
-                    // under its new path; files are opened without asking.
-                    let entry = |p: INodeNo, n: &OsStr| Inval::Entry(p.0, n.as_bytes().to_vec());
-                    self.inval.queue(entry(newparent, newname));
-                    if flags & libc::RENAME_EXCHANGE != 0 {
-                        self.inval.queue(entry(parent, name));
+        guard("rename", || {
+            let flags = flags.bits();
+            match VeilFs::rename(self, parent.0, name, newparent.0, newname, flags) {
+                Ok(moved_dir) => {
+                    reply.ok();
+                    if moved_dir {
+                        // The kernel moved its cached subtree along: drop it, so that
+                        // whatever is opened there next is looked up (and decided) anew
+                        // under its new path; files are opened without asking.
+                        let entry =
+                            |p: INodeNo, n: &OsStr| Inval::Entry(p.0, n.as_bytes().to_vec());
+                        self.inval.queue(entry(newparent, newname));
+                        if flags & libc::RENAME_EXCHANGE != 0 {
+                            self.inval.queue(entry(parent, name));
+                        }
                     }
                 }
+                Err(e) => reply.error(self.fail(req, "rename", e)),
             }
-            Err(e) => reply.error(self.fail(req, "rename", e)),
-        }
+        })
     }
 
     fn link(
@@ -436,33 +519,37 @@ impl Filesystem for VeilFs {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        self.reply_entry(
-            req,
-            "link",
-            VeilFs::link(self, ino.0, newparent.0, newname),
-            reply,
-        )
+        guard("link", || {
+            self.reply_entry(
+                req,
+                "link",
+                VeilFs::link(self, ino.0, newparent.0, newname),
+                reply,
+            )
+        })
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        if self.open_free.load(Ordering::Relaxed) {
-            // From now on the kernel opens files itself (handle 0, cached pages
-            // kept): see `VeilFs::set_open_free`.
-            self.open_refused.store(true, Ordering::SeqCst);
-            return reply.error(Errno::ENOSYS);
-        }
-        match VeilFs::open(self, ino.0, flags.0) {
-            Ok(fh) => match self.io_mode_for(
-                ino.0,
-                fh,
-                flags.0 & libc::O_ACCMODE != libc::O_RDONLY,
-                |f| reply.open_backing(f),
-            ) {
-                Some(id) => reply.opened_passthrough(FileHandle(fh), PASSTHROUGH_OPEN, &id),
-                None => reply.opened(FileHandle(fh), CACHED_OPEN),
-            },
-            Err(e) => reply.error(self.fail(req, "open", e)),
-        }
+        guard("open", || {
+            if self.open_free.load(Ordering::Relaxed) {
+                // From now on the kernel opens files itself (handle 0, cached pages
+                // kept): see `VeilFs::set_open_free`.
+                self.open_refused.store(true, Ordering::SeqCst);
+                return reply.error(Errno::ENOSYS);
+            }
+            match VeilFs::open(self, ino.0, flags.0) {
+                Ok(fh) => match self.io_mode_for(
+                    ino.0,
+                    fh,
+                    flags.0 & libc::O_ACCMODE != libc::O_RDONLY,
+                    |f| reply.open_backing(f),
+                ) {
+                    Some(id) => reply.opened_passthrough(FileHandle(fh), PASSTHROUGH_OPEN, &id),
+                    None => reply.opened(FileHandle(fh), CACHED_OPEN),
+                },
+                Err(e) => reply.error(self.fail(req, "open", e)),
+            }
+        })
     }
 
     fn read(
@@ -476,10 +563,12 @@ impl Filesystem for VeilFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        match VeilFs::read(self, ino.0, fh.0, offset, size) {
-            Ok(data) => reply.data(&data),
-            Err(e) => reply.error(self.fail(req, "read", e)),
-        }
+        guard("read", || {
+            match VeilFs::read(self, ino.0, fh.0, offset, size) {
+                Ok(data) => reply.data(&data),
+                Err(e) => reply.error(self.fail(req, "read", e)),
+            }
+        })
     }
 
     fn write(
@@ -494,17 +583,19 @@ impl Filesystem for VeilFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        match VeilFs::write(self, ino.0, fh.0, offset, data) {
-            Ok(n) => reply.written(n),
-            Err(e) => {
-                reply.error(self.fail(req, "write", e));
-                if fh.0 == super::ops::NO_HANDLE {
-                    // A refused write-back of a shared mapping leaves its pages in
-                    // the cache: drop them, so nobody reads what was never written.
-                    self.inval.queue(Inval::Inode(ino.0));
+        guard("write", || {
+            match VeilFs::write(self, ino.0, fh.0, offset, data) {
+                Ok(n) => reply.written(n),
+                Err(e) => {
+                    reply.error(self.fail(req, "write", e));
+                    if fh.0 == super::ops::NO_HANDLE {
+                        // A refused write-back of a shared mapping leaves its pages in
+                        // the cache: drop them, so nobody reads what was never written.
+                        self.inval.queue(Inval::Inode(ino.0));
+                    }
                 }
             }
-        }
+        })
     }
 
     fn flush(
@@ -515,10 +606,12 @@ impl Filesystem for VeilFs {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        // Nothing to do at close (writes are not buffered here, and locks are the
-        // kernel's): ENOSYS makes the kernel stop sending FLUSH, one synchronous
-        // round trip per close() of a file opened without a handle.
-        reply.error(Errno::ENOSYS);
+        guard("flush", || {
+            // Nothing to do at close (writes are not buffered here, and locks are the
+            // kernel's): ENOSYS makes the kernel stop sending FLUSH, one synchronous
+            // round trip per close() of a file opened without a handle.
+            reply.error(Errno::ENOSYS);
+        })
     }
 
     fn release(
@@ -531,8 +624,10 @@ impl Filesystem for VeilFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        VeilFs::release(self, fh.0);
-        reply.ok();
+        guard("release", || {
+            VeilFs::release(self, fh.0);
+            reply.ok();
+        })
     }
 
     fn fsync(
@@ -543,30 +638,34 @@ impl Filesystem for VeilFs {
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        self.reply_empty(
-            req,
-            "fsync",
-            VeilFs::fsync(self, ino.0, fh.0, datasync),
-            reply,
-        )
+        guard("fsync", || {
+            self.reply_empty(
+                req,
+                "fsync",
+                VeilFs::fsync(self, ino.0, fh.0, datasync),
+                reply,
+            )
+        })
     }
 
     fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        if self.no_opendir.load(Ordering::Relaxed) {
-            // The kernel then stops sending OPENDIR and RELEASEDIR (two round trips
-            // per directory walked) and caches listings itself; the policy is
-            // checked on every lookup and readdir instead.
-            return reply.error(Errno::from_i32(libc::ENOSYS));
-        }
-        match VeilFs::opendir(self, ino.0) {
-            // The kernel may keep the listing; the watcher invalidates it when the
-            // directory changes outside the mount.
-            Ok(()) => reply.opened(
-                FileHandle(0),
-                FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE,
-            ),
-            Err(e) => reply.error(self.fail(req, "opendir", e)),
-        }
+        guard("opendir", || {
+            if self.no_opendir.load(Ordering::Relaxed) {
+                // The kernel then stops sending OPENDIR and RELEASEDIR (two round trips
+                // per directory walked) and caches listings itself; the policy is
+                // checked on every lookup and readdir instead.
+                return reply.error(Errno::from_i32(libc::ENOSYS));
+            }
+            match VeilFs::opendir(self, ino.0) {
+                // The kernel may keep the listing; the watcher invalidates it when the
+                // directory changes outside the mount.
+                Ok(()) => reply.opened(
+                    FileHandle(0),
+                    FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE,
+                ),
+                Err(e) => reply.error(self.fail(req, "opendir", e)),
+            }
+        })
     }
 
     fn readdir(
@@ -577,39 +676,41 @@ impl Filesystem for VeilFs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let (listing, mut pos) = match self.listing_at(ino.0, offset) {
-            Ok(l) => l,
-            Err(e) => return reply.error(self.fail(req, "readdir", e)),
-        };
-        let cookie = |p: u64| (u64::from(listing.generation) << 32) | p;
-        if pos == 0 {
-            if reply.add(ino, cookie(1), FileType::Directory, ".") {
-                return reply.ok();
+        guard("readdir", || {
+            let (listing, mut pos) = match self.listing_at(ino.0, offset) {
+                Ok(l) => l,
+                Err(e) => return reply.error(self.fail(req, "readdir", e)),
+            };
+            let cookie = |p: u64| (u64::from(listing.generation) << 32) | p;
+            if pos == 0 {
+                if reply.add(ino, cookie(1), FileType::Directory, ".") {
+                    return reply.ok();
+                }
+                pos = 1;
             }
-            pos = 1;
-        }
-        if pos == 1 {
-            if reply.add(
-                INodeNo(super::inode::ROOT),
-                cookie(2),
-                FileType::Directory,
-                "..",
-            ) {
-                return reply.ok();
+            if pos == 1 {
+                if reply.add(
+                    INodeNo(super::inode::ROOT),
+                    cookie(2),
+                    FileType::Directory,
+                    "..",
+                ) {
+                    return reply.ok();
+                }
+                pos = 2;
             }
-            pos = 2;
-        }
-        for (i, e) in listing.entries.iter().enumerate().skip((pos - 2) as usize) {
-            if reply.add(
-                INodeNo(e.ino),
-                cookie(i as u64 + 3),
-                dt_kind(e.kind),
-                OsStr::from_bytes(&e.name),
-            ) {
-                break;
+            for (i, e) in listing.entries.iter().enumerate().skip((pos - 2) as usize) {
+                if reply.add(
+                    INodeNo(e.ino),
+                    cookie(i as u64 + 3),
+                    dt_kind(e.kind),
+                    OsStr::from_bytes(&e.name),
+                ) {
+                    break;
+                }
             }
-        }
-        reply.ok();
+            reply.ok();
+        })
     }
 
     fn readdirplus(
@@ -620,84 +721,87 @@ impl Filesystem for VeilFs {
         offset: u64,
         mut reply: fuser::ReplyDirectoryPlus,
     ) {
-        let (listing, mut pos) = match self.listing_at(ino.0, offset) {
-            Ok(l) => l,
-            Err(e) => return reply.error(self.fail(req, "readdirplus", e)),
-        };
-        let cookie = |p: u64| (u64::from(listing.generation) << 32) | p;
-        // Each entry given with its attributes counts as a lookup, so it is looked
-        // up (policy included) and forgotten again if the reply buffer had no room
-        // for it. "." and ".." are not counted (node id 0).
-        if pos < 2 {
-            if let Ok(st) = VeilFs::getattr(self, ino.0, None) {
-                let attr = FileAttr {
-                    ino,
-                    ..self.attr(ino.0, &st)
-                };
-                if pos == 0
-                    && reply.add(
+        guard("readdirplus", || {
+            let (listing, mut pos) = match self.listing_at(ino.0, offset) {
+                Ok(l) => l,
+                Err(e) => return reply.error(self.fail(req, "readdirplus", e)),
+            };
+            let cookie = |p: u64| (u64::from(listing.generation) << 32) | p;
+            // Each entry given with its attributes counts as a lookup, so it is looked
+            // up (policy included) and forgotten again if the reply buffer had no room
+            // for it. "." and ".." are not counted (node id 0).
+            if pos < 2 {
+                if let Ok(st) = VeilFs::getattr(self, ino.0, None) {
+                    let attr = FileAttr {
+                        ino,
+                        ..self.attr(ino.0, &st)
+                    };
+                    if pos == 0
+                        && reply.add(
+                            INodeNo(0),
+                            cookie(1),
+                            ".",
+                            &self.ttl_of(ino.0),
+                            &attr,
+                            Generation(0),
+                        )
+                    {
+                        return reply.ok();
+                    }
+                    if reply.add(
                         INodeNo(0),
-                        cookie(1),
-                        ".",
+                        cookie(2),
+                        "..",
                         &self.ttl_of(ino.0),
                         &attr,
                         Generation(0),
-                    )
-                {
-                    return reply.ok();
-                }
-                if reply.add(
-                    INodeNo(0),
-                    cookie(2),
-                    "..",
-                    &self.ttl_of(ino.0),
-                    &attr,
-                    Generation(0),
-                ) {
-                    return reply.ok();
-                }
-            }
-            pos = 2;
-        }
-        for (i, e) in listing.entries.iter().enumerate().skip((pos - 2) as usize) {
-            let name = OsStr::from_bytes(&e.name);
-            let offset = cookie(i as u64 + 3);
-            let full = match VeilFs::lookup(self, ino.0, name) {
-                Ok((node, st)) => {
-                    let full = reply.add(
-                        INodeNo(node.ino),
-                        offset,
-                        name,
-                        &self.ttl_of(node.ino),
-                        &self.attr(node.ino, &st),
-                        Generation(0),
-                    );
-                    if full {
-                        VeilFs::forget(self, node.ino, 1);
+                    ) {
+                        return reply.ok();
                     }
-                    full
                 }
-                // Gone, or refused by a policy loaded since the listing was taken:
-                // list the name as the listing has it (one policy per listing),
-                // under a node id the daemon never issues and with no time to live, so
-                // the kernel caches nothing for it and the next use of the name is
-                // looked up (and refused) anew. (Node id 0 would say "no entry" more
-                // plainly, but fuser takes the node id from the attributes and a
-                // listed inode number of 0 makes the C library skip the entry.)
-                Err(_) => {
-                    let bare = FileAttr {
-                        kind: dt_kind(e.kind),
-                        ..self.attr(super::inode::PHANTOM, &crate::sys::zeroed_stat())
-                    };
-                    let none = Duration::ZERO;
-                    reply.add(INodeNo(0), offset, name, &none, &bare, Generation(0))
-                }
-            };
-            if full {
-                break;
+                pos = 2;
             }
-        }
-        reply.ok();
+            for (i, e) in listing.entries.iter().enumerate().skip((pos - 2) as usize) {
+                let name = OsStr::from_bytes(&e.name);
+                let offset = cookie(i as u64 + 3);
+                let full = match VeilFs::lookup(self, ino.0, name) {
+                    Ok((node, st)) => {
+                        let full = reply.add(
+                            INodeNo(node.ino),
+                            offset,
+                            name,
+                            &self.ttl_of(node.ino),
+                            &self.attr(node.ino, &st),
+                            Generation(0),
+                        );
+                        if full {
+                            VeilFs::forget(self, node.ino, 1);
+                        }
+                        full
+                    }
+                    // Gone, or refused by a policy loaded since the listing was taken:
+                    // list the name as the listing has it (one policy per listing),
+                    // under a node id the daemon never issues and with no time to
+                    // live, so the kernel caches nothing for it and the next use of
+                    // the name is looked up (and refused) anew. (Node id 0 would say
+                    // "no entry" more plainly, but fuser takes the node id from the
+                    // attributes, and a listed inode number of 0 makes the C library
+                    // skip the entry.)
+                    Err(_) => {
+                        let bare = FileAttr {
+                            kind: dt_kind(e.kind),
+                            ..self.attr(super::inode::PHANTOM, &crate::sys::zeroed_stat())
+                        };
+                        let none = Duration::ZERO;
+                        reply.add(INodeNo(0), offset, name, &none, &bare, Generation(0))
+                    }
+                };
+                if full {
+                    break;
+                }
+            }
+            reply.ok();
+        })
     }
 
     fn releasedir(
@@ -708,7 +812,9 @@ impl Filesystem for VeilFs {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
-        reply.ok();
+        guard("releasedir", || {
+            reply.ok();
+        })
     }
 
     fn fsyncdir(
@@ -719,16 +825,18 @@ impl Filesystem for VeilFs {
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        self.reply_empty(
-            req,
-            "fsyncdir",
-            VeilFs::fsyncdir(self, ino.0, datasync),
-            reply,
-        )
+        guard("fsyncdir", || {
+            self.reply_empty(
+                req,
+                "fsyncdir",
+                VeilFs::fsyncdir(self, ino.0, datasync),
+                reply,
+            )
+        })
     }
 
     fn statfs(&self, req: &Request, ino: INodeNo, reply: ReplyStatfs) {
-        match VeilFs::statfs(self, ino.0) {
+        guard("statfs", || match VeilFs::statfs(self, ino.0) {
             Ok(s) => reply.statfs(
                 s.f_blocks,
                 s.f_bfree,
@@ -740,7 +848,7 @@ impl Filesystem for VeilFs {
                 s.f_frsize as u32,
             ),
             Err(e) => reply.error(self.fail(req, "statfs", e)),
-        }
+        })
     }
 
     fn setxattr(
@@ -753,46 +861,54 @@ impl Filesystem for VeilFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        self.reply_empty(
-            req,
-            "setxattr",
-            VeilFs::setxattr(self, ino.0, name, value, flags),
-            reply,
-        )
+        guard("setxattr", || {
+            self.reply_empty(
+                req,
+                "setxattr",
+                VeilFs::setxattr(self, ino.0, name, value, flags),
+                reply,
+            )
+        })
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        match VeilFs::getxattr(self, ino.0, name, size) {
-            Ok((n, _)) if size == 0 => reply.size(n as u32),
-            Ok((_, data)) => reply.data(&data),
-            Err(e) => reply.error(self.fail(req, "getxattr", e)),
-        }
+        guard("getxattr", || {
+            match VeilFs::getxattr(self, ino.0, name, size) {
+                Ok((n, _)) if size == 0 => reply.size(n as u32),
+                Ok((_, data)) => reply.data(&data),
+                Err(e) => reply.error(self.fail(req, "getxattr", e)),
+            }
+        })
     }
 
     fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        match VeilFs::listxattr(self, ino.0, size) {
+        guard("listxattr", || match VeilFs::listxattr(self, ino.0, size) {
             Ok((n, _)) if size == 0 => reply.size(n as u32),
             Ok((_, data)) => reply.data(&data),
             Err(e) => reply.error(self.fail(req, "listxattr", e)),
-        }
+        })
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        self.reply_empty(
-            req,
-            "removexattr",
-            VeilFs::removexattr(self, ino.0, name),
-            reply,
-        )
+        guard("removexattr", || {
+            self.reply_empty(
+                req,
+                "removexattr",
+                VeilFs::removexattr(self, ino.0, name),
+                reply,
+            )
+        })
     }
 
     fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
-        self.reply_empty(
-            req,
-            "access",
-            VeilFs::access(self, ino.0, mask.bits()),
-            reply,
-        )
+        guard("access", || {
+            self.reply_empty(
+                req,
+                "access",
+                VeilFs::access(self, ino.0, mask.bits()),
+                reply,
+            )
+        })
     }
 
     fn create(
@@ -805,41 +921,43 @@ impl Filesystem for VeilFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        match VeilFs::create(self, parent.0, name, mode, umask, flags, caller(req)) {
-            Ok((node, st, fh)) => {
-                let attr = self.attr(node.ino, &st);
-                if self.open_refused.load(Ordering::SeqCst) {
-                    // Once it opens files without asking, the kernel sends no
-                    // RELEASE for the files it creates either: keep no handle.
-                    VeilFs::release(self, fh);
-                    return reply.created(
-                        &self.ttl_of(node.ino),
-                        &attr,
-                        Generation(0),
-                        FileHandle(super::ops::NO_HANDLE),
-                        CACHED_OPEN,
-                    );
+        guard("create", || {
+            match VeilFs::create(self, parent.0, name, mode, umask, flags, caller(req)) {
+                Ok((node, st, fh)) => {
+                    let attr = self.attr(node.ino, &st);
+                    if self.open_refused.load(Ordering::SeqCst) {
+                        // Once it opens files without asking, the kernel sends no
+                        // RELEASE for the files it creates either: keep no handle.
+                        VeilFs::release(self, fh);
+                        return reply.created(
+                            &self.ttl_of(node.ino),
+                            &attr,
+                            Generation(0),
+                            FileHandle(super::ops::NO_HANDLE),
+                            CACHED_OPEN,
+                        );
+                    }
+                    match self.io_mode_for(node.ino, fh, true, |f| reply.open_backing(f)) {
+                        Some(id) => reply.created_passthrough(
+                            &self.ttl_of(node.ino),
+                            &attr,
+                            Generation(0),
+                            FileHandle(fh),
+                            PASSTHROUGH_OPEN,
+                            &id,
+                        ),
+                        None => reply.created(
+                            &self.ttl_of(node.ino),
+                            &attr,
+                            Generation(0),
+                            FileHandle(fh),
+                            CACHED_OPEN,
+                        ),
+                    }
                 }
-                match self.io_mode_for(node.ino, fh, true, |f| reply.open_backing(f)) {
-                    Some(id) => reply.created_passthrough(
-                        &self.ttl_of(node.ino),
-                        &attr,
-                        Generation(0),
-                        FileHandle(fh),
-                        PASSTHROUGH_OPEN,
-                        &id,
-                    ),
-                    None => reply.created(
-                        &self.ttl_of(node.ino),
-                        &attr,
-                        Generation(0),
-                        FileHandle(fh),
-                        CACHED_OPEN,
-                    ),
-                }
+                Err(e) => reply.error(self.fail(req, "create", e)),
             }
-            Err(e) => reply.error(self.fail(req, "create", e)),
-        }
+        })
     }
 
     fn fallocate(
@@ -852,12 +970,14 @@ impl Filesystem for VeilFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        self.reply_empty(
-            req,
-            "fallocate",
-            VeilFs::fallocate(self, ino.0, fh.0, mode, offset, length),
-            reply,
-        )
+        guard("fallocate", || {
+            self.reply_empty(
+                req,
+                "fallocate",
+                VeilFs::fallocate(self, ino.0, fh.0, mode, offset, length),
+                reply,
+            )
+        })
     }
 
     fn lseek(
@@ -869,10 +989,12 @@ impl Filesystem for VeilFs {
         whence: i32,
         reply: ReplyLseek,
     ) {
-        match VeilFs::lseek(self, ino.0, fh.0, offset, whence) {
-            Ok(o) => reply.offset(o),
-            Err(e) => reply.error(self.fail(req, "lseek", e)),
-        }
+        guard("lseek", || {
+            match VeilFs::lseek(self, ino.0, fh.0, offset, whence) {
+                Ok(o) => reply.offset(o),
+                Err(e) => reply.error(self.fail(req, "lseek", e)),
+            }
+        })
     }
 
     fn copy_file_range(
@@ -888,14 +1010,47 @@ impl Filesystem for VeilFs {
         _flags: fuser::CopyFileRangeFlags,
         reply: ReplyWrite,
     ) {
-        match VeilFs::copy_file_range(
-            self,
-            (ino_in.0, fh_in.0, offset_in),
-            (ino_out.0, fh_out.0, offset_out),
-            len,
-        ) {
-            Ok(n) => reply.written(n as u32),
-            Err(e) => reply.error(self.fail(req, "copy_file_range", e)),
+        guard("copy_file_range", || {
+            match VeilFs::copy_file_range(
+                self,
+                (ino_in.0, fh_in.0, offset_in),
+                (ino_out.0, fh_out.0, offset_out),
+                len,
+            ) {
+                Ok(n) => reply.written(n as u32),
+                Err(e) => reply.error(self.fail(req, "copy_file_range", e)),
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backing_times_convert_without_panicking_at_any_value() {
+        assert_eq!(time(0, 0), UNIX_EPOCH);
+        assert_eq!(
+            time(-1, 500_000_000),
+            UNIX_EPOCH - Duration::from_millis(500)
+        );
+        assert_eq!(time(86_400, 1), UNIX_EPOCH + Duration::new(86_400, 1));
+        for sec in [i64::MIN, i64::MIN + 1, i64::MAX] {
+            for nsec in [0, 999_999_999, -1, i64::MAX] {
+                let _ = time(sec, nsec);
+            }
         }
+    }
+
+    #[test]
+    fn times_before_1970_are_set_as_they_were_asked() {
+        let at = |t: SystemTime| timespec(TimeOrNow::SpecificTime(t)).unwrap();
+        let ts = at(UNIX_EPOCH - Duration::from_secs(100));
+        assert_eq!((ts.tv_sec, ts.tv_nsec), (-100, 0));
+        let ts = at(UNIX_EPOCH - Duration::from_millis(1500));
+        assert_eq!((ts.tv_sec, ts.tv_nsec), (-2, 500_000_000));
+        let ts = at(UNIX_EPOCH + Duration::new(7, 3));
+        assert_eq!((ts.tv_sec, ts.tv_nsec), (7, 3));
     }
 }

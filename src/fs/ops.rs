@@ -12,9 +12,11 @@ use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+mod exposure;
+
 use super::inode::{Key, Node, Place};
 use super::{FileHandle, VeilFs};
-use crate::policy::{Action, Decision, Policy};
+use crate::policy::{Decision, Policy};
 use crate::sys;
 
 /// The one refusal errno, without a decision to report (a node whose parent is
@@ -707,45 +709,6 @@ impl VeilFs {
         }
     }
 
-    /// Invariant 4: moving the directory `dir` from `old_path` to `new_path` must not
-    /// make anything beneath it more permissive. Walks the backing subtree.
-    fn no_exposure(
-        &self,
-        policy: &Policy,
-        dir: OwnedFd,
-        old_path: &[u8],
-        old: &Decision,
-        new_path: &[u8],
-        new: &Decision,
-    ) -> io::Result<()> {
-        if old.action == Action::Deny && new.action == Action::Deny {
-            return Ok(());
-        }
-        let reader = sys::openat(dir.as_fd(), c".", libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
-        for e in sys::read_dir(reader)? {
-            let cname = std::ffi::CString::new(e.name.clone()).map_err(|_| errno(libc::EINVAL))?;
-            let is_dir = match e.kind {
-                libc::DT_DIR => true,
-                libc::DT_UNKNOWN => sys::statat(dir.as_fd(), &cname)
-                    .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR),
-                _ => false,
-            };
-            let op = join(old_path, &e.name);
-            let np = join(new_path, &e.name);
-            let od = self.decide(policy, old, &op, || is_dir);
-            let nd = self.decide(policy, new, &np, || is_dir);
-            if nd.action < od.action {
-                // Report the descendant that would be exposed, as it is now.
-                return Err(refuse(&op, &od));
-            }
-            if is_dir {
-                let sub = sys::openat(dir.as_fd(), &cname, libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
-                self.no_exposure(policy, sub, &op, &od, &np, &nd)?;
-            }
-        }
-        Ok(())
-    }
-
     fn new_fh(&self) -> u64 {
         self.next_fh.fetch_add(1, Ordering::Relaxed)
     }
@@ -1081,6 +1044,9 @@ impl VeilFs {
         len: u64,
     ) -> io::Result<usize> {
         let (a, b) = (self.io(from.0, from.1, false)?, self.io(to.0, to.1, true)?);
+        // The reply counts the bytes copied in 32 bits: copy at most that many (the
+        // caller asks again for the rest).
+        let len = len.min(u64::from(u32::MAX) & !0xfff);
         let (off_in, off_out) = (from.2, to.2);
         sys::copy_file_range(
             a.file().as_fd(),
