@@ -270,10 +270,24 @@ impl VeilFs {
         }
     }
 
-    /// Tells the watcher that `name` in `dir` is being changed through the mount.
-    fn own(&self, dir: u64, name: &[u8]) {
-        if let Some(w) = &self.watcher {
-            w.own_change(dir, name);
+    /// Tells the watcher that `name` in `dir` is being changed through the mount:
+    /// hold the result across the change and call `done` on it once the change
+    /// succeeded (see [`super::watch::Own`]).
+    fn own(&self, dir: u64, name: &[u8]) -> super::watch::Own<'_> {
+        match (&self.watcher, self.inodes.get(dir)) {
+            (Some(w), Some(d)) => w.own_change(d, name),
+            _ => super::watch::Own::none(),
+        }
+    }
+
+    /// [`VeilFs::own`] for node `ino` under the name its decision is for.
+    fn own_node(&self, ino: u64) -> super::watch::Own<'_> {
+        match (&self.watcher, self.inodes.get(ino)) {
+            (Some(_), Some(node)) => {
+                let place = node.place();
+                self.own(place.parent, &place.name)
+            }
+            _ => super::watch::Own::none(),
         }
     }
 
@@ -338,7 +352,7 @@ impl VeilFs {
     pub fn setattr(&self, ino: u64, a: &SetAttr, fh: Option<u64>) -> io::Result<libc::stat> {
         let node = self.node(ino)?;
         let place = self.writable(&node)?;
-        self.own(place.parent, &place.name);
+        let own = self.own(place.parent, &place.name);
         let nfd = self.fd_of(&node)?;
         let fd = nfd.as_fd();
         if let Some(mode) = a.mode {
@@ -368,7 +382,7 @@ impl VeilFs {
                 a.mtime,
             )?;
         }
-        sys::stat(fd)
+        own.done_if(sys::stat(fd))
     }
 
     pub fn readlink(&self, ino: u64) -> io::Result<Vec<u8>> {
@@ -396,16 +410,24 @@ impl VeilFs {
     }
 
     /// The checks shared by every operation that makes a new name (of a directory
-    /// when `is_dir`), which is then noted as changed through the mount.
+    /// when `is_dir`), and the note of its change through the mount (`done` once
+    /// the name is made).
+    #[allow(clippy::type_complexity)]
     fn new_name(
         &self,
         parent: u64,
         name: &OsStr,
         is_dir: bool,
-    ) -> io::Result<(Arc<Node>, std::ffi::CString, Vec<u8>, Decision)> {
-        let made = self.changeable(parent, name, kind_of(is_dir))?;
-        self.own(parent, made.1.to_bytes());
-        Ok(made)
+    ) -> io::Result<(
+        Arc<Node>,
+        std::ffi::CString,
+        Vec<u8>,
+        Decision,
+        super::watch::Own<'_>,
+    )> {
+        let (dir, cname, path, d) = self.changeable(parent, name, kind_of(is_dir))?;
+        let own = self.own(parent, cname.to_bytes());
+        Ok((dir, cname, path, d, own))
     }
 
     fn give(&self, fd: BorrowedFd, caller: Caller) -> io::Result<()> {
@@ -441,9 +463,9 @@ impl VeilFs {
         rdev: u32,
         caller: Caller,
     ) -> io::Result<(Arc<Node>, libc::stat)> {
-        let (dir, cname, path, d) = self.new_name(parent, name, false)?;
+        let (dir, cname, path, d, own) = self.new_name(parent, name, false)?;
         sys::mknodat(dir.dir_fd()?, &cname, mode & !umask, rdev as u64)?;
-        self.made(parent, &dir, &cname, path, d, caller)
+        own.done_if(self.made(parent, &dir, &cname, path, d, caller))
     }
 
     pub fn mkdir(
@@ -454,9 +476,9 @@ impl VeilFs {
         umask: u32,
         caller: Caller,
     ) -> io::Result<(Arc<Node>, libc::stat)> {
-        let (dir, cname, path, d) = self.new_name(parent, name, true)?;
+        let (dir, cname, path, d, own) = self.new_name(parent, name, true)?;
         sys::mkdirat(dir.dir_fd()?, &cname, mode & !umask)?;
-        self.made(parent, &dir, &cname, path, d, caller)
+        own.done_if(self.made(parent, &dir, &cname, path, d, caller))
     }
 
     pub fn symlink(
@@ -466,9 +488,9 @@ impl VeilFs {
         target: &OsStr,
         caller: Caller,
     ) -> io::Result<(Arc<Node>, libc::stat)> {
-        let (dir, cname, path, d) = self.new_name(parent, name, false)?;
+        let (dir, cname, path, d, own) = self.new_name(parent, name, false)?;
         sys::symlinkat(target, dir.dir_fd()?, &cname)?;
-        self.made(parent, &dir, &cname, path, d, caller)
+        own.done_if(self.made(parent, &dir, &cname, path, d, caller))
     }
 
     pub fn link(
@@ -481,14 +503,14 @@ impl VeilFs {
         // A new name for an inode changes it (its link count) and could give a
         // read-only inode a writable alias: the source must be writable too.
         self.writable(&node)?;
-        let (dir, cname, path, d) = self.new_name(newparent, newname, node.is_dir())?;
+        let (dir, cname, path, d, own) = self.new_name(newparent, newname, node.is_dir())?;
         sys::linkat(
             self.proc_fd.as_fd(),
             self.fd_of(&node)?.as_fd(),
             dir.dir_fd()?,
             &cname,
         )?;
-        self.enter(newparent, &cname, &dir, path, d)
+        own.done_if(self.enter(newparent, &cname, &dir, path, d))
     }
 
     fn remove(&self, parent: u64, name: &OsStr, is_dir: bool) -> io::Result<()> {
@@ -606,14 +628,20 @@ impl VeilFs {
             || to_st
                 .as_ref()
                 .is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR);
-        if !moves_dir {
-            self.own(parent, from.to_bytes());
-            self.own(newparent, to.to_bytes());
-        }
+        let own = (!moves_dir).then(|| {
+            (
+                self.own(parent, from.to_bytes()),
+                self.own(newparent, to.to_bytes()),
+            )
+        });
         if !exchange && let Some(st) = &to_st {
             self.keep_orphan(&to_dir, &to, st);
         }
         sys::renameat2(from_dir.dir_fd()?, &from, to_dir.dir_fd()?, &to, flags)?;
+        if let Some((from_own, to_own)) = own {
+            from_own.done();
+            to_own.done();
+        }
 
         // Keep the moved nodes' places in step, then invalidate every cached decision
         // (descendants of a moved directory now live under another path).
@@ -709,19 +737,10 @@ impl VeilFs {
         ino: u64,
         f: impl FnOnce(BorrowedFd) -> io::Result<T>,
     ) -> Option<io::Result<T>> {
-        let handle = self
-            .files
-            .read()
-            .values()
-            .find(|h| h.ino == ino)
-            .cloned();
+        let handle = self.files.read().values().find(|h| h.ino == ino).cloned();
         match handle {
             Some(h) => Some(f(h.file.as_fd())),
-            None => self
-                .orphans
-                .lock()
-                .get(&ino)
-                .map(|fd| f(fd.as_fd())),
+            None => self.orphans.lock().get(&ino).map(|fd| f(fd.as_fd())),
         }
     }
 
@@ -736,12 +755,13 @@ impl VeilFs {
     pub fn open(&self, ino: u64, flags: i32) -> io::Result<u64> {
         let node = self.node(ino)?;
         let writes = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
-        if writes {
+        let own = if writes {
             let place = self.writable(&node)?;
-            self.own(place.parent, &place.name);
+            self.own(place.parent, &place.name)
         } else {
             self.visible(&node)?;
-        }
+            super::watch::Own::none()
+        };
         let flags = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY);
         let mut fd = self.open_node(&node, flags)?;
         if self.may_register_backing(&node, writes, fd.as_fd()) {
@@ -752,6 +772,7 @@ impl VeilFs {
                 fd = rw;
             }
         }
+        own.done();
         Ok(self.register(fd, ino))
     }
 
@@ -765,7 +786,7 @@ impl VeilFs {
         flags: i32,
         caller: Caller,
     ) -> io::Result<(Arc<Node>, libc::stat, u64)> {
-        let (dir, cname, path, d) = self.new_name(parent, name, false)?;
+        let (dir, cname, path, d, own) = self.new_name(parent, name, false)?;
         let flags = if self.passthrough.load(Ordering::Relaxed) {
             (flags & !libc::O_ACCMODE) | libc::O_RDWR
         } else {
@@ -773,6 +794,7 @@ impl VeilFs {
         };
         let fd = sys::openat(dir.dir_fd()?, &cname, flags | libc::O_CREAT, mode & !umask)?;
         let (node, st) = self.made(parent, &dir, &cname, path, d, caller)?;
+        own.done();
         let fh = self.register(fd, node.ino);
         Ok((node, st, fh))
     }
@@ -814,8 +836,7 @@ impl VeilFs {
         }
         let node = self.node(ino)?;
         let access = if write {
-            let place = self.writable(&node)?;
-            self.own(place.parent, &place.name);
+            self.writable(&node)?;
             libc::O_WRONLY
         } else {
             self.visible(&node)?;
@@ -842,14 +863,12 @@ impl VeilFs {
 
     pub fn write(&self, ino: u64, fh: u64, offset: u64, data: &[u8]) -> io::Result<u32> {
         let io = self.io(ino, fh, true)?;
-        if let Io::Handle(h) = &io
-            && self.watcher.is_some()
-            && let Some(node) = self.inodes.get(h.ino)
-        {
-            let place = node.place();
-            self.own(place.parent, &place.name);
-        }
+        let own = self.own_node(match &io {
+            Io::Handle(h) => h.ino,
+            Io::Node(_) => ino,
+        });
         io.file().write_all_at(data, offset)?;
+        own.done();
         Ok(data.len() as u32)
     }
 

@@ -5,19 +5,32 @@
 //! directory's attributes are invalidated; when a file in it is written or its
 //! attributes change, that file's attributes and cached pages are invalidated. The
 //! kernel can only have cached what lies in a directory it holds, so these watches
-//! cover everything it caches. Changes made through the mount itself are recorded for
-//! a moment and not echoed back, so they do not throw away fresh cache entries.
+//! cover everything it caches.
+//!
+//! No outside edit is lost:
+//! * A change made through the mount is not echoed back (the kernel already knows
+//!   it), but an event counts as its echo only while the name still shows the state
+//!   that change left ([`Own`]): same inode, size, mode, owner, link count, mtime and
+//!   ctime. Any later change moves the ctime (Linux gives a ctime that has been read a
+//!   new, fine-grained value at the next change), so an outside edit that follows one
+//!   made through the mount, however closely, is never taken for its echo. The time
+//!   an event comes at plays no part.
+//! * When inotify's queue overflows (`IN_Q_OVERFLOW`), events were lost: every entry,
+//!   attribute and page the kernel holds for the mount is invalidated. The watches
+//!   themselves live on (they belong to the directories' inodes), so watching goes on
+//!   with the next event.
 
+use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
 use std::ffi::{CString, OsStr};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use super::inode::Inodes;
+use super::inode::{Inodes, Node};
 use crate::sys;
 
 const MASK: u32 = libc::IN_CREATE
@@ -33,16 +46,125 @@ const MASK: u32 = libc::IN_CREATE
 // Not IN_CLOSE_WRITE: passthrough handles are opened read-write even for readers,
 // so every close would echo one; the writes themselves raise IN_MODIFY.
 
-/// How long a change made through the mount suppresses the watcher's echo of it.
-const OWN_CHANGE: Duration = Duration::from_millis(500);
+/// How many notes of changes made through the mount are kept before the oldest are
+/// forgotten (see [`Watcher::own_change`]).
+const OWN_NOTES: usize = 4096;
+
+/// A note older than this may be forgotten once there are [`OWN_NOTES`]. Forgetting
+/// one only costs an extra invalidation if its echo is late.
+const OWN_NOTE_AGE: Duration = Duration::from_secs(10);
+
+/// A name's state as `lstat` shows it, reduced to what any change to it moves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Stamp {
+    ino: u64,
+    size: i64,
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    nlink: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Stamp {
+    fn of(st: &libc::stat) -> Stamp {
+        Stamp {
+            ino: st.st_ino,
+            size: st.st_size,
+            mode: st.st_mode,
+            uid: st.st_uid,
+            gid: st.st_gid,
+            nlink: st.st_nlink,
+            mtime: (st.st_mtime, st.st_mtime_nsec),
+            ctime: (st.st_ctime, st.st_ctime_nsec),
+        }
+    }
+
+    /// The state of `name` in `dir`: `Ok(None)` when there is no such name.
+    fn at(dir: BorrowedFd, name: &[u8]) -> io::Result<Option<Stamp>> {
+        let c = CString::new(name).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        match sys::statat(dir, &c) {
+            Ok(st) => Ok(Some(Stamp::of(&st))),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// What the last change made through the mount left at one name.
+#[derive(Debug)]
+struct Left {
+    /// `None`: the change removed the name (or renamed it away).
+    state: Option<Stamp>,
+    /// When it was noted: only for forgetting old notes, never to judge an event.
+    at: Instant,
+}
+
+/// A change to one name made through the mount, under way: hold it across the
+/// change and call [`Own::done`] once the change succeeded. Then the state the
+/// change left at the name is noted, and the watcher takes an event on that name
+/// for the change's echo only while the name still shows exactly that state.
+/// Dropped without `done` (the change failed, or nobody said), nothing is noted
+/// and the change's events invalidate like any outside edit: safe, only slower.
+#[derive(Debug)]
+pub struct Own<'a> {
+    /// `None` when nothing is watched.
+    watch: Option<(&'a Watcher, Arc<Node>)>,
+    name: Vec<u8>,
+}
+
+impl Own<'_> {
+    /// A change that nobody watches for.
+    pub fn none() -> Own<'static> {
+        Own {
+            watch: None,
+            name: Vec::new(),
+        }
+    }
+
+    /// The change succeeded: note what it left.
+    pub fn done(self) {
+        let Some((w, dir)) = &self.watch else {
+            return;
+        };
+        let Ok(fd) = dir.dir_fd() else { return };
+        let key = (dir.ino, self.name.clone());
+        let mut own = w.own.lock();
+        match Stamp::at(fd, &self.name) {
+            Ok(state) => {
+                let now = Instant::now();
+                if own.len() >= OWN_NOTES {
+                    own.retain(|_, l| now.duration_since(l.at) < OWN_NOTE_AGE);
+                }
+                own.insert(key, Left { state, at: now });
+            }
+            Err(_) => {
+                own.remove(&key);
+            }
+        }
+    }
+
+    /// `done` if `r` is `Ok`; returns `r`.
+    pub fn done_if<T>(self, r: io::Result<T>) -> io::Result<T> {
+        if r.is_ok() {
+            self.done();
+        }
+        r
+    }
+}
 
 #[derive(Debug)]
 pub struct Watcher {
     fd: OwnedFd,
     /// watch descriptor → directory node, and back.
     wds: Mutex<(HashMap<i32, u64>, HashMap<u64, i32>)>,
-    /// (directory node, name) changed through the mount, and when.
-    own: Mutex<HashMap<(u64, Vec<u8>), Instant>>,
+    /// (directory node, name) → what the last change made there through the mount
+    /// left (see [`Own`]).
+    own: Mutex<HashMap<(u64, Vec<u8>), Left>>,
+    /// A queue overflow to be fed to the event loop as if inotify had reported one
+    /// (see [`Watcher::inject_overflow`]).
+    injected: AtomicBool,
 }
 
 impl Watcher {
@@ -51,6 +173,7 @@ impl Watcher {
             fd: sys::inotify_init()?,
             wds: Mutex::new((HashMap::new(), HashMap::new())),
             own: Mutex::new(HashMap::new()),
+            injected: AtomicBool::new(false),
         })
     }
 
@@ -80,21 +203,34 @@ impl Watcher {
         }
     }
 
-    /// Notes a change to `name` in directory `dir` made through the mount.
-    pub fn own_change(&self, dir: u64, name: &[u8]) {
-        let mut own = self.own.lock();
-        let now = Instant::now();
-        if own.len() > 4096 {
-            own.retain(|_, t| now.duration_since(*t) < OWN_CHANGE);
+    /// A change to `name` in directory node `dir` is about to be made through the
+    /// mount: see [`Own`].
+    pub fn own_change(&self, dir: Arc<Node>, name: &[u8]) -> Own<'_> {
+        Own {
+            watch: Some((self, dir)),
+            name: name.to_vec(),
         }
-        own.insert((dir, name.to_vec()), now);
     }
 
-    fn is_own(&self, dir: u64, name: &[u8]) -> bool {
-        self.own
-            .lock()
-            .get(&(dir, name.to_vec()))
-            .is_some_and(|t| t.elapsed() < OWN_CHANGE)
+    /// Whether an event `mask` on `name` in directory node `dir` (descriptor `fd`),
+    /// whose state is now `now`, is the echo of a change made through the mount:
+    /// the name shows exactly what that change left. A name that change removed
+    /// echoes only its removal (`IN_DELETE`, `IN_MOVED_FROM`); anything else on it
+    /// was done by someone else since.
+    fn is_echo(&self, dir: u64, name: &[u8], mask: u32, now: Option<Stamp>) -> bool {
+        let own = self.own.lock();
+        let Some(left) = own.get(&(dir, name.to_vec())) else {
+            return false;
+        };
+        left.state == now && (now.is_some() || mask & (libc::IN_DELETE | libc::IN_MOVED_FROM) != 0)
+    }
+
+    /// Makes the event loop handle an `IN_Q_OVERFLOW` within half a second, exactly
+    /// as if inotify had reported one. For tests: a real overflow needs the global
+    /// `/proc/sys/fs/inotify/max_queued_events` lowered.
+    #[doc(hidden)]
+    pub fn inject_overflow(&self) {
+        self.injected.store(true, Ordering::SeqCst);
     }
 
     /// Reads events until the filesystem is gone (its node table dropped),
@@ -102,6 +238,12 @@ impl Watcher {
     pub fn run(self: Arc<Self>, inodes: Weak<Inodes>, notifier: fuser::Notifier) {
         let mut buf = vec![0u8; 64 * 1024];
         loop {
+            if self.injected.swap(false, Ordering::SeqCst) {
+                let Some(inodes) = inodes.upgrade() else {
+                    return;
+                };
+                self.handle(&inodes, &notifier, &OVERFLOW_EVENT);
+            }
             match sys::poll_readable(self.fd.as_fd(), 500) {
                 Ok(true) => {}
                 Ok(false) | Err(_) => {
@@ -120,49 +262,87 @@ impl Watcher {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => return,
             };
-            // Coalesce one batch: each (dir, name) is invalidated once.
-            let mut entries: HashSet<(u64, Vec<u8>)> = HashSet::new();
-            let mut files: HashSet<(u64, Vec<u8>)> = HashSet::new();
-            let mut dirs: HashSet<u64> = HashSet::new();
-            for (wd, mask, name) in events(&buf[..n]) {
-                if mask & libc::IN_IGNORED != 0 {
-                    let mut w = self.wds.lock();
-                    if let Some(ino) = w.0.remove(&wd) {
-                        w.1.remove(&ino);
-                    }
-                    continue;
+            self.handle(&inodes, &notifier, &buf[..n]);
+        }
+    }
+
+    /// Handles one batch of events read from the inotify descriptor.
+    fn handle(&self, inodes: &Inodes, notifier: &fuser::Notifier, buf: &[u8]) {
+        // Coalesce one batch: each (dir, name) is invalidated once.
+        let mut entries: HashSet<(u64, Vec<u8>)> = HashSet::new();
+        let mut files: HashMap<(u64, Vec<u8>), Option<Stamp>> = HashMap::new();
+        let mut dirs: HashSet<u64> = HashSet::new();
+        for (wd, mask, name) in events(buf) {
+            if mask & libc::IN_Q_OVERFLOW != 0 {
+                log::warn!(
+                    "inotify queue overflow: outside edits went unreported; dropping \
+                     every kernel cache of the mount"
+                );
+                self.own.lock().clear();
+                super::inval::invalidate_all(inodes, notifier);
+                return;
+            }
+            if mask & libc::IN_IGNORED != 0 {
+                let mut w = self.wds.lock();
+                if let Some(ino) = w.0.remove(&wd) {
+                    w.1.remove(&ino);
                 }
-                let Some(dir) = self.wds.lock().0.get(&wd).copied() else {
-                    continue;
-                };
-                if name.is_empty() {
-                    dirs.insert(dir);
-                } else if self.is_own(dir, name) {
-                    continue;
-                } else if mask
-                    & (libc::IN_CREATE | libc::IN_DELETE | libc::IN_MOVED_FROM | libc::IN_MOVED_TO)
-                    != 0
-                {
-                    entries.insert((dir, name.to_vec()));
-                    dirs.insert(dir);
-                } else {
-                    files.insert((dir, name.to_vec()));
-                }
+                continue;
             }
-            for (dir, name) in &entries {
-                let _ = notifier.inval_entry(fuser::INodeNo(*dir), OsStr::from_bytes(name));
+            let Some(dir) = self.wds.lock().0.get(&wd).copied() else {
+                continue;
+            };
+            if name.is_empty() {
+                dirs.insert(dir);
+                continue;
             }
-            for (dir, name) in &files {
-                if let Some(ino) = child_ino(&inodes, *dir, name) {
-                    let _ = notifier.inval_inode(fuser::INodeNo(ino), 0, 0);
-                }
+            // The name's state now, taken after the event was read: a change made
+            // later raises an event of its own. Unknown (an error): not an echo.
+            let now = inodes
+                .get(dir)
+                .and_then(|d| Stamp::at(d.dir_fd().ok()?, name).ok());
+            if let Some(now) = now
+                && self.is_echo(dir, name, mask, now)
+            {
+                continue;
             }
-            for dir in dirs {
-                let _ = notifier.inval_inode(fuser::INodeNo(dir), 0, 0);
+            if mask & (libc::IN_CREATE | libc::IN_DELETE | libc::IN_MOVED_FROM | libc::IN_MOVED_TO)
+                != 0
+            {
+                entries.insert((dir, name.to_vec()));
+                dirs.insert(dir);
+            } else {
+                files.insert((dir, name.to_vec()), now.flatten());
             }
+        }
+        for (dir, name) in &entries {
+            let _ = notifier.inval_entry(fuser::INodeNo(*dir), OsStr::from_bytes(name));
+        }
+        for now in files.into_values().flatten() {
+            let ino = inodes.id_of(now.ino);
+            if inodes.get(ino).is_some() {
+                let _ = notifier.inval_inode(fuser::INodeNo(ino), 0, 0);
+            }
+        }
+        for dir in dirs {
+            let _ = notifier.inval_inode(fuser::INodeNo(dir), 0, 0);
         }
     }
 }
+
+/// An `IN_Q_OVERFLOW` event as inotify reports it: watch descriptor -1, no name.
+const OVERFLOW_EVENT: [u8; 16] = {
+    let mut e = [0u8; 16];
+    let wd = (-1i32).to_ne_bytes();
+    let mask = libc::IN_Q_OVERFLOW.to_ne_bytes();
+    let mut i = 0;
+    while i < 4 {
+        e[i] = wd[i];
+        e[4 + i] = mask[i];
+        i += 1;
+    }
+    e
+};
 
 /// The events in a buffer read from an inotify descriptor: (watch descriptor,
 /// mask, name — empty for an event on the watched directory itself).
@@ -183,13 +363,4 @@ pub(crate) fn events(buf: &[u8]) -> impl Iterator<Item = (i32, u32, &[u8])> {
             &raw[..raw.iter().position(|&b| b == 0).unwrap_or(raw.len())],
         ))
     })
-}
-
-/// The node id of `name` in directory node `dir`, if the kernel holds it.
-fn child_ino(inodes: &Inodes, dir: u64, name: &[u8]) -> Option<u64> {
-    let d = inodes.get(dir)?;
-    let c = CString::new(name).ok()?;
-    let st = sys::statat(d.dir_fd().ok()?, &c).ok()?;
-    let ino = inodes.id_of(st.st_ino);
-    inodes.get(ino).map(|_| ino)
 }
