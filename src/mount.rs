@@ -346,6 +346,13 @@ impl Mount {
         self.watcher.as_ref().map(|w| w.inject_overflow()).is_some()
     }
 
+    /// How many inotify queue overflows the watcher has handled (each one dropped
+    /// every kernel cache of the mount), for tests.
+    #[doc(hidden)]
+    pub fn watch_overflows(&self) -> u64 {
+        self.watcher.as_ref().map_or(0, |w| w.overflows())
+    }
+
     /// How many inodes the daemon holds for the kernel right now (the root included).
     pub fn node_count(&self) -> usize {
         self.inodes.len()

@@ -9,46 +9,11 @@
 mod common;
 
 use std::fs;
-use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
 use std::time::{Duration, SystemTime};
 
+use common::outside::{allow_all, append, long_ttl, seen, settle, shows, unseen_edit};
 use common::{Fixture, wait_until};
-use veilfs::{MountOptions, Policy};
-
-fn allow_all() -> Policy {
-    Policy::parse("p", "default = \"allow\"\n").unwrap()
-}
-
-fn long_ttl(strict_open: bool) -> MountOptions {
-    MountOptions {
-        ttl: Duration::from_secs(600),
-        strict_open,
-        ..MountOptions::default()
-    }
-}
-
-fn append(p: &Path, bytes: &[u8]) {
-    fs::OpenOptions::new()
-        .append(true)
-        .open(p)
-        .and_then(|mut f| f.write_all(bytes))
-        .unwrap_or_else(|e| panic!("append to {}: {e}", p.display()));
-}
-
-/// Whether the mount shows exactly `want` for `rel`: its size and its content.
-fn shows(f: &Fixture, rel: &str, want: &[u8]) -> bool {
-    fs::metadata(f.m(rel)).is_ok_and(|m| m.len() == want.len() as u64)
-        && fs::read(f.m(rel)).is_ok_and(|b| b == want)
-}
-
-/// Takes `rel`'s attributes into the kernel's cache now. The kernel refetches them
-/// by itself at the first `stat` after a read (atime) or a write through the mount
-/// (size, mtime): done here, so that afterwards only the watcher can refresh them.
-fn settle(f: &Fixture, rel: &str) {
-    fs::metadata(f.m(rel)).unwrap();
-}
 
 /// `change` alters `a.txt` through the mount and names the file it leaves; at once
 /// an outside append to that file must show through the mount, and an append
@@ -68,9 +33,8 @@ fn outside_append_right_after(what: &str, change: impl Fn(&Fixture) -> &'static 
         assert!(
             wait_until(Duration::from_secs(3), || shows(&f, rel, &want)),
             "{what} through the mount (strict_open {strict_open}), then an outside append: \
-             the mount still shows {:?} (size {:?}) instead of {:?}",
-            String::from_utf8_lossy(&fs::read(f.m(rel)).unwrap_or_default()),
-            fs::metadata(f.m(rel)).map(|m| m.len()),
+             the mount still shows {} instead of {:?}",
+            seen(&f, rel),
             String::from_utf8_lossy(&want),
         );
 
@@ -130,53 +94,25 @@ fn an_outside_append_right_after_a_create_through_the_mount_is_seen() {
     });
 }
 
-/// An outside change that raises no event the watcher sees: a write through a hard
-/// link in a directory nobody watches. Returns what `a.txt` now holds.
-fn unseen_edit(f: &Fixture) -> Vec<u8> {
-    let alias = f.tmp.path().join("alias");
-    fs::hard_link(f.s("a.txt"), &alias).unwrap();
-    append(&alias, b"unseen\n");
-    fs::read(f.s("a.txt")).unwrap()
-}
-
-/// Proves the watcher is live and has caught up: an outside create in the same
-/// directory shows through the mount.
-fn watcher_caught_up(f: &Fixture, marker: &str) {
-    fs::write(f.s(marker), "m").unwrap();
-    assert!(
-        wait_until(Duration::from_secs(3), || fs::metadata(f.m(marker)).is_ok()),
-        "the watcher did not report an outside create within 3 s"
-    );
-}
-
 #[test]
 fn an_inotify_overflow_drops_every_kernel_cache() {
     let mut f = Fixture::new();
     f.file("a.txt", "old\n").file("dir/b.txt", "b\n");
     f.mount_with(allow_all(), None, &long_ttl(false));
-    assert!(shows(&f, "a.txt", b"old\n"), "warming the caches");
     let _ = fs::read_dir(f.m("dir")).unwrap().count();
     assert!(shows(&f, "dir/b.txt", b"b\n"));
-    settle(&f, "a.txt");
     settle(&f, "dir/b.txt");
-
     let want = unseen_edit(&f);
-    watcher_caught_up(&f, "marker");
-    assert!(
-        shows(&f, "a.txt", b"old\n"),
-        "the edit through a hard link elsewhere was seen without an overflow: the \
-         test no longer tests anything (the mount shows {:?}, size {:?})",
-        String::from_utf8_lossy(&fs::read(f.m("a.txt")).unwrap_or_default()),
-        fs::metadata(f.m("a.txt")).map(|m| m.len()),
-    );
 
-    f.mount.as_ref().unwrap().inject_watch_overflow();
+    let m = f.mount.as_ref().unwrap();
+    assert!(m.inject_watch_overflow(), "the mount does not watch");
     assert!(
         wait_until(Duration::from_secs(3), || shows(&f, "a.txt", &want)),
-        "after an inotify overflow the mount still shows {:?} instead of {:?}",
-        String::from_utf8_lossy(&fs::read(f.m("a.txt")).unwrap_or_default()),
+        "after an inotify overflow the mount still shows {} instead of {:?}",
+        seen(&f, "a.txt"),
         String::from_utf8_lossy(&want),
     );
+    assert_eq!(m.watch_overflows(), 1);
     assert!(shows(&f, "dir/b.txt", b"b\n"));
     settle(&f, "dir/b.txt");
 
@@ -188,6 +124,7 @@ fn an_inotify_overflow_drops_every_kernel_cache() {
             "dir/b.txt",
             b"b\nmore\n"
         )),
-        "after an overflow the watcher no longer reports outside edits"
+        "after an overflow the watcher no longer reports outside edits: the mount shows {}",
+        seen(&f, "dir/b.txt"),
     );
 }

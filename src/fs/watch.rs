@@ -26,7 +26,7 @@ use std::ffi::{CString, OsStr};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -165,6 +165,8 @@ pub struct Watcher {
     /// A queue overflow to be fed to the event loop as if inotify had reported one
     /// (see [`Watcher::inject_overflow`]).
     injected: AtomicBool,
+    /// Queue overflows handled so far.
+    overflows: AtomicU64,
 }
 
 impl Watcher {
@@ -174,6 +176,7 @@ impl Watcher {
             wds: Mutex::new((HashMap::new(), HashMap::new())),
             own: Mutex::new(HashMap::new()),
             injected: AtomicBool::new(false),
+            overflows: AtomicU64::new(0),
         })
     }
 
@@ -233,6 +236,12 @@ impl Watcher {
         self.injected.store(true, Ordering::SeqCst);
     }
 
+    /// How many queue overflows the watcher has handled (injected ones included).
+    #[doc(hidden)]
+    pub fn overflows(&self) -> u64 {
+        self.overflows.load(Ordering::SeqCst)
+    }
+
     /// Reads events until the filesystem is gone (its node table dropped),
     /// invalidating through `notifier`.
     pub fn run(self: Arc<Self>, inodes: Weak<Inodes>, notifier: fuser::Notifier) {
@@ -280,6 +289,7 @@ impl Watcher {
                 );
                 self.own.lock().clear();
                 super::inval::invalidate_all(inodes, notifier);
+                self.overflows.fetch_add(1, Ordering::SeqCst);
                 return;
             }
             if mask & libc::IN_IGNORED != 0 {
