@@ -9,12 +9,16 @@
 mod common;
 
 use std::fs;
+use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
 
 use common::outside::{allow_all, long_ttl, seen, shows, unseen_edit};
 use common::{Fixture, wait_until};
 
 const MAX_QUEUED: &str = "/proc/sys/fs/inotify/max_queued_events";
+
+/// The mount's inotify queue length: more than the few events before the flood.
+const QUEUE: u32 = 32;
 
 /// `max_queued_events` lowered; the old value is written back on drop.
 struct QueueLimit {
@@ -44,26 +48,37 @@ fn a_real_inotify_overflow_loses_no_outside_edit() {
     let mut f = Fixture::new();
     f.file("a.txt", "old\n");
     {
-        let _limit = QueueLimit::lower_to(32);
+        let _limit = QueueLimit::lower_to(QUEUE);
         f.mount_with(allow_all(), None, &long_ttl(false));
     }
     let want = unseen_edit(&f);
 
-    // Outside creates, faster than the watcher reads them, until the queue of 32
-    // events overflows.
+    // Outside writes to two files in turn (so that inotify cannot merge their
+    // events), faster than the watcher reads them, until the queue overflows.
     let m = f.mount.as_ref().unwrap();
+    assert_eq!(m.watch_overflows(), 0, "an overflow before the flood");
+    let (a, b) = (
+        fs::File::create(f.s("flood-a")).unwrap(),
+        fs::File::create(f.s("flood-b")).unwrap(),
+    );
     let start = Instant::now();
-    let mut made = 0;
+    let mut writes = 0u64;
     while m.watch_overflows() == 0 && start.elapsed() < Duration::from_secs(20) {
-        for _ in 0..1000 {
-            fs::File::create(f.s(&format!("flood-{made}"))).unwrap();
-            made += 1;
+        for _ in 0..500 {
+            a.write_all_at(b"a", writes).unwrap();
+            b.write_all_at(b"b", writes).unwrap();
+            writes += 1;
         }
-        wait_until(Duration::from_millis(200), || m.watch_overflows() > 0);
     }
     assert!(
-        m.watch_overflows() > 0,
-        "{made} outside creates did not overflow an inotify queue of 32 events"
+        wait_until(Duration::from_secs(1), || m.watch_overflows() > 0),
+        "{} outside writes did not overflow an inotify queue of {QUEUE} events",
+        2 * writes
+    );
+    eprintln!(
+        "overflow after {} outside writes in {:?}",
+        2 * writes,
+        start.elapsed()
     );
     assert!(
         wait_until(Duration::from_secs(3), || shows(&f, "a.txt", &want)),
@@ -72,6 +87,14 @@ fn a_real_inotify_overflow_loses_no_outside_edit() {
         seen(&f, "a.txt"),
         String::from_utf8_lossy(&want),
     );
-    let listed = fs::read_dir(f.m("")).unwrap().count();
-    assert_eq!(listed, made + 2, "the listing after the overflow");
+    let mut names: Vec<String> = fs::read_dir(f.m(""))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["a.txt", "flood-a", "flood-b", "marker"],
+        "the listing after the overflow"
+    );
 }

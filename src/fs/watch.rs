@@ -11,10 +11,16 @@
 //! * A change made through the mount is not echoed back (the kernel already knows
 //!   it), but an event counts as its echo only while the name still shows the state
 //!   that change left ([`Own`]): same inode, size, mode, owner, link count, mtime and
-//!   ctime. Any later change moves the ctime (Linux gives a ctime that has been read a
-//!   new, fine-grained value at the next change), so an outside edit that follows one
-//!   made through the mount, however closely, is never taken for its echo. The time
-//!   an event comes at plays no part.
+//!   ctime (for a new or removed name: the same inode there, or still none). Any
+//!   later change moves the ctime (Linux ≥ 6.13 gives a ctime that has been read a
+//!   new, fine-grained value at the next change), so an outside edit that follows
+//!   one made through the mount, however closely, is never taken for its echo. The
+//!   time an event comes at plays no part; an event on a name being changed through
+//!   the mount at that moment is judged once that change is noted.
+//!   What this cannot tell apart: an outside edit made in the microseconds between a
+//!   change through the mount and the daemon's `stat` right after it, to the same
+//!   name; and, on kernels with coarse timestamps, one of unchanged size within the
+//!   same clock tick.
 //! * When inotify's queue overflows (`IN_Q_OVERFLOW`), events were lost: every entry,
 //!   attribute and page the kernel holds for the mount is invalidated. The watches
 //!   themselves live on (they belong to the directories' inodes), so watching goes on
@@ -54,6 +60,10 @@ const OWN_NOTES: usize = 4096;
 /// one only costs an extra invalidation if its echo is late.
 const OWN_NOTE_AGE: Duration = Duration::from_secs(10);
 
+/// How long an event on a name that is being changed through the mount waits for
+/// that change to be noted before it is taken, in doubt, for an outside edit.
+const HOLD_BACK: Duration = Duration::from_millis(20);
+
 /// A name's state as `lstat` shows it, reduced to what any change to it moves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Stamp {
@@ -92,24 +102,30 @@ impl Stamp {
     }
 }
 
-/// What the last change made through the mount left at one name.
-#[derive(Debug)]
-struct Left {
-    /// `None`: the change removed the name (or renamed it away).
-    state: Option<Stamp>,
-    /// When it was noted: only for forgetting old notes, never to judge an event.
-    at: Instant,
+/// What changes made through the mount did to one name.
+#[derive(Debug, Default)]
+struct Note {
+    /// What the last one that succeeded left: `None` if none was noted yet,
+    /// `Some(None)` if it removed the name (or renamed it away).
+    left: Option<Option<Stamp>>,
+    /// Changes under way (begun, not yet noted or given up).
+    busy: u32,
+    /// When it was last touched: only for forgetting old notes, never to judge an
+    /// event.
+    at: Option<Instant>,
 }
 
 /// A change to one name made through the mount, under way: hold it across the
 /// change and call [`Own::done`] once the change succeeded. Then the state the
 /// change left at the name is noted, and the watcher takes an event on that name
-/// for the change's echo only while the name still shows exactly that state.
-/// Dropped without `done` (the change failed, or nobody said), nothing is noted
-/// and the change's events invalidate like any outside edit: safe, only slower.
+/// for the change's echo only while the name still shows that state (see
+/// `Watcher::is_echo`); while the change is under way, the watcher holds back
+/// its judgement of events on the name. Dropped without `done` (the change failed,
+/// or nobody said), nothing is noted and the change's events invalidate like any
+/// outside edit: safe, only slower.
 #[derive(Debug)]
 pub struct Own<'a> {
-    /// `None` when nothing is watched.
+    /// `None` when nothing is watched, or once noted.
     watch: Option<(&'a Watcher, Arc<Node>)>,
     name: Vec<u8>,
 }
@@ -124,25 +140,20 @@ impl Own<'_> {
     }
 
     /// The change succeeded: note what it left.
-    pub fn done(self) {
-        let Some((w, dir)) = &self.watch else {
+    pub fn done(mut self) {
+        let Some((w, dir)) = self.watch.take() else {
             return;
         };
-        let Ok(fd) = dir.dir_fd() else { return };
-        let key = (dir.ino, self.name.clone());
+        // Taken before the lock: two changes to one name noted out of order leave
+        // the older state, and so cost an invalidation, never an echo dropped wrongly.
+        let state = dir.dir_fd().and_then(|fd| Stamp::at(fd, &self.name));
         let mut own = w.own.lock();
-        match Stamp::at(fd, &self.name) {
-            Ok(state) => {
-                let now = Instant::now();
-                if own.len() >= OWN_NOTES {
-                    own.retain(|_, l| now.duration_since(l.at) < OWN_NOTE_AGE);
-                }
-                own.insert(key, Left { state, at: now });
-            }
-            Err(_) => {
-                own.remove(&key);
-            }
-        }
+        let note = own
+            .entry((dir.ino, std::mem::take(&mut self.name)))
+            .or_default();
+        note.busy = note.busy.saturating_sub(1);
+        note.left = state.ok();
+        note.at = Some(Instant::now());
     }
 
     /// `done` if `r` is `Ok`; returns `r`.
@@ -154,14 +165,27 @@ impl Own<'_> {
     }
 }
 
+impl Drop for Own<'_> {
+    fn drop(&mut self) {
+        if let Some((w, dir)) = self.watch.take()
+            && let Some(note) = w
+                .own
+                .lock()
+                .get_mut(&(dir.ino, std::mem::take(&mut self.name)))
+        {
+            note.busy = note.busy.saturating_sub(1);
+        }
+    }
+}
+
 #[derive(Debug)]
 pub struct Watcher {
     fd: OwnedFd,
     /// watch descriptor → directory node, and back.
     wds: Mutex<(HashMap<i32, u64>, HashMap<u64, i32>)>,
-    /// (directory node, name) → what the last change made there through the mount
-    /// left (see [`Own`]).
-    own: Mutex<HashMap<(u64, Vec<u8>), Left>>,
+    /// (directory node, name) → what changes made there through the mount did
+    /// (see [`Own`]).
+    own: Mutex<HashMap<(u64, Vec<u8>), Note>>,
     /// A queue overflow to be fed to the event loop as if inotify had reported one
     /// (see [`Watcher::inject_overflow`]).
     injected: AtomicBool,
@@ -209,23 +233,77 @@ impl Watcher {
     /// A change to `name` in directory node `dir` is about to be made through the
     /// mount: see [`Own`].
     pub fn own_change(&self, dir: Arc<Node>, name: &[u8]) -> Own<'_> {
+        let now = Instant::now();
+        let mut own = self.own.lock();
+        if own.len() >= OWN_NOTES {
+            own.retain(|_, n| n.busy > 0 || n.at.is_some_and(|t| now - t < OWN_NOTE_AGE));
+        }
+        let note = own.entry((dir.ino, name.to_vec())).or_default();
+        note.busy += 1;
+        note.at = Some(now);
+        drop(own);
         Own {
             watch: Some((self, dir)),
             name: name.to_vec(),
         }
     }
 
-    /// Whether an event `mask` on `name` in directory node `dir` (descriptor `fd`),
-    /// whose state is now `now`, is the echo of a change made through the mount:
-    /// the name shows exactly what that change left. A name that change removed
-    /// echoes only its removal (`IN_DELETE`, `IN_MOVED_FROM`); anything else on it
-    /// was done by someone else since.
-    fn is_echo(&self, dir: u64, name: &[u8], mask: u32, now: Option<Stamp>) -> bool {
+    /// Whether an event `mask` on `name` in directory node `dir`, whose state is now
+    /// `now`, is the echo of a change made through the mount, judged by what that
+    /// change left there:
+    /// * a removal (`IN_DELETE`, `IN_MOVED_FROM`) while the change left the name
+    ///   gone and it still is;
+    /// * a new name (`IN_CREATE`, `IN_MOVED_TO`) while it names the very inode the
+    ///   change left there (whatever changed in that inode since raises an
+    ///   `IN_MODIFY` or `IN_ATTRIB` of its own, and an inode number taken again
+    ///   after a removal comes after an `IN_DELETE` that is no echo);
+    /// * a change to the inode (`IN_MODIFY`, `IN_ATTRIB`) while the name shows
+    ///   exactly the state the change left.
+    ///
+    /// `None` while a change to the name is under way: ask again once it is noted.
+    fn is_echo(&self, dir: u64, name: &[u8], mask: u32, now: Option<Stamp>) -> Option<bool> {
         let own = self.own.lock();
-        let Some(left) = own.get(&(dir, name.to_vec())) else {
-            return false;
+        let Some(note) = own.get(&(dir, name.to_vec())) else {
+            return Some(false);
         };
-        left.state == now && (now.is_some() || mask & (libc::IN_DELETE | libc::IN_MOVED_FROM) != 0)
+        if note.busy > 0 {
+            return None;
+        }
+        let Some(left) = note.left else {
+            return Some(false);
+        };
+        Some(if mask & (libc::IN_DELETE | libc::IN_MOVED_FROM) != 0 {
+            left.is_none() && now.is_none()
+        } else if mask & (libc::IN_CREATE | libc::IN_MOVED_TO) != 0 {
+            matches!((left, now), (Some(l), Some(n)) if l.ino == n.ino)
+        } else {
+            now.is_some() && left == now
+        })
+    }
+
+    /// Judges an event `mask` on `name` in directory node `dir`: `Held` while a
+    /// change to the name is under way through the mount, else an echo or not. The
+    /// name's state is taken after the event was read (a change made later raises
+    /// an event of its own), and after checking that no change of ours is under
+    /// way; if one began meanwhile, the event is held again.
+    fn judge(&self, inodes: &Inodes, dir: u64, name: &[u8], mask: u32) -> Verdict {
+        let busy = self
+            .own
+            .lock()
+            .get(&(dir, name.to_vec()))
+            .is_some_and(|n| n.busy > 0);
+        if busy {
+            return Verdict::Held;
+        }
+        let Some(now) = state_of(inodes, dir, name) else {
+            // Unknown (an error): not an echo.
+            return Verdict::Stale(None);
+        };
+        match self.is_echo(dir, name, mask, now) {
+            Some(true) => Verdict::Echo,
+            Some(false) => Verdict::Stale(now),
+            None => Verdict::Held,
+        }
     }
 
     /// Makes the event loop handle an `IN_Q_OVERFLOW` within half a second, exactly
@@ -281,17 +359,25 @@ impl Watcher {
         let mut entries: HashSet<(u64, Vec<u8>)> = HashSet::new();
         let mut files: HashMap<(u64, Vec<u8>), Option<Stamp>> = HashMap::new();
         let mut dirs: HashSet<u64> = HashSet::new();
-        for (wd, mask, name) in events(buf) {
-            if mask & libc::IN_Q_OVERFLOW != 0 {
-                log::warn!(
-                    "inotify queue overflow: outside edits went unreported; dropping \
-                     every kernel cache of the mount"
-                );
-                self.own.lock().clear();
-                super::inval::invalidate_all(inodes, notifier);
-                self.overflows.fetch_add(1, Ordering::SeqCst);
-                return;
+        // Notes what an event that is no echo invalidates: for an event on a watched
+        // directory itself (no name), the directory.
+        let mut stale = |dir: u64, name: &[u8], mask: u32, now: Option<Stamp>| {
+            if name.is_empty() {
+                dirs.insert(dir);
+            } else if mask
+                & (libc::IN_CREATE | libc::IN_DELETE | libc::IN_MOVED_FROM | libc::IN_MOVED_TO)
+                != 0
+            {
+                entries.insert((dir, name.to_vec()));
+                dirs.insert(dir);
+            } else {
+                let known = files.entry((dir, name.to_vec())).or_default();
+                *known = now.or(*known);
             }
+        };
+        let mut held: Vec<(u64, Vec<u8>, u32)> = Vec::new();
+        let mut overflow = false;
+        for (wd, mask, name) in events(buf) {
             if mask & libc::IN_IGNORED != 0 {
                 let mut w = self.wds.lock();
                 if let Some(ino) = w.0.remove(&wd) {
@@ -299,31 +385,53 @@ impl Watcher {
                 }
                 continue;
             }
+            overflow |= mask & libc::IN_Q_OVERFLOW != 0;
+            if overflow {
+                continue;
+            }
             let Some(dir) = self.wds.lock().0.get(&wd).copied() else {
                 continue;
             };
             if name.is_empty() {
-                dirs.insert(dir);
+                stale(dir, name, mask, None);
                 continue;
             }
-            // The name's state now, taken after the event was read: a change made
-            // later raises an event of its own. Unknown (an error): not an echo.
-            let now = inodes
-                .get(dir)
-                .and_then(|d| Stamp::at(d.dir_fd().ok()?, name).ok());
-            if let Some(now) = now
-                && self.is_echo(dir, name, mask, now)
-            {
-                continue;
+            match self.judge(inodes, dir, name, mask) {
+                Verdict::Echo => {}
+                Verdict::Stale(now) => stale(dir, name, mask, now),
+                Verdict::Held => held.push((dir, name.to_vec(), mask)),
             }
-            if mask & (libc::IN_CREATE | libc::IN_DELETE | libc::IN_MOVED_FROM | libc::IN_MOVED_TO)
-                != 0
-            {
-                entries.insert((dir, name.to_vec()));
-                dirs.insert(dir);
-            } else {
-                files.insert((dir, name.to_vec()), now.flatten());
+        }
+        // Events on names being changed through the mount right now: judged once
+        // those changes are noted (microseconds, as a rule); past HOLD_BACK, in
+        // doubt, invalidated.
+        let deadline = Instant::now() + HOLD_BACK;
+        while !held.is_empty() && !overflow {
+            let late = Instant::now() >= deadline;
+            held.retain(|(dir, name, mask)| {
+                match self.judge(inodes, *dir, name, *mask) {
+                    Verdict::Echo => {}
+                    Verdict::Held if !late => return true,
+                    Verdict::Held => {
+                        stale(*dir, name, *mask, state_of(inodes, *dir, name).flatten())
+                    }
+                    Verdict::Stale(now) => stale(*dir, name, *mask, now),
+                }
+                false
+            });
+            if !held.is_empty() {
+                std::thread::sleep(Duration::from_micros(50));
             }
+        }
+        if overflow {
+            log::warn!(
+                "inotify queue overflow: outside edits went unreported; dropping every \
+                 kernel cache of the mount"
+            );
+            self.own.lock().clear();
+            super::inval::invalidate_all(inodes, notifier);
+            self.overflows.fetch_add(1, Ordering::SeqCst);
+            return;
         }
         for (dir, name) in &entries {
             let _ = notifier.inval_entry(fuser::INodeNo(*dir), OsStr::from_bytes(name));
@@ -338,6 +446,22 @@ impl Watcher {
             let _ = notifier.inval_inode(fuser::INodeNo(dir), 0, 0);
         }
     }
+}
+
+/// The state of `name` in directory node `dir`: `Some(None)` when there is no such
+/// name, `None` when it cannot be told.
+fn state_of(inodes: &Inodes, dir: u64, name: &[u8]) -> Option<Option<Stamp>> {
+    Stamp::at(inodes.get(dir)?.dir_fd().ok()?, name).ok()
+}
+
+/// What the watcher makes of an event on a name.
+enum Verdict {
+    /// The echo of a change made through the mount.
+    Echo,
+    /// Not an echo: invalidate. The name's state now (`None`: gone, or unknown).
+    Stale(Option<Stamp>),
+    /// A change to the name is under way through the mount: judge once it is noted.
+    Held,
 }
 
 /// An `IN_Q_OVERFLOW` event as inotify reports it: watch descriptor -1, no name.
