@@ -737,10 +737,19 @@ impl VeilFs {
         ino: u64,
         f: impl FnOnce(BorrowedFd) -> io::Result<T>,
     ) -> Option<io::Result<T>> {
-        let handle = self.files.read().values().find(|h| h.ino == ino).cloned();
+        let handle = self
+            .files
+            .read()
+            .values()
+            .find(|h| h.ino == ino)
+            .cloned();
         match handle {
             Some(h) => Some(f(h.file.as_fd())),
-            None => self.orphans.lock().get(&ino).map(|fd| f(fd.as_fd())),
+            None => self
+                .orphans
+                .lock()
+                .get(&ino)
+                .map(|fd| f(fd.as_fd())),
         }
     }
 
