@@ -21,6 +21,7 @@ use fuser::{Config, MountOption, SessionACL};
 use crate::fs::VeilFs;
 use crate::fs::inode::Inodes;
 use crate::fs::reload::Reloader;
+use crate::fs::watch::Watcher;
 use crate::policy::Policy;
 
 /// How to mount.
@@ -198,6 +199,8 @@ pub struct Live {
     pub session: fuser::Session<VeilFs>,
     pub inodes: Arc<Inodes>,
     pub reloader: Arc<Reloader>,
+    /// The watcher keeping the kernel's caches coherent (`None`: not watching).
+    pub watcher: Option<Arc<Watcher>>,
     /// The audit writer: finish it once the session has ended.
     pub audit: Option<crate::audit::Writer>,
 }
@@ -249,7 +252,7 @@ pub fn start(mut fs: VeilFs, mnt: &Path, config: &Config, opts: &MountOptions) -
     let session = fuser::Session::new(fs, mnt, config)?;
     reloader.set_notifier(session.notifier());
     inval.start(session.notifier())?;
-    if let Some(w) = watcher {
+    if let Some(w) = watcher.clone() {
         let notifier = session.notifier();
         let weak = Arc::downgrade(&inodes);
         std::thread::Builder::new()
@@ -267,6 +270,7 @@ pub fn start(mut fs: VeilFs, mnt: &Path, config: &Config, opts: &MountOptions) -
         session,
         inodes,
         reloader,
+        watcher,
         audit,
     })
 }
@@ -285,6 +289,7 @@ pub struct Mount {
     mountpoint: PathBuf,
     inodes: Arc<Inodes>,
     reloader: Arc<Reloader>,
+    watcher: Option<Arc<Watcher>>,
     audit: Option<crate::audit::Writer>,
 }
 
@@ -306,6 +311,7 @@ impl Mount {
             session: s,
             inodes,
             reloader,
+            watcher,
             audit,
         } = session(src, mnt, policy, policy_file, opts)?;
         let bg = s.spawn().map_err(|source| MountError::Mount {
@@ -317,6 +323,7 @@ impl Mount {
             mountpoint,
             inodes,
             reloader,
+            watcher,
             audit,
         })
     }
@@ -330,6 +337,20 @@ impl Mount {
     /// carries the `file:line:col` errors; the old policy then stays in force.
     pub fn reload(&self) -> Result<String, String> {
         self.reloader.reload()
+    }
+
+    /// Has the watcher act as if inotify had lost events (`IN_Q_OVERFLOW`), for
+    /// tests; `false` when the mount does not watch.
+    #[doc(hidden)]
+    pub fn inject_watch_overflow(&self) -> bool {
+        self.watcher.as_ref().map(|w| w.inject_overflow()).is_some()
+    }
+
+    /// How many inotify queue overflows the watcher has handled (each one dropped
+    /// every kernel cache of the mount), for tests.
+    #[doc(hidden)]
+    pub fn watch_overflows(&self) -> u64 {
+        self.watcher.as_ref().map_or(0, |w| w.overflows())
     }
 
     /// How many inodes the daemon holds for the kernel right now (the root included).

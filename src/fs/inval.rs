@@ -66,3 +66,18 @@ impl Invalidator {
         Ok(())
     }
 }
+
+/// Tells the kernel to drop every entry, attribute, page and listing it cached for
+/// the mount: each name of each node it holds, and each node itself (a directory's
+/// listing with it). The kernel caches no negative entries (a lookup that finds
+/// nothing answers `ENOENT`), so nothing else can be stale. Blocks while the kernel
+/// takes directory locks: never call it from a request handler.
+pub(crate) fn invalidate_all(inodes: &super::inode::Inodes, n: &fuser::Notifier) {
+    for known in inodes.snapshot() {
+        for (parent, name) in &known.links {
+            let _ = n.inval_entry(fuser::INodeNo(*parent), OsStr::from_bytes(name));
+        }
+        let _ = n.inval_inode(fuser::INodeNo(known.ino), 0, 0);
+    }
+    let _ = n.inval_inode(fuser::INodeNo(super::inode::ROOT), 0, 0);
+}

@@ -396,10 +396,24 @@ impl VeilFs {
         }
     }
 
-    /// Tells the watcher that `name` in `dir` is being changed through the mount.
-    fn own(&self, dir: u64, name: &[u8]) {
-        if let Some(w) = &self.watcher {
-            w.own_change(dir, name);
+    /// Tells the watcher that `name` in `dir` is being changed through the mount:
+    /// hold the result across the change and call `done` on it once the change
+    /// succeeded (see [`super::watch::Own`]).
+    fn own(&self, dir: u64, name: &[u8]) -> super::watch::Own<'_> {
+        match (&self.watcher, self.inodes.get(dir)) {
+            (Some(w), Some(d)) => w.own_change(d, name),
+            _ => super::watch::Own::none(),
+        }
+    }
+
+    /// [`VeilFs::own`] for node `ino` under the name its decision is for.
+    fn own_node(&self, ino: u64) -> super::watch::Own<'_> {
+        match (&self.watcher, self.inodes.get(ino)) {
+            (Some(_), Some(node)) => {
+                let place = node.place();
+                self.own(place.parent, &place.name)
+            }
+            _ => super::watch::Own::none(),
         }
     }
 
@@ -431,7 +445,7 @@ impl VeilFs {
     pub fn setattr(&self, ino: u64, a: &SetAttr, fh: Option<u64>) -> io::Result<libc::stat> {
         let node = self.node(ino)?;
         let place = self.writable(&node)?;
-        self.own(place.parent, &place.name);
+        let own = self.own(place.parent, &place.name);
         let nfd = self.fd_of(&node)?;
         let fd = nfd.as_fd();
         if let Some(mode) = a.mode {
@@ -461,7 +475,7 @@ impl VeilFs {
                 a.mtime,
             )?;
         }
-        sys::stat(fd)
+        own.done_if(sys::stat(fd))
     }
 
     pub fn readlink(&self, ino: u64) -> io::Result<Vec<u8>> {
@@ -492,11 +506,17 @@ impl VeilFs {
     }
 
     /// The checks shared by every operation that makes a new name (of a directory
-    /// when `is_dir`), which is then noted as changed through the mount.
-    fn new_name(&self, parent: u64, name: &OsStr, is_dir: bool) -> io::Result<Changing> {
+    /// when `is_dir`), and the note of its change through the mount (`done` once
+    /// the name is made).
+    fn new_name(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        is_dir: bool,
+    ) -> io::Result<(Changing, super::watch::Own<'_>)> {
         let made = self.changeable(parent, name, kind_of(is_dir))?;
-        self.own(parent, made.name.to_bytes());
-        Ok(made)
+        let own = self.own(parent, made.name.to_bytes());
+        Ok((made, own))
     }
 
     fn give(&self, fd: BorrowedFd, caller: Caller) -> io::Result<()> {
@@ -523,9 +543,9 @@ impl VeilFs {
         rdev: u32,
         caller: Caller,
     ) -> io::Result<(Arc<Node>, libc::stat)> {
-        let c = self.new_name(parent, name, false)?;
+        let (c, own) = self.new_name(parent, name, false)?;
         sys::mknodat(c.dir.dir_fd()?, &c.name, mode & !umask, rdev as u64)?;
-        self.made(c, caller)
+        own.done_if(self.made(c, caller))
     }
 
     pub fn mkdir(
@@ -536,9 +556,9 @@ impl VeilFs {
         umask: u32,
         caller: Caller,
     ) -> io::Result<(Arc<Node>, libc::stat)> {
-        let c = self.new_name(parent, name, true)?;
+        let (c, own) = self.new_name(parent, name, true)?;
         sys::mkdirat(c.dir.dir_fd()?, &c.name, mode & !umask)?;
-        self.made(c, caller)
+        own.done_if(self.made(c, caller))
     }
 
     pub fn symlink(
@@ -548,9 +568,9 @@ impl VeilFs {
         target: &OsStr,
         caller: Caller,
     ) -> io::Result<(Arc<Node>, libc::stat)> {
-        let c = self.new_name(parent, name, false)?;
+        let (c, own) = self.new_name(parent, name, false)?;
         sys::symlinkat(target, c.dir.dir_fd()?, &c.name)?;
-        self.made(c, caller)
+        own.done_if(self.made(c, caller))
     }
 
     pub fn link(
@@ -563,17 +583,18 @@ impl VeilFs {
         // A new name for an inode changes it (its link count) and could give a
         // read-only inode a writable alias: the source must be writable too.
         self.writable(&node)?;
-        let c = self.new_name(newparent, newname, node.is_dir())?;
+        let (c, own) = self.new_name(newparent, newname, node.is_dir())?;
         sys::linkat(self.proc_fd.as_fd(), node.fd(), c.dir.dir_fd()?, &c.name)?;
-        self.enter(c.at(), &c.name, c.path.clone(), c.decision.clone())
+        own.done_if(self.enter(c.at(), &c.name, c.path.clone(), c.decision.clone()))
     }
 
     fn remove(&self, parent: u64, name: &OsStr, is_dir: bool) -> io::Result<()> {
         let kind = if is_dir { Kind::Dir } else { Kind::OnDisk };
         let c = self.changeable(parent, name, kind)?;
         let st = sys::statat(c.dir.dir_fd()?, &c.name)?;
-        self.own(parent, c.name.to_bytes());
+        let own = self.own(parent, c.name.to_bytes());
         sys::unlinkat(c.dir.dir_fd()?, &c.name, is_dir)?;
+        own.done();
         self.unlinked(parent, c.name.to_bytes(), super::inode::key_of(&st));
         Ok(())
     }
@@ -670,11 +691,17 @@ impl VeilFs {
             || to_st
                 .as_ref()
                 .is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR);
-        if !moves_dir {
-            self.own(parent, from.to_bytes());
-            self.own(newparent, to.to_bytes());
-        }
+        let own = (!moves_dir).then(|| {
+            (
+                self.own(parent, from.to_bytes()),
+                self.own(newparent, to.to_bytes()),
+            )
+        });
         sys::renameat2(from_dir.dir_fd()?, &from, to_dir.dir_fd()?, &to, flags)?;
+        if let Some((from_own, to_own)) = own {
+            from_own.done();
+            to_own.done();
+        }
 
         // Keep the moved nodes' places in step, then invalidate every cached decision
         // (descendants of a moved directory now live under another path).
@@ -738,12 +765,13 @@ impl VeilFs {
     pub fn open(&self, ino: u64, flags: i32) -> io::Result<u64> {
         let node = self.node(ino)?;
         let writes = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
-        if writes {
+        let own = if writes {
             let place = self.writable(&node)?;
-            self.own(place.parent, &place.name);
+            self.own(place.parent, &place.name)
         } else {
             self.visible(&node)?;
-        }
+            super::watch::Own::none()
+        };
         // `O_DIRECT` is the kernel's business on the FUSE side: the daemon's buffers
         // carry no alignment, so the backing descriptor is opened without it.
         let flags = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY | libc::O_DIRECT);
@@ -756,6 +784,7 @@ impl VeilFs {
                 fd = rw;
             }
         }
+        own.done();
         Ok(self.register(fd, ino))
     }
 
@@ -769,7 +798,7 @@ impl VeilFs {
         flags: i32,
         caller: Caller,
     ) -> io::Result<(Arc<Node>, libc::stat, u64)> {
-        let c = self.new_name(parent, name, false)?;
+        let (c, own) = self.new_name(parent, name, false)?;
         let flags = if self.passthrough.load(Ordering::Relaxed) {
             (flags & !libc::O_ACCMODE) | libc::O_RDWR
         } else {
@@ -787,6 +816,7 @@ impl VeilFs {
         let (node, _) = self.adopt(c.at(), &c.name, path_fd, c.path.clone(), c.decision.clone())?;
         self.give(node.fd(), caller)?;
         let st = sys::stat(node.fd())?;
+        own.done();
         let fh = self.register(fd, node.ino);
         Ok((node, st, fh))
     }
@@ -821,8 +851,7 @@ impl VeilFs {
             return Err(errno(libc::EINVAL));
         }
         let access = if write {
-            let place = self.writable(&node)?;
-            self.own(place.parent, &place.name);
+            self.writable(&node)?;
             libc::O_WRONLY
         } else {
             self.visible(&node)?;
@@ -849,14 +878,12 @@ impl VeilFs {
 
     pub fn write(&self, ino: u64, fh: u64, offset: u64, data: &[u8]) -> io::Result<u32> {
         let io = self.io(ino, fh, true)?;
-        if let Io::Handle(h) = &io
-            && self.watcher.is_some()
-            && let Some(node) = self.inodes.get(h.ino)
-        {
-            let place = node.place();
-            self.own(place.parent, &place.name);
-        }
+        let own = self.own_node(match &io {
+            Io::Handle(h) => h.ino,
+            Io::Node(_) => ino,
+        });
         io.file().write_all_at(data, offset)?;
+        own.done();
         Ok(data.len() as u32)
     }
 

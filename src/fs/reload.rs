@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use super::inode::{Inodes, ROOT};
+use super::inode::Inodes;
 use crate::config;
 use crate::policy::Policy;
 use crate::sys;
@@ -92,17 +92,7 @@ impl Reloader {
     fn invalidate_kernel_caches(&self) {
         let guard = self.notifier.lock();
         let Some(n) = guard.as_ref() else { return };
-        for known in self.inodes.snapshot() {
-            let ino = known.ino;
-            for (parent, name) in known.links {
-                let _ = n.inval_entry(
-                    fuser::INodeNo(parent),
-                    std::os::unix::ffi::OsStrExt::from_bytes(&name),
-                );
-            }
-            let _ = n.inval_inode(fuser::INodeNo(ino), 0, 0);
-        }
-        let _ = n.inval_inode(fuser::INodeNo(ROOT), 0, 0);
+        super::inval::invalidate_all(&self.inodes, n);
     }
 
     /// Reloads whenever the policy file changes (inotify on its directory, or a

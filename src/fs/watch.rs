@@ -5,8 +5,26 @@
 //! directory's attributes are invalidated; when a file in it is written or its
 //! attributes change, that file's attributes and cached pages are invalidated. The
 //! kernel can only have cached what lies in a directory it holds, so these watches
-//! cover everything it caches. Changes made through the mount itself are recorded for
-//! a moment and not echoed back, so they do not throw away fresh cache entries.
+//! cover everything it caches.
+//!
+//! No outside edit is lost:
+//! * A change made through the mount is not echoed back (the kernel already knows
+//!   it), but an event counts as its echo only while the name still shows the state
+//!   that change left ([`Own`]): same inode, size, mode, owner, link count, mtime and
+//!   ctime (for a new or removed name: the same inode there, or still none). Any
+//!   later change moves the ctime (Linux ≥ 6.13 gives a ctime that has been read a
+//!   new, fine-grained value at the next change), so an outside edit that follows
+//!   one made through the mount, however closely, is never taken for its echo. The
+//!   time an event comes at plays no part; an event on a name being changed through
+//!   the mount at that moment is judged once that change is noted.
+//!   What this cannot tell apart: an outside edit made in the microseconds between a
+//!   change through the mount and the daemon's `stat` right after it, to the same
+//!   name; and, on kernels with coarse timestamps, one of unchanged size within the
+//!   same clock tick.
+//! * When inotify's queue overflows (`IN_Q_OVERFLOW`), events were lost: every entry,
+//!   attribute and page the kernel holds for the mount is invalidated. The watches
+//!   themselves live on (they belong to the directories' inodes), so watching goes on
+//!   with the next event.
 
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
@@ -14,10 +32,11 @@ use std::ffi::{CString, OsStr};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use super::inode::Inodes;
+use super::inode::{Inodes, Node};
 use crate::sys;
 
 const MASK: u32 = libc::IN_CREATE
@@ -33,16 +52,147 @@ const MASK: u32 = libc::IN_CREATE
 // Not IN_CLOSE_WRITE: passthrough handles are opened read-write even for readers,
 // so every close would echo one; the writes themselves raise IN_MODIFY.
 
-/// How long a change made through the mount suppresses the watcher's echo of it.
-const OWN_CHANGE: Duration = Duration::from_millis(500);
+/// How many notes of changes made through the mount are kept before the oldest are
+/// forgotten (see [`Watcher::own_change`]).
+const OWN_NOTES: usize = 4096;
+
+/// A note older than this may be forgotten once there are [`OWN_NOTES`]. Forgetting
+/// one only costs an extra invalidation if its echo is late.
+const OWN_NOTE_AGE: Duration = Duration::from_secs(10);
+
+/// How long an event on a name that is being changed through the mount waits for
+/// that change to be noted before it is taken, in doubt, for an outside edit.
+const HOLD_BACK: Duration = Duration::from_millis(20);
+
+/// A name's state as `lstat` shows it, reduced to what any change to it moves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Stamp {
+    dev: u64,
+    ino: u64,
+    size: i64,
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    nlink: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Stamp {
+    fn of(st: &libc::stat) -> Stamp {
+        Stamp {
+            dev: st.st_dev,
+            ino: st.st_ino,
+            size: st.st_size,
+            mode: st.st_mode,
+            uid: st.st_uid,
+            gid: st.st_gid,
+            nlink: st.st_nlink,
+            mtime: (st.st_mtime, st.st_mtime_nsec),
+            ctime: (st.st_ctime, st.st_ctime_nsec),
+        }
+    }
+
+    /// The state of `name` in `dir`: `Ok(None)` when there is no such name.
+    fn at(dir: BorrowedFd, name: &[u8]) -> io::Result<Option<Stamp>> {
+        let c = CString::new(name).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        match sys::statat(dir, &c) {
+            Ok(st) => Ok(Some(Stamp::of(&st))),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// What changes made through the mount did to one name.
+#[derive(Debug, Default)]
+struct Note {
+    /// What the last one that succeeded left: `None` if none was noted yet,
+    /// `Some(None)` if it removed the name (or renamed it away).
+    left: Option<Option<Stamp>>,
+    /// Changes under way (begun, not yet noted or given up).
+    busy: u32,
+    /// When it was last touched: only for forgetting old notes, never to judge an
+    /// event.
+    at: Option<Instant>,
+}
+
+/// A change to one name made through the mount, under way: hold it across the
+/// change and call [`Own::done`] once the change succeeded. Then the state the
+/// change left at the name is noted, and the watcher takes an event on that name
+/// for the change's echo only while the name still shows that state (see
+/// `Watcher::is_echo`); while the change is under way, the watcher holds back
+/// its judgement of events on the name. Dropped without `done` (the change failed,
+/// or nobody said), nothing is noted and the change's events invalidate like any
+/// outside edit: safe, only slower.
+#[derive(Debug)]
+pub struct Own<'a> {
+    /// `None` when nothing is watched, or once noted.
+    watch: Option<(&'a Watcher, Arc<Node>)>,
+    name: Vec<u8>,
+}
+
+impl Own<'_> {
+    /// A change that nobody watches for.
+    pub fn none() -> Own<'static> {
+        Own {
+            watch: None,
+            name: Vec::new(),
+        }
+    }
+
+    /// The change succeeded: note what it left.
+    pub fn done(mut self) {
+        let Some((w, dir)) = self.watch.take() else {
+            return;
+        };
+        // Taken before the lock: two changes to one name noted out of order leave
+        // the older state, and so cost an invalidation, never an echo dropped wrongly.
+        let state = dir.dir_fd().and_then(|fd| Stamp::at(fd, &self.name));
+        let mut own = w.own.lock();
+        let note = own
+            .entry((dir.ino, std::mem::take(&mut self.name)))
+            .or_default();
+        note.busy = note.busy.saturating_sub(1);
+        note.left = state.ok();
+        note.at = Some(Instant::now());
+    }
+
+    /// `done` if `r` is `Ok`; returns `r`.
+    pub fn done_if<T>(self, r: io::Result<T>) -> io::Result<T> {
+        if r.is_ok() {
+            self.done();
+        }
+        r
+    }
+}
+
+impl Drop for Own<'_> {
+    fn drop(&mut self) {
+        if let Some((w, dir)) = self.watch.take()
+            && let Some(note) = w
+                .own
+                .lock()
+                .get_mut(&(dir.ino, std::mem::take(&mut self.name)))
+        {
+            note.busy = note.busy.saturating_sub(1);
+        }
+    }
+}
 
 #[derive(Debug)]
 pub struct Watcher {
     fd: OwnedFd,
     /// watch descriptor → directory node, and back.
     wds: Mutex<(HashMap<i32, u64>, HashMap<u64, i32>)>,
-    /// (directory node, name) changed through the mount, and when.
-    own: Mutex<HashMap<(u64, Vec<u8>), Instant>>,
+    /// (directory node, name) → what changes made there through the mount did
+    /// (see [`Own`]).
+    own: Mutex<HashMap<(u64, Vec<u8>), Note>>,
+    /// A queue overflow to be fed to the event loop as if inotify had reported one
+    /// (see [`Watcher::inject_overflow`]).
+    injected: AtomicBool,
+    /// Queue overflows handled so far.
+    overflows: AtomicU64,
 }
 
 impl Watcher {
@@ -51,6 +201,8 @@ impl Watcher {
             fd: sys::inotify_init()?,
             wds: Mutex::new((HashMap::new(), HashMap::new())),
             own: Mutex::new(HashMap::new()),
+            injected: AtomicBool::new(false),
+            overflows: AtomicU64::new(0),
         })
     }
 
@@ -80,21 +232,94 @@ impl Watcher {
         }
     }
 
-    /// Notes a change to `name` in directory `dir` made through the mount.
-    pub fn own_change(&self, dir: u64, name: &[u8]) {
-        let mut own = self.own.lock();
+    /// A change to `name` in directory node `dir` is about to be made through the
+    /// mount: see [`Own`].
+    pub fn own_change(&self, dir: Arc<Node>, name: &[u8]) -> Own<'_> {
         let now = Instant::now();
-        if own.len() > 4096 {
-            own.retain(|_, t| now.duration_since(*t) < OWN_CHANGE);
+        let mut own = self.own.lock();
+        if own.len() >= OWN_NOTES {
+            own.retain(|_, n| n.busy > 0 || n.at.is_some_and(|t| now - t < OWN_NOTE_AGE));
         }
-        own.insert((dir, name.to_vec()), now);
+        let note = own.entry((dir.ino, name.to_vec())).or_default();
+        note.busy += 1;
+        note.at = Some(now);
+        drop(own);
+        Own {
+            watch: Some((self, dir)),
+            name: name.to_vec(),
+        }
     }
 
-    fn is_own(&self, dir: u64, name: &[u8]) -> bool {
-        self.own
+    /// Whether an event `mask` on `name` in directory node `dir`, whose state is now
+    /// `now`, is the echo of a change made through the mount, judged by what that
+    /// change left there:
+    /// * a removal (`IN_DELETE`, `IN_MOVED_FROM`) while the change left the name
+    ///   gone and it still is;
+    /// * a new name (`IN_CREATE`, `IN_MOVED_TO`) while it names the very inode the
+    ///   change left there (whatever changed in that inode since raises an
+    ///   `IN_MODIFY` or `IN_ATTRIB` of its own, and an inode number taken again
+    ///   after a removal comes after an `IN_DELETE` that is no echo);
+    /// * a change to the inode (`IN_MODIFY`, `IN_ATTRIB`) while the name shows
+    ///   exactly the state the change left.
+    ///
+    /// `None` while a change to the name is under way: ask again once it is noted.
+    fn is_echo(&self, dir: u64, name: &[u8], mask: u32, now: Option<Stamp>) -> Option<bool> {
+        let own = self.own.lock();
+        let Some(note) = own.get(&(dir, name.to_vec())) else {
+            return Some(false);
+        };
+        if note.busy > 0 {
+            return None;
+        }
+        let Some(left) = note.left else {
+            return Some(false);
+        };
+        Some(if mask & (libc::IN_DELETE | libc::IN_MOVED_FROM) != 0 {
+            left.is_none() && now.is_none()
+        } else if mask & (libc::IN_CREATE | libc::IN_MOVED_TO) != 0 {
+            matches!((left, now), (Some(l), Some(n)) if l.ino == n.ino)
+        } else {
+            now.is_some() && left == now
+        })
+    }
+
+    /// Judges an event `mask` on `name` in directory node `dir`: `Held` while a
+    /// change to the name is under way through the mount, else an echo or not. The
+    /// name's state is taken after the event was read (a change made later raises
+    /// an event of its own), and after checking that no change of ours is under
+    /// way; if one began meanwhile, the event is held again.
+    fn judge(&self, inodes: &Inodes, dir: u64, name: &[u8], mask: u32) -> Verdict {
+        let busy = self
+            .own
             .lock()
             .get(&(dir, name.to_vec()))
-            .is_some_and(|t| t.elapsed() < OWN_CHANGE)
+            .is_some_and(|n| n.busy > 0);
+        if busy {
+            return Verdict::Held;
+        }
+        let Some(now) = state_of(inodes, dir, name) else {
+            // Unknown (an error): not an echo.
+            return Verdict::Stale(None);
+        };
+        match self.is_echo(dir, name, mask, now) {
+            Some(true) => Verdict::Echo,
+            Some(false) => Verdict::Stale(now),
+            None => Verdict::Held,
+        }
+    }
+
+    /// Makes the event loop handle an `IN_Q_OVERFLOW` within half a second, exactly
+    /// as if inotify had reported one. For tests: a real overflow needs the global
+    /// `/proc/sys/fs/inotify/max_queued_events` lowered.
+    #[doc(hidden)]
+    pub fn inject_overflow(&self) {
+        self.injected.store(true, Ordering::SeqCst);
+    }
+
+    /// How many queue overflows the watcher has handled (injected ones included).
+    #[doc(hidden)]
+    pub fn overflows(&self) -> u64 {
+        self.overflows.load(Ordering::SeqCst)
     }
 
     /// Reads events until the filesystem is gone (its node table dropped),
@@ -102,6 +327,12 @@ impl Watcher {
     pub fn run(self: Arc<Self>, inodes: Weak<Inodes>, notifier: fuser::Notifier) {
         let mut buf = vec![0u8; 64 * 1024];
         loop {
+            if self.injected.swap(false, Ordering::SeqCst) {
+                let Some(inodes) = inodes.upgrade() else {
+                    return;
+                };
+                self.handle(&inodes, &notifier, &OVERFLOW_EVENT);
+            }
             match sys::poll_readable(self.fd.as_fd(), 500) {
                 Ok(true) => {}
                 Ok(false) | Err(_) => {
@@ -120,49 +351,133 @@ impl Watcher {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => return,
             };
-            // Coalesce one batch: each (dir, name) is invalidated once.
-            let mut entries: HashSet<(u64, Vec<u8>)> = HashSet::new();
-            let mut files: HashSet<(u64, Vec<u8>)> = HashSet::new();
-            let mut dirs: HashSet<u64> = HashSet::new();
-            for (wd, mask, name) in events(&buf[..n]) {
-                if mask & libc::IN_IGNORED != 0 {
-                    let mut w = self.wds.lock();
-                    if let Some(ino) = w.0.remove(&wd) {
-                        w.1.remove(&ino);
+            self.handle(&inodes, &notifier, &buf[..n]);
+        }
+    }
+
+    /// Handles one batch of events read from the inotify descriptor.
+    fn handle(&self, inodes: &Inodes, notifier: &fuser::Notifier, buf: &[u8]) {
+        // Coalesce one batch: each (dir, name) is invalidated once.
+        let mut entries: HashSet<(u64, Vec<u8>)> = HashSet::new();
+        let mut files: HashMap<(u64, Vec<u8>), Option<Stamp>> = HashMap::new();
+        let mut dirs: HashSet<u64> = HashSet::new();
+        // Notes what an event that is no echo invalidates: for an event on a watched
+        // directory itself (no name), the directory.
+        let mut stale = |dir: u64, name: &[u8], mask: u32, now: Option<Stamp>| {
+            if name.is_empty() {
+                dirs.insert(dir);
+            } else if mask
+                & (libc::IN_CREATE | libc::IN_DELETE | libc::IN_MOVED_FROM | libc::IN_MOVED_TO)
+                != 0
+            {
+                entries.insert((dir, name.to_vec()));
+                dirs.insert(dir);
+            } else {
+                let known = files.entry((dir, name.to_vec())).or_default();
+                *known = now.or(*known);
+            }
+        };
+        let mut held: Vec<(u64, Vec<u8>, u32)> = Vec::new();
+        let mut overflow = false;
+        for (wd, mask, name) in events(buf) {
+            if mask & libc::IN_IGNORED != 0 {
+                let mut w = self.wds.lock();
+                if let Some(ino) = w.0.remove(&wd) {
+                    w.1.remove(&ino);
+                }
+                continue;
+            }
+            overflow |= mask & libc::IN_Q_OVERFLOW != 0;
+            if overflow {
+                continue;
+            }
+            let Some(dir) = self.wds.lock().0.get(&wd).copied() else {
+                continue;
+            };
+            if name.is_empty() {
+                stale(dir, name, mask, None);
+                continue;
+            }
+            match self.judge(inodes, dir, name, mask) {
+                Verdict::Echo => {}
+                Verdict::Stale(now) => stale(dir, name, mask, now),
+                Verdict::Held => held.push((dir, name.to_vec(), mask)),
+            }
+        }
+        // Events on names being changed through the mount right now: judged once
+        // those changes are noted (microseconds, as a rule); past HOLD_BACK, in
+        // doubt, invalidated.
+        let deadline = Instant::now() + HOLD_BACK;
+        while !held.is_empty() && !overflow {
+            let late = Instant::now() >= deadline;
+            held.retain(|(dir, name, mask)| {
+                match self.judge(inodes, *dir, name, *mask) {
+                    Verdict::Echo => {}
+                    Verdict::Held if !late => return true,
+                    Verdict::Held => {
+                        stale(*dir, name, *mask, state_of(inodes, *dir, name).flatten())
                     }
-                    continue;
+                    Verdict::Stale(now) => stale(*dir, name, *mask, now),
                 }
-                let Some(dir) = self.wds.lock().0.get(&wd).copied() else {
-                    continue;
-                };
-                if name.is_empty() {
-                    dirs.insert(dir);
-                } else if self.is_own(dir, name) {
-                    continue;
-                } else if mask
-                    & (libc::IN_CREATE | libc::IN_DELETE | libc::IN_MOVED_FROM | libc::IN_MOVED_TO)
-                    != 0
-                {
-                    entries.insert((dir, name.to_vec()));
-                    dirs.insert(dir);
-                } else {
-                    files.insert((dir, name.to_vec()));
-                }
+                false
+            });
+            if !held.is_empty() {
+                std::thread::sleep(Duration::from_micros(50));
             }
-            for (dir, name) in &entries {
-                let _ = notifier.inval_entry(fuser::INodeNo(*dir), OsStr::from_bytes(name));
+        }
+        if overflow {
+            log::warn!(
+                "inotify queue overflow: outside edits went unreported; dropping every \
+                 kernel cache of the mount"
+            );
+            self.own.lock().clear();
+            super::inval::invalidate_all(inodes, notifier);
+            self.overflows.fetch_add(1, Ordering::SeqCst);
+            return;
+        }
+        for (dir, name) in &entries {
+            let _ = notifier.inval_entry(fuser::INodeNo(*dir), OsStr::from_bytes(name));
+        }
+        for now in files.into_values().flatten() {
+            if let Some(n) = inodes.find((now.dev, now.ino)) {
+                let _ = notifier.inval_inode(fuser::INodeNo(n.ino), 0, 0);
             }
-            for (dir, name) in &files {
-                if let Some(ino) = child_ino(&inodes, *dir, name) {
-                    let _ = notifier.inval_inode(fuser::INodeNo(ino), 0, 0);
-                }
-            }
-            for dir in dirs {
-                let _ = notifier.inval_inode(fuser::INodeNo(dir), 0, 0);
-            }
+        }
+        for dir in dirs {
+            let _ = notifier.inval_inode(fuser::INodeNo(dir), 0, 0);
         }
     }
 }
+
+/// The state of `name` in directory node `dir`: `Some(None)` when there is no such
+/// name, `None` when it cannot be told.
+fn state_of(inodes: &Inodes, dir: u64, name: &[u8]) -> Option<Option<Stamp>> {
+    Stamp::at(inodes.get(dir)?.dir_fd().ok()?, name).ok()
+}
+
+/// What the watcher makes of an event on a name.
+enum Verdict {
+    /// The echo of a change made through the mount.
+    Echo,
+    /// Not an echo: invalidate. The name's state now (`None`: gone, or unknown).
+    Stale(Option<Stamp>),
+    /// A change to the name is under way through the mount: judge once it is noted.
+    Held,
+}
+
+/// An `IN_Q_OVERFLOW` event as inotify reports it: watch descriptor -1, no name.
+const OVERFLOW_EVENT: [u8; 16] = {
+    let mut e = [0u8; 16];
+    let wd = (-1i32).to_ne_bytes();
+    let mask = libc::IN_Q_OVERFLOW.to_ne_bytes();
+    let mut i = 0;
+    while i < 4 {
+        e[i] = wd[i];
+        e[4 + i] = mask[i];
+        i += 1;
+    }
+    e
+};
 
 /// The events in a buffer read from an inotify descriptor: (watch descriptor,
 /// mask, name — empty for an event on the watched directory itself).
@@ -183,12 +498,4 @@ pub(crate) fn events(buf: &[u8]) -> impl Iterator<Item = (i32, u32, &[u8])> {
             &raw[..raw.iter().position(|&b| b == 0).unwrap_or(raw.len())],
         ))
     })
-}
-
-/// The node id of `name` in directory node `dir`, if the kernel holds it.
-fn child_ino(inodes: &Inodes, dir: u64, name: &[u8]) -> Option<u64> {
-    let d = inodes.get(dir)?;
-    let c = CString::new(name).ok()?;
-    let st = sys::statat(d.dir_fd().ok()?, &c).ok()?;
-    inodes.find(super::inode::key_of(&st)).map(|n| n.ino)
 }

@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 
 use veilfs::{Mount, MountOptions, Policy};
 
+pub mod outside;
+
 pub struct Fixture {
     pub tmp: tempfile::TempDir,
     pub src: PathBuf,
