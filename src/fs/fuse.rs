@@ -35,12 +35,17 @@ const CACHED_OPEN: FopenFlags = FopenFlags::FOPEN_KEEP_CACHE.union(FopenFlags::F
 /// Open flags for a passthrough handle (the kernel adds `FOPEN_PASSTHROUGH`).
 const PASSTHROUGH_OPEN: FopenFlags = FopenFlags::FOPEN_NOFLUSH;
 
+/// A `stat` time (`tv_nsec` in `0..1e9` added to `tv_sec`, which is negative
+/// before 1970) as the `SystemTime` the reply carries.
 fn time(sec: i64, nsec: i64) -> SystemTime {
-    if sec >= 0 {
-        UNIX_EPOCH + Duration::new(sec as u64, nsec as u32)
+    let nsec = Duration::from_nanos(nsec.clamp(0, 999_999_999) as u64);
+    let whole = Duration::from_secs(sec.unsigned_abs());
+    let t = if sec >= 0 {
+        UNIX_EPOCH.checked_add(whole)
     } else {
-        UNIX_EPOCH - Duration::new((-sec) as u64, 0) + Duration::from_nanos(nsec as u64)
-    }
+        UNIX_EPOCH.checked_sub(whole)
+    };
+    t.and_then(|t| t.checked_add(nsec)).unwrap_or(UNIX_EPOCH)
 }
 
 fn kind(fmt: u32) -> FileType {
@@ -96,17 +101,29 @@ fn caller(req: &Request) -> Caller {
     }
 }
 
+/// The `timespec` a `setattr` asked for (`None`: now).
+///
+/// The kernel sends `(tv_sec, tv_nsec)`, `tv_nsec` in `0..1e9` added to a `tv_sec`
+/// that is negative before 1970. fuser 0.18 decodes a negative one as
+/// `UNIX_EPOCH - (|tv_sec| s + tv_nsec ns)` (its `system_time_from_time`); a time
+/// before the epoch is undone the same way here, which gives back the kernel's
+/// exact pair (`tests/posix.rs` checks 1960 with nanoseconds, so a fuser that
+/// decodes otherwise is caught).
 fn timespec(t: TimeOrNow) -> Option<libc::timespec> {
-    match t {
-        TimeOrNow::Now => None,
-        TimeOrNow::SpecificTime(t) => {
-            let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-            Some(libc::timespec {
-                tv_sec: d.as_secs() as i64,
-                tv_nsec: d.subsec_nanos() as i64,
-            })
+    let TimeOrNow::SpecificTime(t) = t else {
+        return None;
+    };
+    let (sec, d) = match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => (i64::try_from(d.as_secs()).unwrap_or(i64::MAX), d),
+        Err(before) => {
+            let d = before.duration();
+            (0i64.saturating_sub_unsigned(d.as_secs()), d)
         }
-    }
+    };
+    Some(libc::timespec {
+        tv_sec: sec,
+        tv_nsec: i64::from(d.subsec_nanos()),
+    })
 }
 
 impl VeilFs {
@@ -811,7 +828,16 @@ impl Filesystem for VeilFs {
                         CACHED_OPEN,
                     );
                 }
-                match self.io_mode_for(node.ino, fh, true, |f| reply.open_backing(f)) {
+                // While OPEN may yet be answered ENOSYS, a created file is not
+                // served by passthrough: the kernel fails (EIO) every open of an
+                // inode in passthrough mode that is not itself in passthrough
+                // mode, and such opens no longer reach the daemon.
+                let io = if self.open_free.load(Ordering::Relaxed) {
+                    None
+                } else {
+                    self.io_mode_for(node.ino, fh, true, |f| reply.open_backing(f))
+                };
+                match io {
                     Some(id) => reply.created_passthrough(
                         &self.ttl_of(node.ino),
                         &attr,
@@ -885,7 +911,8 @@ impl Filesystem for VeilFs {
             (ino_out.0, fh_out.0, offset_out),
             len,
         ) {
-            Ok(n) => reply.written(n as u32),
+            // At most `len`, which `VeilFs::copy_file_range` keeps within `u32`.
+            Ok(n) => reply.written(u32::try_from(n).unwrap_or(u32::MAX)),
             Err(e) => reply.error(self.fail(req, "copy_file_range", e)),
         }
     }
