@@ -135,13 +135,19 @@ fn a_setgid_directory_gives_what_another_user_makes_in_it_its_group() {
         );
     }
     let g = md("plain/g");
-    assert_eq!((g.uid(), g.gid()), (65534, 65534), "plain/g: the caller's own");
+    assert_eq!(
+        (g.uid(), g.gid()),
+        (65534, 65534),
+        "plain/g: the caller's own"
+    );
 }
 
 #[test]
 fn copy_file_range_through_the_mount_copies_and_counts_exactly() {
     let mut f = Fixture::new();
-    let body: Vec<u8> = (0..(3 << 20) + 12345u32).map(|i| (i * 7 % 251) as u8).collect();
+    let body: Vec<u8> = (0..(3 << 20) + 12345u32)
+        .map(|i| (i * 7 % 251) as u8)
+        .collect();
     std::fs::write(f.s("from.bin"), &body).unwrap();
     f.mount(ALLOW);
 
@@ -162,7 +168,11 @@ fn copy_file_range_through_the_mount_copies_and_counts_exactly() {
                 0,
             )
         };
-        assert!(n >= 0, "copy_file_range: {}", std::io::Error::last_os_error());
+        assert!(
+            n >= 0,
+            "copy_file_range: {}",
+            std::io::Error::last_os_error()
+        );
         if n == 0 {
             break;
         }
