@@ -150,25 +150,29 @@ fn caller(req: &Request) -> Caller {
     }
 }
 
+/// The `timespec` a `setattr` asked for (`None`: now).
+///
+/// The kernel sends `(tv_sec, tv_nsec)`, `tv_nsec` in `0..1e9` added to a `tv_sec`
+/// that is negative before 1970. fuser 0.18 decodes a negative one as
+/// `UNIX_EPOCH - (|tv_sec| s + tv_nsec ns)` (its `system_time_from_time`); a time
+/// before the epoch is undone the same way here, which gives back the kernel's
+/// exact pair (`tests/posix.rs` checks 1960 with nanoseconds, so a fuser that
+/// decodes otherwise is caught).
 fn timespec(t: TimeOrNow) -> Option<libc::timespec> {
-    match t {
-        TimeOrNow::Now => None,
-        TimeOrNow::SpecificTime(t) => {
-            let secs = |d: Duration| i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
-            let (tv_sec, tv_nsec) = match t.duration_since(UNIX_EPOCH) {
-                Ok(d) => (secs(d), d.subsec_nanos()),
-                // Before 1970: whole seconds down, nanoseconds up.
-                Err(e) => match e.duration() {
-                    d if d.subsec_nanos() == 0 => (-secs(d), 0),
-                    d => (-secs(d) - 1, 1_000_000_000 - d.subsec_nanos()),
-                },
-            };
-            Some(libc::timespec {
-                tv_sec,
-                tv_nsec: tv_nsec.into(),
-            })
+    let TimeOrNow::SpecificTime(t) = t else {
+        return None;
+    };
+    let (sec, d) = match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => (i64::try_from(d.as_secs()).unwrap_or(i64::MAX), d),
+        Err(before) => {
+            let d = before.duration();
+            (0i64.saturating_sub_unsigned(d.as_secs()), d)
         }
-    }
+    };
+    Some(libc::timespec {
+        tv_sec: sec,
+        tv_nsec: i64::from(d.subsec_nanos()),
+    })
 }
 
 impl VeilFs {
@@ -937,7 +941,16 @@ impl Filesystem for VeilFs {
                             CACHED_OPEN,
                         );
                     }
-                    match self.io_mode_for(node.ino, fh, true, |f| reply.open_backing(f)) {
+                    // While OPEN may yet be answered ENOSYS, a created file is not
+                    // served by passthrough: the kernel fails (EIO) every open of an
+                    // inode in passthrough mode that is not itself in passthrough
+                    // mode, and such opens no longer reach the daemon.
+                    let io = if self.open_free.load(Ordering::Relaxed) {
+                        None
+                    } else {
+                        self.io_mode_for(node.ino, fh, true, |f| reply.open_backing(f))
+                    };
+                    match io {
                         Some(id) => reply.created_passthrough(
                             &self.ttl_of(node.ino),
                             &attr,
@@ -1017,7 +1030,7 @@ impl Filesystem for VeilFs {
                 (ino_out.0, fh_out.0, offset_out),
                 len,
             ) {
-                Ok(n) => reply.written(n as u32),
+                Ok(n) => reply.written(u32::try_from(n).unwrap_or(u32::MAX)),
                 Err(e) => reply.error(self.fail(req, "copy_file_range", e)),
             }
         })
@@ -1048,7 +1061,9 @@ mod tests {
         let at = |t: SystemTime| timespec(TimeOrNow::SpecificTime(t)).unwrap();
         let ts = at(UNIX_EPOCH - Duration::from_secs(100));
         assert_eq!((ts.tv_sec, ts.tv_nsec), (-100, 0));
-        let ts = at(UNIX_EPOCH - Duration::from_millis(1500));
+        // The kernel's (-2, 500_000_000) is 1.5 s before the epoch; fuser 0.18 hands
+        // it over as the epoch less 2.5 s (see `timespec`).
+        let ts = at(UNIX_EPOCH - Duration::from_millis(2500));
         assert_eq!((ts.tv_sec, ts.tv_nsec), (-2, 500_000_000));
         let ts = at(UNIX_EPOCH + Duration::new(7, 3));
         assert_eq!((ts.tv_sec, ts.tv_nsec), (7, 3));

@@ -519,9 +519,16 @@ impl VeilFs {
         Ok((made, own))
     }
 
-    fn give(&self, fd: BorrowedFd, caller: Caller) -> io::Result<()> {
+    /// Gives a new entry (`fd`, in directory `dir`) to the caller, as the backing
+    /// filesystem would have had the caller made it: the caller's uid, and the
+    /// caller's gid unless `dir` is set-group-ID (then the entry keeps the
+    /// directory's group, and a new directory its `S_ISGID`, as the backing
+    /// filesystem gave them).
+    fn give(&self, dir: BorrowedFd, fd: BorrowedFd, caller: Caller) -> io::Result<()> {
         if self.chown_new && caller.uid != 0 {
-            sys::chown(fd, Some(caller.uid), Some(caller.gid))?;
+            let setgid = sys::stat(dir)?.st_mode & libc::S_ISGID != 0;
+            let gid = if setgid { None } else { Some(caller.gid) };
+            sys::chown(fd, Some(caller.uid), gid)?;
         }
         Ok(())
     }
@@ -529,7 +536,7 @@ impl VeilFs {
     /// Registers the entry `c` just made (found by its name) and gives it to the caller.
     fn made(&self, c: Changing, caller: Caller) -> io::Result<(Arc<Node>, libc::stat)> {
         let (node, _) = self.enter(c.at(), &c.name, c.path.clone(), c.decision.clone())?;
-        self.give(node.fd(), caller)?;
+        self.give(c.dir.dir_fd()?, node.fd(), caller)?;
         let st = sys::stat(node.fd())?;
         Ok((node, st))
     }
@@ -799,22 +806,28 @@ impl VeilFs {
         caller: Caller,
     ) -> io::Result<(Arc<Node>, libc::stat, u64)> {
         let (c, own) = self.new_name(parent, name, false)?;
-        let flags = if self.passthrough.load(Ordering::Relaxed) {
-            (flags & !libc::O_ACCMODE) | libc::O_RDWR
+        let (dfd, mode) = (c.dir.dir_fd()?, mode & !umask);
+        // `O_DIRECT` stays on the FUSE side (see `open`); never block on the open.
+        let flags = (flags & !libc::O_DIRECT) | libc::O_CREAT | libc::O_NONBLOCK;
+        let fd = if self.passthrough.load(Ordering::Relaxed) {
+            // Read-write, so that the descriptor can back passthrough for every
+            // later handle; with the caller's own access mode where that is
+            // refused (the name already exists, without read permission for us).
+            let rw = (flags & !libc::O_ACCMODE) | libc::O_RDWR;
+            match sys::openat(dfd, &c.name, rw, mode) {
+                Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
+                    sys::openat(dfd, &c.name, flags, mode)?
+                }
+                r => r?,
+            }
         } else {
-            flags
+            sys::openat(dfd, &c.name, flags, mode)?
         };
-        let fd = sys::openat(
-            c.dir.dir_fd()?,
-            &c.name,
-            (flags & !libc::O_DIRECT) | libc::O_CREAT | libc::O_NONBLOCK,
-            mode & !umask,
-        )?;
         // The node stands for the file this descriptor opened, whatever the name
         // holds by now.
         let path_fd = sys::reopen(self.proc_fd.as_fd(), fd.as_fd(), libc::O_PATH)?;
         let (node, _) = self.adopt(c.at(), &c.name, path_fd, c.path.clone(), c.decision.clone())?;
-        self.give(node.fd(), caller)?;
+        self.give(dfd, node.fd(), caller)?;
         let st = sys::stat(node.fd())?;
         own.done();
         let fh = self.register(fd, node.ino);
@@ -1063,7 +1076,8 @@ impl VeilFs {
         sys::lseek(self.io(ino, fh, false)?.file().as_fd(), offset, whence)
     }
 
-    /// `(ino, fh, offset)` in and out.
+    /// `(ino, fh, offset)` in and out. Copies at most [`MAX_COPY`] bytes (the
+    /// reply counts them in a `u32`); the caller asks again for the rest.
     pub fn copy_file_range(
         &self,
         from: (u64, u64, u64),
@@ -1071,16 +1085,14 @@ impl VeilFs {
         len: u64,
     ) -> io::Result<usize> {
         let (a, b) = (self.io(from.0, from.1, false)?, self.io(to.0, to.1, true)?);
-        // The reply counts the bytes copied in 32 bits: copy at most that many (the
-        // caller asks again for the rest).
-        let len = len.min(u64::from(u32::MAX) & !0xfff);
-        let (off_in, off_out) = (from.2, to.2);
+        let off_in = i64::try_from(from.2).map_err(|_| errno(libc::EINVAL))?;
+        let off_out = i64::try_from(to.2).map_err(|_| errno(libc::EINVAL))?;
         sys::copy_file_range(
             a.file().as_fd(),
-            off_in as i64,
+            off_in,
             b.file().as_fd(),
-            off_out as i64,
-            len as usize,
+            off_out,
+            len.min(MAX_COPY) as usize,
         )
     }
 }
@@ -1096,6 +1108,10 @@ enum Kind {
 fn kind_of(is_dir: bool) -> Kind {
     if is_dir { Kind::Dir } else { Kind::NotDir }
 }
+
+/// The most one `copy_file_range` copies: the reply's count is a `u32`, and the
+/// largest page-aligned amount below that keeps the next request aligned.
+pub const MAX_COPY: u64 = (u32::MAX as u64) & !0xfff;
 
 /// The handle number the kernel sends for a file it opened without asking.
 pub const NO_HANDLE: u64 = 0;
