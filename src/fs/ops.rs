@@ -2,15 +2,15 @@
 //! check first, then one syscall relative to a parent's descriptor. This is the only
 //! place the policy is enforced; every refusal is [`eacces`].
 
+use parking_lot::Mutex;
 use std::ffi::{CStr, OsStr};
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use parking_lot::Mutex;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::inode::{Node, Place};
 use super::{FileHandle, VeilFs};
@@ -516,7 +516,7 @@ impl VeilFs {
 
     /// Before the last name of a file the kernel holds goes away: keeps an `O_PATH`
     /// descriptor on it, so that a process that opened it without a handle (see
-    /// [`VeilFs::open_free`]) can go on reading and writing it, as POSIX allows.
+    /// [`VeilFs::set_light_open`]) can go on reading it, as POSIX allows.
     /// Dropped when the kernel forgets the node.
     fn keep_orphan(&self, dir: &Node, name: &CStr, st: &libc::stat) {
         if st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_nlink != 1 {
@@ -709,19 +709,10 @@ impl VeilFs {
         ino: u64,
         f: impl FnOnce(BorrowedFd) -> io::Result<T>,
     ) -> Option<io::Result<T>> {
-        let handle = self
-            .files
-            .read()
-            .values()
-            .find(|h| h.ino == ino)
-            .cloned();
+        let handle = self.files.read().values().find(|h| h.ino == ino).cloned();
         match handle {
             Some(h) => Some(f(h.file.as_fd())),
-            None => self
-                .orphans
-                .lock()
-                .get(&ino)
-                .map(|fd| f(fd.as_fd())),
+            None => self.orphans.lock().get(&ino).map(|fd| f(fd.as_fd())),
         }
     }
 
@@ -733,9 +724,16 @@ impl VeilFs {
             .ok_or_else(|| errno(libc::EBADF))
     }
 
+    /// An open for reading answered without a handle (see
+    /// [`VeilFs::set_light_open`]): only the policy check.
+    pub fn open_for_reading(&self, ino: u64) -> io::Result<()> {
+        let node = self.node(ino)?;
+        self.visible(&node).map(drop)
+    }
+
     pub fn open(&self, ino: u64, flags: i32) -> io::Result<u64> {
         let node = self.node(ino)?;
-        let writes = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
+        let writes = opens_for_writing(flags);
         if writes {
             let place = self.writable(&node)?;
             self.own(place.parent, &place.name);
@@ -805,9 +803,9 @@ impl VeilFs {
         })
     }
 
-    /// What an I/O request works on: the handle it names, or, for handle 0 (the
-    /// kernel opened the file without asking, see [`VeilFs::open_free`]), the node
-    /// reopened for this one request after the check an open would have made.
+    /// What an I/O request works on: the handle it names, or, for handle 0 (a file
+    /// opened for reading without a handle, see [`VeilFs::set_light_open`]), the
+    /// node reopened for this one request after the check an open would have made.
     fn io(&self, ino: u64, fh: u64, write: bool) -> io::Result<Io> {
         if fh != NO_HANDLE {
             return self.file(fh).map(Io::Handle);
@@ -1059,8 +1057,14 @@ fn kind_of(is_dir: bool) -> Kind {
     if is_dir { Kind::Dir } else { Kind::NotDir }
 }
 
-/// The handle number the kernel sends for a file it opened without asking.
+/// The handle number of a file opened for reading without a handle (see
+/// [`VeilFs::set_light_open`]).
 pub const NO_HANDLE: u64 = 0;
+
+/// Whether an open with `flags` may change the file: it writes, or truncates.
+pub fn opens_for_writing(flags: i32) -> bool {
+    flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0
+}
 
 /// The descriptor an I/O request works on (see [`VeilFs::io`]).
 enum Io {
