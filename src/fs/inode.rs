@@ -17,11 +17,11 @@
 //!   reload bumps the epoch, and a stale cache is recomputed from the parent chain
 //!   before it is used. Only one node's `state` lock is held at a time.
 
+use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicU64, Ordering};
-use parking_lot::{Mutex, RwLock};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::policy::Decision;
 

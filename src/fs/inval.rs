@@ -7,9 +7,9 @@
 //! and reply; the invalidation follows within moments, blocking only this thread
 //! while the kernel finishes the request.
 
+use parking_lot::Mutex;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use parking_lot::Mutex;
 use std::sync::mpsc::{Receiver, Sender, channel};
 
 #[derive(Debug)]

@@ -8,10 +8,10 @@
 //! denied path answers `EACCES` and leaves listings at once, and a newly allowed one
 //! appears. Descriptors already open keep working, as with Unix permissions.
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::{Mutex, RwLock};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::inode::{Inodes, ROOT};

@@ -8,12 +8,12 @@
 //! cover everything it caches. Changes made through the mount itself are recorded for
 //! a moment and not echoed back, so they do not throw away fresh cache entries.
 
+use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
 use std::ffi::{CString, OsStr};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use parking_lot::Mutex;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
