@@ -123,7 +123,8 @@ pub enum Command {
 /// Caching and data-path options shared by `mount` and `run`.
 #[derive(Debug, clap::Args)]
 pub struct CacheArgs {
-    /// Serve reads and writes through the daemon instead of FUSE passthrough.
+    /// With --strict-open, serve reads and writes through the daemon instead of FUSE
+    /// passthrough.
     #[arg(long)]
     pub no_passthrough: bool,
     /// Seconds the kernel may cache entries and attributes where edits made outside
@@ -139,12 +140,13 @@ pub struct CacheArgs {
         value_parser = parse_ttl
     )]
     pub ttl: f64,
-    /// Check every open of a file in the daemon. By default the kernel opens files
-    /// without asking (three round trips saved per file: `rg` and `grep -r` run at
-    /// near-native speed); the policy is still met at every lookup, read, write and
-    /// truncation, but opening a read-only file for writing succeeds and its first
-    /// write fails with EACCES. With this flag that open fails, and large files are
-    /// read by FUSE passthrough. Implied by --audit-all (so the log sees opens).
+    /// Give every open a backing descriptor in the daemon. Every open is checked
+    /// either way (an open for writing of a read-only file fails with EACCES); by
+    /// default an open for reading gets no descriptor (one round trip, no system
+    /// call), and a read through it that misses the cache is checked against the
+    /// current policy. With this flag a descriptor keeps reading after a reload
+    /// denies its path, as with Unix permissions, and files opened for writing or
+    /// of at least 1 MiB are served by FUSE passthrough.
     #[arg(long)]
     pub strict_open: bool,
     /// Threads serving requests.

@@ -33,14 +33,16 @@ pub struct MountOptions {
     pub read_only: bool,
     /// Request threads.
     pub threads: usize,
-    /// FUSE passthrough for regular files where the kernel allows it.
+    /// FUSE passthrough for regular files where the kernel allows it (used only
+    /// with `strict_open`).
     pub passthrough: bool,
     /// Entry and attribute cache time in the kernel.
     pub ttl: std::time::Duration,
-    /// Have every open of a file reach the daemon (see
-    /// [`crate::fs::VeilFs::set_open_free`]): an open for writing of a read-only
-    /// file then fails at `open()`, and passthrough serves large files, at the cost
-    /// of two round trips per open. Implied by `audit_all`.
+    /// Give every open of a file a handle and a backing descriptor in the daemon
+    /// (by default an open for reading is checked and gets neither, see
+    /// [`crate::fs::VeilFs::set_light_open`]): a descriptor then keeps reading
+    /// after a policy reload denies its path, as with Unix permissions, and FUSE
+    /// passthrough serves files opened for writing and large files.
     pub strict_open: bool,
     /// Watch the source with inotify and invalidate the kernel's caches on outside
     /// edits.
@@ -230,9 +232,9 @@ pub fn session(
 /// it changes.
 pub fn start(mut fs: VeilFs, mnt: &Path, config: &Config, opts: &MountOptions) -> io::Result<Live> {
     fs.set_ttl(opts.ttl);
-    fs.set_passthrough(opts.passthrough);
-    // Every open must reach the daemon for the audit log to see it.
-    fs.set_open_free(!opts.strict_open && !opts.audit_all);
+    // Handle-less opens for reading and passthrough do not mix on one inode.
+    fs.set_light_open(!opts.strict_open);
+    fs.set_passthrough(opts.passthrough && opts.strict_open);
     let audit = match &opts.audit {
         Some(target) => {
             let (a, w) = crate::audit::Audit::start(target, opts.audit_all, crate::audit::QUEUE)?;

@@ -189,7 +189,8 @@ fn every_kind_of_refusal_is_logged_with_its_operation() {
     let entries = lines(&fs::read_to_string(&log).unwrap());
     for (op, path) in [
         ("mkdir", "ro/new"),
-        ("setattr", "ro/a.txt"),
+        // Refused at the open for writing, before the truncation is asked.
+        ("open", "ro/a.txt"),
         ("unlink", "ro/a.txt"),
         ("symlink", "ro/l"),
     ] {

@@ -535,11 +535,16 @@ impl Filesystem for VeilFs {
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         guard("open", || {
-            if self.open_free.load(Ordering::Relaxed) {
-                // From now on the kernel opens files itself (handle 0, cached pages
-                // kept): see `VeilFs::set_open_free`.
-                self.open_refused.store(true, Ordering::SeqCst);
-                return reply.error(Errno::ENOSYS);
+            if self.light_open.load(Ordering::Relaxed) && !super::ops::opens_for_writing(flags.0) {
+                // Checked, and no handle: reads come with handle 0 and are checked
+                // again when they miss the cache (see `VeilFs::set_light_open`).
+                return match VeilFs::open_for_reading(self, ino.0) {
+                    Ok(()) => {
+                        self.allowed(req, "open", ino.0);
+                        reply.opened(FileHandle(super::ops::NO_HANDLE), CACHED_OPEN)
+                    }
+                    Err(e) => reply.error(self.fail(req, "open", e)),
+                };
             }
             match VeilFs::open(self, ino.0, flags.0) {
                 Ok(fh) => match self.io_mode_for(
@@ -593,8 +598,9 @@ impl Filesystem for VeilFs {
                 Err(e) => {
                     reply.error(self.fail(req, "write", e));
                     if fh.0 == super::ops::NO_HANDLE {
-                        // A refused write-back of a shared mapping leaves its pages in
-                        // the cache: drop them, so nobody reads what was never written.
+                        // Only an open for reading goes without a handle, so this does
+                        // not happen; should it, the refused bytes may sit in cached
+                        // pages: drop them.
                         self.inval.queue(Inval::Inode(ino.0));
                     }
                 }
@@ -929,23 +935,10 @@ impl Filesystem for VeilFs {
             match VeilFs::create(self, parent.0, name, mode, umask, flags, caller(req)) {
                 Ok((node, st, fh)) => {
                     let attr = self.attr(node.ino, &st);
-                    if self.open_refused.load(Ordering::SeqCst) {
-                        // Once it opens files without asking, the kernel sends no
-                        // RELEASE for the files it creates either: keep no handle.
-                        VeilFs::release(self, fh);
-                        return reply.created(
-                            &self.ttl_of(node.ino),
-                            &attr,
-                            Generation(0),
-                            FileHandle(super::ops::NO_HANDLE),
-                            CACHED_OPEN,
-                        );
-                    }
-                    // While OPEN may yet be answered ENOSYS, a created file is not
-                    // served by passthrough: the kernel fails (EIO) every open of an
-                    // inode in passthrough mode that is not itself in passthrough
-                    // mode, and such opens no longer reach the daemon.
-                    let io = if self.open_free.load(Ordering::Relaxed) {
+                    // While opens for reading go without a handle, a created file is
+                    // not served by passthrough: the kernel fails (EIO) an open of an
+                    // inode in passthrough mode that is not itself in passthrough mode.
+                    let io = if self.light_open.load(Ordering::Relaxed) {
                         None
                     } else {
                         self.io_mode_for(node.ino, fh, true, |f| reply.open_backing(f))

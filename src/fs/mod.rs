@@ -79,12 +79,9 @@ pub struct VeilFs {
     /// Answer OPENDIR with ENOSYS so that the kernel stops sending OPENDIR and
     /// RELEASEDIR (kernel >= 5.1); kept only if the kernel offers it at `init`.
     pub(crate) no_opendir: std::sync::atomic::AtomicBool,
-    /// Answer OPEN with ENOSYS so that the kernel opens regular files without
-    /// asking and sends no OPEN or RELEASE at all (see [`VeilFs::set_open_free`]).
-    pub(crate) open_free: std::sync::atomic::AtomicBool,
-    /// Set before the first OPEN is answered ENOSYS: from then on the kernel keeps
-    /// no handles, not even for the files it creates (it sends no RELEASE).
-    pub(crate) open_refused: std::sync::atomic::AtomicBool,
+    /// Answer an open for reading with the policy check alone: no handle, no
+    /// backing descriptor (see [`VeilFs::set_light_open`]).
+    pub(crate) light_open: std::sync::atomic::AtomicBool,
     /// How many nodes (each with one descriptor) the daemon keeps before it asks the
     /// kernel to let some go (see `VeilFs::relieve`).
     pub(crate) node_budget: usize,
@@ -153,8 +150,7 @@ impl VeilFs {
             chown_new: sys::euid() == 0,
             passthrough: std::sync::atomic::AtomicBool::new(true),
             no_opendir: std::sync::atomic::AtomicBool::new(true),
-            open_free: std::sync::atomic::AtomicBool::new(true),
-            open_refused: std::sync::atomic::AtomicBool::new(false),
+            light_open: std::sync::atomic::AtomicBool::new(true),
             node_budget,
             relief_at: std::sync::atomic::AtomicUsize::new(node_budget),
             inval: Arc::default(),
@@ -203,16 +199,21 @@ impl VeilFs {
             .store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Whether the kernel may open regular files without asking the daemon (on by
-    /// default). The policy is still met at every lookup (a denied name never gets
-    /// a node, so it cannot be opened) and at every read, write and truncation that
-    /// reaches the daemon; what is lost is the check at `open()` itself: opening a
-    /// read-only file for writing succeeds and its first write fails with `EACCES`
-    /// (with `O_TRUNC`, the open fails), and passthrough is not used (it needs a
-    /// handle; once the kernel opens without asking, even the files it creates get
-    /// none). What is won: no `OPEN` and `RELEASE` round trips per file opened.
-    pub fn set_open_free(&self, on: bool) {
-        self.open_free
+    /// Whether an open for reading is answered with the policy check alone (on by
+    /// default): no handle and no backing descriptor, so it costs one round trip
+    /// and no system call in the daemon; each read that misses the cache reopens
+    /// the file by its name after checking the node's current decision. Opens for
+    /// writing (or truncating) are checked and get a handle either way, so an open
+    /// for writing of a read-only file fails before the kernel can put one byte of
+    /// it in the page cache. Passthrough must be off with this (the kernel refuses
+    /// to mix handle-less cached opens and passthrough ones on an inode).
+    ///
+    /// The kernel could open files without asking at all (answering the first
+    /// OPEN with ENOSYS), but then an open for writing of a read-only file
+    /// succeeds, and the kernel copies each refused write into cached pages that
+    /// other readers see before the WRITE is refused: veilfs never does that.
+    pub fn set_light_open(&self, on: bool) {
+        self.light_open
             .store(on, std::sync::atomic::Ordering::Relaxed);
     }
 

@@ -769,9 +769,16 @@ impl VeilFs {
             .ok_or_else(|| errno(libc::EBADF))
     }
 
+    /// An open for reading answered without a handle (see
+    /// [`VeilFs::set_light_open`]): only the policy check.
+    pub fn open_for_reading(&self, ino: u64) -> io::Result<()> {
+        let node = self.node(ino)?;
+        self.visible(&node).map(drop)
+    }
+
     pub fn open(&self, ino: u64, flags: i32) -> io::Result<u64> {
         let node = self.node(ino)?;
-        let writes = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
+        let writes = opens_for_writing(flags);
         let own = if writes {
             let place = self.writable(&node)?;
             self.own(place.parent, &place.name)
@@ -852,9 +859,9 @@ impl VeilFs {
         sys::reopen(self.proc_fd.as_fd(), node.fd(), flags | libc::O_NONBLOCK)
     }
 
-    /// What an I/O request works on: the handle it names, or, for handle 0 (the
-    /// kernel opened the file without asking, see [`VeilFs::open_free`]), the node
-    /// reopened for this one request after the check an open would have made.
+    /// What an I/O request works on: the handle it names, or, for handle 0 (a file
+    /// opened for reading without a handle, see [`VeilFs::set_light_open`]), the
+    /// node reopened for this one request after the check an open would have made.
     fn io(&self, ino: u64, fh: u64, write: bool) -> io::Result<Io> {
         if fh != NO_HANDLE {
             return self.file(fh).map(Io::Handle);
@@ -1113,8 +1120,14 @@ fn kind_of(is_dir: bool) -> Kind {
 /// largest page-aligned amount below that keeps the next request aligned.
 pub const MAX_COPY: u64 = (u32::MAX as u64) & !0xfff;
 
-/// The handle number the kernel sends for a file it opened without asking.
+/// The handle number of a file opened for reading without a handle (see
+/// [`VeilFs::set_light_open`]).
 pub const NO_HANDLE: u64 = 0;
+
+/// Whether an open with `flags` may change the file: it writes, or truncates.
+pub fn opens_for_writing(flags: i32) -> bool {
+    flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0
+}
 
 /// The descriptor an I/O request works on (see [`VeilFs::io`]).
 enum Io {
