@@ -82,3 +82,50 @@ fn a_panicking_lookup_answers_eio_and_the_mount_keeps_serving() {
     veilfs::fs::fuse::inject_lookup_panic(None);
     f.mount.take().unwrap().unmount().unwrap();
 }
+
+/// A time the kernel passes through unchanged (`tv_sec = i64::MIN`) once panicked
+/// inside fuser while it decoded the `setattr`, before any handler ran, and ended the
+/// session: now the request is answered and the mount goes on serving.
+#[test]
+fn extreme_times_set_through_the_mount_take_nothing_down() {
+    let mut f = Fixture::new();
+    f.file("t.txt", "t\n");
+    let opts = MountOptions {
+        threads: THREADS,
+        ..MountOptions::default()
+    };
+    f.mount_with(
+        Policy::parse("p.toml", "default = \"allow\"\n").unwrap(),
+        None,
+        &opts,
+    );
+    for (sec, nsec) in [
+        (i64::MIN, 0),
+        (i64::MIN, 999_999_999),
+        (i64::MAX, 999_999_999),
+    ] {
+        let path = f.m("t.txt");
+        answered("utimensat with an extreme time", move || {
+            let t = nix::sys::time::TimeSpec::new(sec, nsec);
+            // Whatever the answer, only that there is one matters here.
+            let _ = nix::sys::stat::utimensat(
+                nix::fcntl::AT_FDCWD,
+                &path,
+                &t,
+                &t,
+                nix::sys::stat::UtimensatFlags::FollowSymlink,
+            );
+        });
+        for _ in 0..2 * THREADS {
+            let path = f.m("t.txt");
+            let got = answered("a read after the extreme time", move || {
+                std::fs::read_to_string(path)
+            });
+            assert_eq!(
+                got.unwrap(),
+                "t\n",
+                "({sec}, {nsec}): the mount stopped serving"
+            );
+        }
+    }
+}

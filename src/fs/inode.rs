@@ -11,7 +11,7 @@
 //! * Nodes are keyed by the backing `(st_dev, st_ino)`: a second name for the same object
 //!   (a hard link) finds the same node, and a filesystem mounted inside the source
 //!   (whose inode numbers overlap the source's) gets nodes of its own.
-//! * The FUSE node id is issued by the daemon (see [`Inodes::id_for`]): the backing
+//! * The FUSE node id is issued by the daemon (see `Inodes::id_for`): the backing
 //!   inode number for an object on the source's own filesystem (so `stat` shows the
 //!   same number as the backing file, and tools that remember inode numbers, such as
 //!   git's index, see no change), a number from a counter above 2^63 for anything
@@ -41,7 +41,7 @@ use crate::policy::Decision;
 
 pub const ROOT: u64 = 1;
 
-/// Ids from here on are issued from a counter (see [`Inodes::id_for`]).
+/// Ids from here on are issued from a counter (see `Inodes::id_for`).
 const FOREIGN: u64 = 1 << 63;
 
 /// A node id never issued: listed for a name that has no node (see `readdirplus`).
@@ -184,7 +184,7 @@ impl Inodes {
     }
 
     /// The inode number to list for the entry `ino` of a directory on device `dev`:
-    /// the id its node has or would have (see [`Inodes::id_for`]), or, for an object
+    /// the id its node has or would have (see `Inodes::id_for`), or, for an object
     /// of another filesystem that the kernel does not hold, a number mixed from the
     /// device and the inode above 2^63, so that listed numbers rarely collide.
     pub fn listed_ino(&self, dev: u64, ino: u64) -> u64 {
