@@ -30,11 +30,9 @@ fn answered<T: Send + 'static>(what: &str, op: impl FnOnce() -> T + Send + 'stat
         .unwrap_or_else(|_| panic!("{what}: no answer within 20 s: the mount stopped serving"))
 }
 
-#[test]
-fn a_panicking_lookup_answers_eio_and_the_mount_keeps_serving() {
-    let mut f = Fixture::new();
-    f.file("ok.txt", "ok\n").dir("d");
-    veilfs::fs::fuse::inject_lookup_panic(Some(OsStr::new(POISONED)));
+/// Mounts `f` allowing everything, with only [`THREADS`] workers (so that a dead
+/// worker shows at once).
+fn mount_all_allowed(f: &mut Fixture) {
     let opts = MountOptions {
         threads: THREADS,
         ..MountOptions::default()
@@ -44,6 +42,14 @@ fn a_panicking_lookup_answers_eio_and_the_mount_keeps_serving() {
         None,
         &opts,
     );
+}
+
+#[test]
+fn a_panicking_lookup_answers_eio_and_the_mount_keeps_serving() {
+    let mut f = Fixture::new();
+    f.file("ok.txt", "ok\n").dir("d");
+    veilfs::fs::fuse::inject_lookup_panic(Some(OsStr::new(POISONED)));
+    mount_all_allowed(&mut f);
 
     for round in 0..3 * THREADS {
         let (top, inner): (PathBuf, PathBuf) = (f.m(POISONED), f.m("d").join(POISONED));
@@ -90,15 +96,7 @@ fn a_panicking_lookup_answers_eio_and_the_mount_keeps_serving() {
 fn extreme_times_set_through_the_mount_take_nothing_down() {
     let mut f = Fixture::new();
     f.file("t.txt", "t\n");
-    let opts = MountOptions {
-        threads: THREADS,
-        ..MountOptions::default()
-    };
-    f.mount_with(
-        Policy::parse("p.toml", "default = \"allow\"\n").unwrap(),
-        None,
-        &opts,
-    );
+    mount_all_allowed(&mut f);
     for (sec, nsec) in [
         (i64::MIN, 0),
         (i64::MIN, 999_999_999),
