@@ -20,7 +20,7 @@ fn copy_crate(to: &Path) {
     for f in ["Cargo.toml", "Cargo.lock"] {
         std::fs::copy(root.join(f), to.join(f)).unwrap();
     }
-    for d in ["src", "benches", "policy-examples"] {
+    for d in ["src", "benches", "policy-examples", "vendor"] {
         let ok = Command::new("cp")
             .arg("-r")
             .arg(root.join(d))
