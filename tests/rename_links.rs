@@ -238,3 +238,45 @@ fn hard_links_cannot_reach_into_or_out_of_denied_places() {
     fs::hard_link(f.m("ok.txt"), f.m("deep/ok2.txt")).unwrap();
     assert_eq!(fs::read_to_string(f.s("deep/ok2.txt")).unwrap(), "ok\n");
 }
+
+/// A directory's move is checked by walking its subtree; a second rename that moved
+/// a subtree into it during that walk (allowed on its own: the secret is denied at
+/// both its old and its new place) slipped past the check, and the first rename
+/// then exposed the secret. The two renames race here many times.
+#[test]
+fn a_subtree_moved_in_while_a_rename_is_checked_is_never_exposed() {
+    let mut f = Fixture::new();
+    f.file("c/x/tok", "TOKEN\n").dir("a");
+    // Enough entries that the walk of `a` takes a while.
+    for i in 0..20_000 {
+        fs::File::create(f.s(&format!("a/f{i}"))).unwrap();
+    }
+    f.mount(
+        "default = \"allow\"\n\n[[rules]]\naction = \"deny\"\npaths = [\"/a/x/tok\", \"/c/x/tok\"]\n",
+    );
+    for round in 0..40 {
+        let (a, b) = (f.m("a"), f.m("b"));
+        let mover = std::thread::spawn(move || fs::rename(a, b).is_ok());
+        std::thread::sleep(std::time::Duration::from_micros(500 * (round % 10)));
+        let _ = fs::rename(f.m("c/x"), f.m("a/x"));
+        let _ = mover.join().unwrap();
+        let leak = fs::read_to_string(f.m("b/x/tok"));
+        assert!(
+            leak.is_err(),
+            "round {round}: the secret is readable at b/x/tok: {leak:?}"
+        );
+        assert!(
+            !f.s("b/x/tok").exists(),
+            "round {round}: both renames went through, moving the secret to an allowed path"
+        );
+        // Back to the start.
+        for p in ["b/x", "a/x"] {
+            if f.s(p).exists() {
+                fs::rename(f.s(p), f.s("c/x")).unwrap();
+            }
+        }
+        if f.s("b").exists() {
+            fs::rename(f.s("b"), f.s("a")).unwrap();
+        }
+    }
+}

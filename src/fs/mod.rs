@@ -87,6 +87,11 @@ pub struct VeilFs {
     pub(crate) node_budget: usize,
     /// The node count at which the next relief is asked for.
     pub(crate) relief_at: std::sync::atomic::AtomicUsize,
+    /// Held (shared) while a name is made or linked, and (exclusive) for a whole
+    /// rename: a rename's exposure walk and the rename itself are one step that no
+    /// other change made through the mount can fall between (a subtree moved into a
+    /// directory while its move is being checked would otherwise go unchecked).
+    pub(crate) names: RwLock<()>,
     /// Kernel cache invalidations made once a request is answered.
     pub(crate) inval: Arc<inval::Invalidator>,
     /// Invalidates kernel caches on edits made outside the mount; `None` when
@@ -153,6 +158,7 @@ impl VeilFs {
             light_open: std::sync::atomic::AtomicBool::new(true),
             node_budget,
             relief_at: std::sync::atomic::AtomicUsize::new(node_budget),
+            names: RwLock::new(()),
             inval: Arc::default(),
             watcher: None,
             ttl: DEFAULT_TTL,

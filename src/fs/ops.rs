@@ -550,6 +550,7 @@ impl VeilFs {
         rdev: u32,
         caller: Caller,
     ) -> io::Result<(Arc<Node>, libc::stat)> {
+        let _names = self.names.read();
         let (c, own) = self.new_name(parent, name, false)?;
         sys::mknodat(c.dir.dir_fd()?, &c.name, mode & !umask, rdev as u64)?;
         own.done_if(self.made(c, caller))
@@ -563,6 +564,7 @@ impl VeilFs {
         umask: u32,
         caller: Caller,
     ) -> io::Result<(Arc<Node>, libc::stat)> {
+        let _names = self.names.read();
         let (c, own) = self.new_name(parent, name, true)?;
         sys::mkdirat(c.dir.dir_fd()?, &c.name, mode & !umask)?;
         own.done_if(self.made(c, caller))
@@ -575,6 +577,7 @@ impl VeilFs {
         target: &OsStr,
         caller: Caller,
     ) -> io::Result<(Arc<Node>, libc::stat)> {
+        let _names = self.names.read();
         let (c, own) = self.new_name(parent, name, false)?;
         sys::symlinkat(target, c.dir.dir_fd()?, &c.name)?;
         own.done_if(self.made(c, caller))
@@ -586,6 +589,7 @@ impl VeilFs {
         newparent: u64,
         newname: &OsStr,
     ) -> io::Result<(Arc<Node>, libc::stat)> {
+        let _names = self.names.read();
         let node = self.node(ino)?;
         // A new name for an inode changes it (its link count) and could give a
         // read-only inode a writable alias: the source must be writable too.
@@ -643,6 +647,8 @@ impl VeilFs {
         newname: &OsStr,
         flags: u32,
     ) -> io::Result<bool> {
+        // Checked and made as one step (see `VeilFs::names`).
+        let _names = self.names.write();
         let policy = self.policy();
         let (from_dir, to_dir) = (self.node(parent)?, self.node(newparent)?);
         let (fp, tp) = (self.visible(&from_dir)?, self.visible(&to_dir)?);
@@ -812,6 +818,7 @@ impl VeilFs {
         flags: i32,
         caller: Caller,
     ) -> io::Result<(Arc<Node>, libc::stat, u64)> {
+        let _names = self.names.read();
         let (c, own) = self.new_name(parent, name, false)?;
         let (dfd, mode) = (c.dir.dir_fd()?, mode & !umask);
         // `O_DIRECT` stays on the FUSE side (see `open`); never block on the open.
