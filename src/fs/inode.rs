@@ -1,13 +1,18 @@
 //! The node table: one entry per backing object the kernel holds.
 //!
 //! Invariants:
-//! * A node is one backing object for its whole life, never a name. It keeps `fd`, an
-//!   `O_PATH | O_NOFOLLOW` descriptor on that object, opened once (relative to its
-//!   parent's `fd` with one name, or reopened from a descriptor the daemon just made)
-//!   and reached only through it from then on: attributes with `fstat`, data by
-//!   reopening it through `/proc/self/fd`, never by a name lookup. The descriptor pins
-//!   the inode, so its number cannot be reused while the node lives, and a file renamed,
-//!   hard-linked, unlinked or replaced under its name stays the same node.
+//! * A node is one backing object for its whole life, never a name. A pinned node
+//!   keeps `pin`, an `O_PATH | O_NOFOLLOW` descriptor on that object, opened once
+//!   (relative to its parent's descriptor with one name, or reopened from a
+//!   descriptor the daemon just made) and reached only through it from then on:
+//!   attributes with `fstat`, data by reopening it through `/proc/self/fd`, never by a
+//!   name lookup. The descriptor pins the inode, so its number cannot be reused while
+//!   the node lives, and a file renamed, hard-linked, unlinked or replaced under its
+//!   name stays the same node. Directories are always pinned, and so is every file
+//!   the kernel has opened (or mapped) since it met the node. A file that was only
+//!   looked up once the descriptor budget is spent (the kernel can cache more inodes
+//!   than a process may hold descriptors) stays unpinned: it is reached through one
+//!   of its names, and each access is checked to reach the same `(st_dev, st_ino)`.
 //! * Nodes are keyed by the backing `(st_dev, st_ino)`: a second name for the same object
 //!   (a hard link) finds the same node, and a filesystem mounted inside the source
 //!   (whose inode numbers overlap the source's) gets nodes of its own.
@@ -77,8 +82,9 @@ pub struct Node {
     pub ino: u64,
     /// The backing object's `(st_dev, st_ino)`.
     pub key: Key,
-    /// `O_PATH | O_NOFOLLOW` on the backing object (see the invariants above).
-    pub fd: OwnedFd,
+    /// `O_PATH | O_NOFOLLOW` on the backing object, once pinned (see the invariants
+    /// above); never unset.
+    pin: std::sync::OnceLock<OwnedFd>,
     /// `st_mode & S_IFMT` of the backing object (a type never changes).
     pub fmt: u32,
     pub place: Mutex<Place>,
@@ -101,12 +107,16 @@ pub struct IoMode {
 }
 
 impl Node {
-    /// A node for the object `fd` stands for (`st` is its `fstat`).
-    pub fn new(ino: u64, fd: OwnedFd, st: &libc::stat, place: Place) -> Node {
+    /// A node for the object `st` describes, pinned by `fd` when there is one.
+    pub fn new(ino: u64, fd: Option<OwnedFd>, st: &libc::stat, place: Place) -> Node {
+        let pin = std::sync::OnceLock::new();
+        if let Some(fd) = fd {
+            let _ = pin.set(fd);
+        }
         Node {
             ino,
             key: key_of(st),
-            fd,
+            pin,
             fmt: st.st_mode & libc::S_IFMT,
             place: Mutex::new(place),
             lookups: AtomicU64::new(0),
@@ -118,17 +128,17 @@ impl Node {
         self.fmt == libc::S_IFDIR
     }
 
-    /// The node's own descriptor.
-    pub fn fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
+    /// The node's own descriptor, if it is pinned.
+    pub fn fd(&self) -> Option<BorrowedFd<'_>> {
+        self.pin.get().map(|f| f.as_fd())
     }
 
-    /// The directory descriptor; `ENOTDIR` for other nodes.
+    /// The directory descriptor (directories are always pinned); `ENOTDIR` for
+    /// other nodes.
     pub fn dir_fd(&self) -> std::io::Result<BorrowedFd<'_>> {
-        if self.is_dir() {
-            Ok(self.fd.as_fd())
-        } else {
-            Err(std::io::Error::from_raw_os_error(libc::ENOTDIR))
+        match self.fd() {
+            Some(fd) if self.is_dir() => Ok(fd),
+            _ => Err(std::io::Error::from_raw_os_error(libc::ENOTDIR)),
         }
     }
 
@@ -153,6 +163,8 @@ struct Table {
 #[derive(Debug)]
 pub struct Inodes {
     map: RwLock<Table>,
+    /// Nodes holding a descriptor.
+    pinned: std::sync::atomic::AtomicUsize,
     /// The next id for an object not numbered by the source's filesystem.
     next: AtomicU64,
     /// The source root's `st_dev`: inode numbers of that filesystem are shown as they
@@ -168,6 +180,7 @@ impl Inodes {
         t.by_id.insert(ROOT, Arc::new(root));
         Inodes {
             map: RwLock::new(t),
+            pinned: std::sync::atomic::AtomicUsize::new(1),
             next: AtomicU64::new(FOREIGN),
             root_dev,
         }
@@ -194,6 +207,19 @@ impl Inodes {
         match self.find((dev, ino)) {
             Some(n) => n.ino,
             None => FOREIGN | (ino ^ dev.wrapping_add(1).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+        }
+    }
+
+    /// How many nodes hold a descriptor.
+    pub fn pinned(&self) -> usize {
+        self.pinned.load(Ordering::Relaxed)
+    }
+
+    /// Pins `node` with `fd` (a descriptor on its own object), unless it is pinned
+    /// already (then `fd` is closed).
+    pub fn pin(&self, node: &Node, fd: OwnedFd) {
+        if node.pin.set(fd).is_ok() {
+            self.pinned.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -234,6 +260,9 @@ impl Inodes {
         }
         let id = self.id_for(key);
         let n = Arc::new(make(id));
+        if n.fd().is_some() {
+            self.pinned.fetch_add(1, Ordering::Relaxed);
+        }
         n.lookups.fetch_add(1, Ordering::Relaxed);
         t.by_key.insert(key, id);
         t.by_id.insert(id, n.clone());
@@ -255,6 +284,9 @@ impl Inodes {
         let node = t.by_id.remove(&ino)?;
         if t.by_key.get(&node.key) == Some(&ino) {
             t.by_key.remove(&node.key);
+        }
+        if node.fd().is_some() {
+            self.pinned.fetch_sub(1, Ordering::Relaxed);
         }
         Some(node)
     }

@@ -82,11 +82,9 @@ pub struct VeilFs {
     /// Answer an open for reading with the policy check alone: no handle, no
     /// backing descriptor (see [`VeilFs::set_light_open`]).
     pub(crate) light_open: std::sync::atomic::AtomicBool,
-    /// How many nodes (each with one descriptor) the daemon keeps before it asks the
-    /// kernel to let some go (see `VeilFs::relieve`).
+    /// How many nodes may be pinned by a lookup (see [`inode`]); files opened are
+    /// pinned beyond it.
     pub(crate) node_budget: usize,
-    /// The node count at which the next relief is asked for.
-    pub(crate) relief_at: std::sync::atomic::AtomicUsize,
     /// Held (shared) while a name is made or linked, and (exclusive) for a whole
     /// rename: a rename's exposure walk and the rename itself are one step that no
     /// other change made through the mount can fall between (a subtree moved into a
@@ -129,7 +127,7 @@ impl VeilFs {
         let policy_file = policy_file.and_then(|p| relative_inside(src, p));
         let root = Node::new(
             inode::ROOT,
-            root_fd,
+            Some(root_fd),
             &st,
             Place {
                 parent: inode::ROOT,
@@ -157,7 +155,6 @@ impl VeilFs {
             no_opendir: std::sync::atomic::AtomicBool::new(true),
             light_open: std::sync::atomic::AtomicBool::new(true),
             node_budget,
-            relief_at: std::sync::atomic::AtomicUsize::new(node_budget),
             names: RwLock::new(()),
             inval: Arc::default(),
             watcher: None,

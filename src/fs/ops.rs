@@ -270,65 +270,92 @@ impl VeilFs {
         decision: Decision,
     ) -> io::Result<(Arc<Node>, libc::stat)> {
         let dfd = at.dir.dir_fd()?;
-        let fd = match sys::open_path(dfd, name) {
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
-                // Out of descriptors: ask the kernel to let nodes go, and wait (a
-                // bounded time) for its FORGETs to close some.
-                self.relieve(true);
-                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
-                loop {
-                    std::thread::sleep(std::time::Duration::from_millis(5));
-                    match sys::open_path(dfd, name) {
-                        Err(e)
-                            if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
-                                && std::time::Instant::now() < deadline => {}
-                        r => break r?,
-                    }
+        let (fd, st) = if self.inodes.pinned() < self.node_budget {
+            match sys::open_path(dfd, name) {
+                Ok(fd) => {
+                    let st = sys::stat(fd.as_fd())?;
+                    (Some(fd), st)
                 }
+                Err(e) if out_of_descriptors(&e) => {
+                    self.relieve();
+                    self.beyond_budget(dfd, name)?
+                }
+                Err(e) => return Err(e),
             }
-            r => r?,
+        } else {
+            self.beyond_budget(dfd, name)?
         };
-        self.adopt(at, name, fd, path, decision)
+        self.adopt(at, name, fd, st, path, decision)
     }
 
-    /// Keeps the descriptors the nodes hold within [`VeilFs::node_budget`]: past it,
-    /// asks the kernel to drop a batch of the entries it caches (with everything it
-    /// caches beneath them). The kernel then forgets the nodes that nothing uses, and
-    /// their descriptors close; a name dropped this way is simply looked up again
-    /// when next used. `now` asks for a batch whatever the count.
-    fn relieve(&self, now: bool) {
-        let held = self.inodes.len();
-        let at = self.relief_at.load(Ordering::Relaxed);
-        if !now && held < at {
-            if held + self.node_budget / 4 < at && at > self.node_budget {
-                self.relief_at.store(self.node_budget, Ordering::Relaxed);
-            }
-            return;
+    /// The entry `name` in `dir` once the descriptor budget is spent: a file is
+    /// registered unpinned (see [`super::inode`]), a directory is pinned all the same
+    /// (waiting a bounded time for descriptors to free up when there are none).
+    fn beyond_budget(
+        &self,
+        dir: BorrowedFd,
+        name: &CStr,
+    ) -> io::Result<(Option<OwnedFd>, libc::stat)> {
+        let st = sys::statat(dir, name)?;
+        if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
+            return Ok((None, st));
         }
-        // The next batch is asked for once this one has had time to take effect.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        let fd = loop {
+            match sys::open_path(dir, name) {
+                Err(e) if out_of_descriptors(&e) && std::time::Instant::now() < deadline => {
+                    self.relieve();
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                r => break r?,
+            }
+        };
+        let st = sys::stat(fd.as_fd())?;
+        Ok((Some(fd), st))
+    }
+
+    /// Out of descriptors: asks the kernel to drop a batch of the entries it caches
+    /// (with everything it caches beneath them). The kernel then forgets the nodes
+    /// that nothing uses, and their descriptors close; a name dropped this way is
+    /// simply looked up again when next used.
+    fn relieve(&self) {
         let batch = (self.node_budget / 4).max(16);
-        self.relief_at.store(held + batch / 2, Ordering::Relaxed);
         for (parent, name) in self.inodes.victims(batch) {
             self.inval.queue(super::inval::Inval::Entry(parent, name));
         }
         log::debug!(
-            "{held} nodes held (budget {}): asked the kernel to drop {batch}",
-            self.node_budget
+            "out of descriptors with {} nodes pinned: asked the kernel to drop {batch}",
+            self.inodes.pinned()
         );
     }
 
-    /// Registers the object `fd` (an `O_PATH` descriptor) found as `name` in `at`'s
-    /// directory: the node already standing for it (a hard link, or a name the kernel
-    /// looks up again), with this name added, or a new node that keeps `fd`.
+    /// Pins a node the kernel is opening (see [`super::inode`]), so that it is read
+    /// and written as itself whatever happens to its names.
+    fn pin(&self, node: &Node) {
+        if node.fd().is_some() {
+            return;
+        }
+        if let Ok(fd) = self.through_links(node, |dir, name| {
+            let fd = sys::open_path(dir, name)?;
+            Ok((sys::stat(fd.as_fd())?, fd))
+        }) {
+            self.inodes.pin(node, fd);
+        }
+    }
+
+    /// Registers the object `st` describes, found as `name` in `at`'s directory (with
+    /// `fd`, an `O_PATH` descriptor on it, when one was opened): the node already
+    /// standing for it (a hard link, or a name the kernel looks up again), with this
+    /// name added and pinned by `fd` if it was not, or a new node that keeps `fd`.
     fn adopt(
         &self,
         at: Entering<'_>,
         name: &CStr,
-        fd: OwnedFd,
+        mut fd: Option<OwnedFd>,
+        st: libc::stat,
         path: Vec<u8>,
         decision: Decision,
     ) -> io::Result<(Arc<Node>, libc::stat)> {
-        let st = sys::stat(fd.as_fd())?;
         let epoch = at.epoch;
         let parent = at.parent;
         let path: Arc<[u8]> = Arc::from(path);
@@ -343,7 +370,7 @@ impl VeilFs {
         let fresh = place.clone();
         let node = self.inodes.lookup_or_insert(
             super::inode::key_of(&st),
-            |id| Node::new(id, fd, &st, place),
+            |id| Node::new(id, fd.take(), &st, place),
             |p| {
                 let link = (fresh.parent, fresh.name.clone());
                 let mut links = std::mem::take(&mut p.links);
@@ -358,12 +385,15 @@ impl VeilFs {
                 p.links = links;
             },
         );
+        if let Some(fd) = fd {
+            self.inodes.pin(&node, fd);
+        }
         if let Some(w) = &self.watcher
             && node.is_dir()
+            && let Some(fd) = node.fd()
         {
-            w.watch(node.ino, node.fd());
+            w.watch(node.ino, fd);
         }
-        self.relieve(false);
         Ok((node, st))
     }
 
@@ -417,13 +447,51 @@ impl VeilFs {
         }
     }
 
-    /// The node's own `O_PATH` descriptor.
-    fn fd_of<'a>(&self, node: &'a Node) -> io::Result<BorrowedFd<'a>> {
-        Ok(node.fd())
+    /// A descriptor on the node's own object: the pinned one, or, for an unpinned
+    /// node, an `O_PATH` one opened through one of its names and checked to reach the
+    /// same object (`ESTALE` when none does).
+    fn fd_of<'a>(&self, node: &'a Node) -> io::Result<NodeFd<'a>> {
+        if let Some(fd) = node.fd() {
+            return Ok(NodeFd::Kept(fd));
+        }
+        self.through_links(node, |dir, name| {
+            let fd = sys::open_path(dir, name)?;
+            Ok((sys::stat(fd.as_fd())?, fd))
+        })
+        .map(NodeFd::Opened)
     }
 
     fn stat_of(&self, node: &Node) -> io::Result<libc::stat> {
-        sys::stat(node.fd())
+        match node.fd() {
+            Some(fd) => sys::stat(fd),
+            None => self.through_links(node, |dir, name| sys::statat(dir, name).map(|st| (st, st))),
+        }
+    }
+
+    /// Runs `f` on each name an unpinned node is known under (its decision name
+    /// first) until one reaches the node's own object; `ESTALE` when none does.
+    fn through_links<T>(
+        &self,
+        node: &Node,
+        f: impl Fn(BorrowedFd, &CStr) -> io::Result<(libc::stat, T)>,
+    ) -> io::Result<T> {
+        let place = node.place();
+        let mut last = errno(libc::ESTALE);
+        let names = std::iter::once((place.parent, place.name.clone())).chain(place.links);
+        for (parent, name) in names {
+            let Some(dir) = self.inodes.get(parent) else {
+                continue;
+            };
+            let (Ok(dfd), Ok(name)) = (dir.dir_fd(), std::ffi::CString::new(name)) else {
+                continue;
+            };
+            match f(dfd, &name) {
+                Ok((st, t)) if super::inode::key_of(&st) == node.key => return Ok(t),
+                Ok(_) => last = errno(libc::ESTALE),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
     }
 
     /// Attributes of a node. Through an open handle (`fstat`, or the kernel's own
@@ -536,8 +604,10 @@ impl VeilFs {
     /// Registers the entry `c` just made (found by its name) and gives it to the caller.
     fn made(&self, c: Changing, caller: Caller) -> io::Result<(Arc<Node>, libc::stat)> {
         let (node, _) = self.enter(c.at(), &c.name, c.path.clone(), c.decision.clone())?;
-        self.give(c.dir.dir_fd()?, node.fd(), caller)?;
-        let st = sys::stat(node.fd())?;
+        let fd = self.fd_of(&node)?;
+        self.give(c.dir.dir_fd()?, fd.as_fd(), caller)?;
+        let st = sys::stat(fd.as_fd())?;
+        drop(fd);
         Ok((node, st))
     }
 
@@ -595,7 +665,12 @@ impl VeilFs {
         // read-only inode a writable alias: the source must be writable too.
         self.writable(&node)?;
         let (c, own) = self.new_name(newparent, newname, node.is_dir())?;
-        sys::linkat(self.proc_fd.as_fd(), node.fd(), c.dir.dir_fd()?, &c.name)?;
+        sys::linkat(
+            self.proc_fd.as_fd(),
+            self.fd_of(&node)?.as_fd(),
+            c.dir.dir_fd()?,
+            &c.name,
+        )?;
         own.done_if(self.enter(c.at(), &c.name, c.path.clone(), c.decision.clone()))
     }
 
@@ -779,11 +854,14 @@ impl VeilFs {
     /// [`VeilFs::set_light_open`]): only the policy check.
     pub fn open_for_reading(&self, ino: u64) -> io::Result<()> {
         let node = self.node(ino)?;
-        self.visible(&node).map(drop)
+        self.visible(&node)?;
+        self.pin(&node);
+        Ok(())
     }
 
     pub fn open(&self, ino: u64, flags: i32) -> io::Result<u64> {
         let node = self.node(ino)?;
+        self.pin(&node);
         let writes = opens_for_writing(flags);
         let own = if writes {
             let place = self.writable(&node)?;
@@ -840,9 +918,13 @@ impl VeilFs {
         // The node stands for the file this descriptor opened, whatever the name
         // holds by now.
         let path_fd = sys::reopen(self.proc_fd.as_fd(), fd.as_fd(), libc::O_PATH)?;
-        let (node, _) = self.adopt(c.at(), &c.name, path_fd, c.path.clone(), c.decision.clone())?;
-        self.give(dfd, node.fd(), caller)?;
-        let st = sys::stat(node.fd())?;
+        let st = sys::stat(path_fd.as_fd())?;
+        let path = c.path.clone();
+        let (node, _) = self.adopt(c.at(), &c.name, Some(path_fd), st, path, c.decision.clone())?;
+        let nfd = self.fd_of(&node)?;
+        self.give(dfd, nfd.as_fd(), caller)?;
+        let st = sys::stat(nfd.as_fd())?;
+        drop(nfd);
         own.done();
         let fh = self.register(fd, node.ino);
         Ok((node, st, fh))
@@ -860,10 +942,17 @@ impl VeilFs {
     }
 
     /// Opens the node's own object with `flags`, by reopening its `O_PATH` descriptor
-    /// (never by a name). Never blocks: `O_NONBLOCK` is added (a regular file ignores
+    /// (an unpinned node through one of its names, checked to reach its object). Never blocks: `O_NONBLOCK` is added (a regular file ignores
     /// it, and a lease or a special file cannot hold the request thread).
     fn open_node(&self, node: &Node, flags: i32) -> io::Result<OwnedFd> {
-        sys::reopen(self.proc_fd.as_fd(), node.fd(), flags | libc::O_NONBLOCK)
+        let flags = flags | libc::O_NONBLOCK;
+        match node.fd() {
+            Some(fd) => sys::reopen(self.proc_fd.as_fd(), fd, flags),
+            None => self.through_links(node, |dir, name| {
+                let fd = sys::openat(dir, name, flags, 0)?;
+                Ok((sys::stat(fd.as_fd())?, fd))
+            }),
+        }
     }
 
     /// What an I/O request works on: the handle it names, or, for handle 0 (a file
@@ -1177,6 +1266,26 @@ impl Changing {
             parent: self.parent,
             dir: &self.dir,
             epoch: self.epoch,
+        }
+    }
+}
+
+/// Whether `e` says the process is out of descriptors.
+fn out_of_descriptors(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+}
+
+/// A descriptor on a node's object, the pinned one or one opened for an operation.
+enum NodeFd<'a> {
+    Kept(BorrowedFd<'a>),
+    Opened(OwnedFd),
+}
+
+impl AsFd for NodeFd<'_> {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            NodeFd::Kept(fd) => *fd,
+            NodeFd::Opened(fd) => fd.as_fd(),
         }
     }
 }
