@@ -399,3 +399,50 @@ fn a_file_removed_while_open_is_still_read_and_written() {
     file.read_exact_at(&mut head, 0).unwrap();
     assert_eq!(&head, b"abc");
 }
+
+/// The workspace root and the directories an allow-list admits only as the way to
+/// what it allows are passed through, not granted: changing their own attributes
+/// follows the default action (they were changed on disk, whatever the default).
+#[test]
+fn the_root_and_admitted_directories_keep_their_attributes() {
+    use std::os::unix::fs::MetadataExt;
+    let cases: [(&str, &[&str]); 2] = [
+        ("default = \"read-only\"\n", &[""]),
+        (
+            "default = \"deny\"\n\n[[rules]]\naction = \"allow\"\npaths = [\"src/lib/**\"]\n",
+            &["", "src", "src/lib"],
+        ),
+    ];
+    for (policy, targets) in cases {
+        let mut f = Fixture::new();
+        f.file("src/lib/f.txt", "f\n");
+        f.mount(policy);
+        for target in targets {
+            let meta = |p: &Path| {
+                let m = fs::metadata(p).unwrap();
+                (m.mode(), m.uid(), m.gid(), m.mtime(), m.mtime_nsec())
+            };
+            let before = meta(&f.s(target));
+            for (what, op) in [
+                ("chmod", chmod as Op),
+                ("chown", chown),
+                ("utimes", utimes),
+                ("setxattr", setxattr),
+            ] {
+                assert_errno(
+                    op(&f, &f.m(target)),
+                    libc::EACCES,
+                    &format!("{what} on {target:?} under {policy:?}"),
+                );
+            }
+            assert_eq!(
+                meta(&f.s(target)),
+                before,
+                "{target:?} changed on disk under {policy:?}"
+            );
+        }
+        if policy.contains("src/lib/**") {
+            chmod(&f, &f.m("src/lib/f.txt")).expect("an allowed file's own mode changes");
+        }
+    }
+}

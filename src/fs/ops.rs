@@ -245,6 +245,20 @@ impl VeilFs {
         }
     }
 
+    /// The node's own attributes may be changed (see
+    /// [`Decision::for_own_attributes`]).
+    fn attributes_writable(&self, node: &Node) -> io::Result<Place> {
+        let p = self.writable(node)?;
+        let d = p
+            .decision
+            .for_own_attributes(self.policy().default_action());
+        if d.action.writable() {
+            Ok(p)
+        } else {
+            Err(refuse(&p.path, &d))
+        }
+    }
+
     /// The decision for a name in a directory, asking the disk for the entry's type
     /// only if a directory-only pattern needs it.
     fn child(&self, dir: &Node, dp: &Place, name: &CStr, kind: Kind) -> (Vec<u8>, Decision) {
@@ -512,7 +526,7 @@ impl VeilFs {
 
     pub fn setattr(&self, ino: u64, a: &SetAttr, fh: Option<u64>) -> io::Result<libc::stat> {
         let node = self.node(ino)?;
-        let place = self.writable(&node)?;
+        let place = self.attributes_writable(&node)?;
         let own = self.own(place.parent, &place.name);
         let nfd = self.fd_of(&node)?;
         let fd = nfd.as_fd();
@@ -1126,7 +1140,7 @@ impl VeilFs {
     fn xattr_target(&self, ino: u64, write: bool) -> io::Result<Arc<Node>> {
         let node = self.node(ino)?;
         if write {
-            self.writable(&node)?;
+            self.attributes_writable(&node)?;
         } else {
             self.visible(&node)?;
         }

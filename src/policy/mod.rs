@@ -191,6 +191,21 @@ impl Decision {
         }
     }
 
+    /// The decision for changing this path's own attributes (mode, owner, times,
+    /// extended attributes). The workspace root and a directory admitted only as the
+    /// way to what an allow-list allows are passed through, not granted: their own
+    /// attributes follow the policy's `default` (names made in them are decided as
+    /// their own paths).
+    pub fn for_own_attributes(&self, default: Action) -> Decision {
+        match self.reason {
+            Reason::Root | Reason::Admitted(_) if default > self.action => Decision {
+                action: default,
+                ..self.clone()
+            },
+            _ => self.clone(),
+        }
+    }
+
     /// This decision made at least read-only because the path is the mount's own
     /// policy file.
     pub fn guard_policy_file(self) -> Decision {
