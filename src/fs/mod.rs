@@ -82,9 +82,12 @@ pub struct VeilFs {
     /// Answer an open for reading with the policy check alone: no handle, no
     /// backing descriptor (see [`VeilFs::set_light_open`]).
     pub(crate) light_open: std::sync::atomic::AtomicBool,
-    /// How many nodes may be pinned by a lookup (see [`inode`]); files opened are
-    /// pinned beyond it.
+    /// How many nodes may be pinned by a lookup (see [`inode`]).
     pub(crate) node_budget: usize,
+    /// How many nodes may be pinned at all: a file opened is pinned beyond
+    /// `node_budget`, up to this (the rest of the limit is kept for handles, listings
+    /// and the descriptors requests open).
+    pub(crate) pin_cap: usize,
     /// Held (shared) while a name is made or linked, and (exclusive) for a whole
     /// rename: a rename's exposure walk and the rename itself are one step that no
     /// other change made through the mount can fall between (a subtree moved into a
@@ -122,6 +125,7 @@ impl VeilFs {
         // else (handles, listings, the reopened descriptors of requests).
         let limit = sys::raise_nofile_limit().unwrap_or(1024);
         let node_budget = (limit as usize / 4 * 3).max(64);
+        let pin_cap = (limit as usize).saturating_sub(2048).max(node_budget);
         let proc_fd = sys::open_dir_path(Path::new("/proc/self/fd"))?;
         let policy_source = policy_file.map(Path::to_path_buf);
         let policy_file = policy_file.and_then(|p| relative_inside(src, p));
@@ -155,6 +159,7 @@ impl VeilFs {
             no_opendir: std::sync::atomic::AtomicBool::new(true),
             light_open: std::sync::atomic::AtomicBool::new(true),
             node_budget,
+            pin_cap,
             names: RwLock::new(()),
             inval: Arc::default(),
             watcher: None,

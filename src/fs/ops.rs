@@ -344,9 +344,10 @@ impl VeilFs {
     }
 
     /// Pins a node the kernel is opening (see [`super::inode`]), so that it is read
-    /// and written as itself whatever happens to its names.
+    /// and written as itself whatever happens to its names, while fewer than
+    /// [`VeilFs::pin_cap`] nodes are pinned (past that it stays reached by its names).
     fn pin(&self, node: &Node) {
-        if node.fd().is_some() {
+        if node.fd().is_some() || self.inodes.pinned() >= self.pin_cap {
             return;
         }
         if let Ok(fd) = self.through_links(node, |dir, name| {
