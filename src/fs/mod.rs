@@ -125,7 +125,7 @@ impl VeilFs {
         // else (handles, listings, the reopened descriptors of requests).
         let limit = sys::raise_nofile_limit().unwrap_or(1024);
         let node_budget = (limit as usize / 4 * 3).max(64);
-        let pin_cap = (limit as usize).saturating_sub(2048).max(node_budget);
+        let pin_cap = (limit as usize).saturating_sub(4096).max(node_budget);
         let proc_fd = sys::open_dir_path(Path::new("/proc/self/fd"))?;
         let policy_source = policy_file.map(Path::to_path_buf);
         let policy_file = policy_file.and_then(|p| relative_inside(src, p));

@@ -935,7 +935,9 @@ impl VeilFs {
         let path_fd = sys::reopen(self.proc_fd.as_fd(), fd.as_fd(), libc::O_PATH)?;
         let st = sys::stat(path_fd.as_fd())?;
         let path = c.path.clone();
-        let (node, _) = self.adopt(c.at(), &c.name, Some(path_fd), st, path, c.decision.clone())?;
+        // Pinned like a file opened (see `pin`), within the cap.
+        let path_fd = (self.inodes.pinned() < self.pin_cap).then_some(path_fd);
+        let (node, _) = self.adopt(c.at(), &c.name, path_fd, st, path, c.decision.clone())?;
         let nfd = self.fd_of(&node)?;
         self.give(dfd, nfd.as_fd(), caller)?;
         let st = sys::stat(nfd.as_fd())?;
