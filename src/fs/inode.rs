@@ -187,9 +187,10 @@ impl Inodes {
     }
 
     /// The node id for a new node standing for `key` (see the invariants above).
-    fn id_for(&self, key: Key) -> u64 {
+    fn id_for(&self, t: &Table, key: Key) -> u64 {
         let (dev, ino) = key;
-        if dev == self.root_dev && ino != ROOT && ino < FOREIGN {
+        // A node detached from its key (see `detach`) may still hold the number.
+        if dev == self.root_dev && ino != ROOT && ino < FOREIGN && !t.by_id.contains_key(&ino) {
             ino
         } else {
             self.next.fetch_add(1, Ordering::Relaxed)
@@ -258,7 +259,7 @@ impl Inodes {
             update(&mut n.place.lock());
             return n;
         }
-        let id = self.id_for(key);
+        let id = self.id_for(&t, key);
         let n = Arc::new(make(id));
         if n.fd().is_some() {
             self.pinned.fetch_add(1, Ordering::Relaxed);
@@ -267,6 +268,19 @@ impl Inodes {
         t.by_key.insert(key, id);
         t.by_id.insert(id, n.clone());
         n
+    }
+
+    /// The last name of the unpinned `node` is gone: its inode number may be reused by
+    /// another object, which must get a node of its own, so the key no longer leads
+    /// to it (a pinned node keeps its object alive, and its key).
+    pub fn detach(&self, node: &Node) {
+        if node.fd().is_some() {
+            return;
+        }
+        let mut t = self.map.write();
+        if t.by_key.get(&node.key) == Some(&node.ino) {
+            t.by_key.remove(&node.key);
+        }
     }
 
     /// The kernel forgot `n` lookups of `ino`; returns the node if that was the last.

@@ -716,6 +716,11 @@ impl VeilFs {
                 p.name = nn;
                 p.epoch = u64::MAX;
             }
+            let last = p.links.is_empty();
+            drop(p);
+            if last {
+                self.inodes.detach(&n);
+            }
         }
     }
 
