@@ -275,20 +275,7 @@ fn allow_other_lets_another_user_in_and_the_policy_still_applies() {
         std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     }
     let _d = Daemon::start(&f, &["--allow-other"]);
-    let as_nobody = |cmd: &str| {
-        Command::new("setpriv")
-            .args([
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-                "sh",
-                "-c",
-                cmd,
-            ])
-            .current_dir("/")
-            .output()
-            .unwrap()
-    };
+    let as_nobody = |cmd: &str| common::as_nobody(Path::new("/"), cmd);
     let o = as_nobody(&format!("cat {}", f.m("a.txt").display()));
     assert_eq!(
         String::from_utf8_lossy(&o.stdout),

@@ -11,7 +11,6 @@ use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
-use std::process::Command;
 
 use common::Fixture;
 use veilfs::{MountOptions, Policy};
@@ -75,22 +74,6 @@ fn times_before_1970_keep_their_seconds_and_nanoseconds() {
     assert_eq!(times(&f.m("set.txt")), ((-1, 0), (-1, 999_999_999)));
 }
 
-/// Runs `sh -c script` as uid and gid 65534 with no supplementary groups.
-fn as_nobody(cwd: &Path, script: &str) -> std::process::Output {
-    Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "sh",
-            "-c",
-            script,
-        ])
-        .current_dir(cwd)
-        .output()
-        .unwrap()
-}
-
 fn allow_other(f: &mut Fixture) {
     // The temp dir is private to root; let the other user walk to the mount.
     for p in [f.tmp.path(), &f.src] {
@@ -114,7 +97,7 @@ fn a_setgid_directory_gives_what_another_user_makes_in_it_its_group() {
     allow_other(&mut f);
 
     let script = "touch shared/f && mkdir shared/d && mkdir shared/d/e && touch plain/g";
-    let o = as_nobody(&f.mnt, script);
+    let o = common::as_nobody(&f.mnt, script);
     assert!(o.status.success(), "{}", f.explain(script, &o));
 
     let md = |rel: &str| std::fs::symlink_metadata(f.s(rel)).unwrap();

@@ -238,3 +238,20 @@ pub fn assert_errno<T: std::fmt::Debug>(r: io::Result<T>, errno: i32, what: &str
 pub fn os(b: &[u8]) -> &OsStr {
     OsStr::from_bytes(b)
 }
+
+/// Runs `sh -c script` in `cwd` as uid and gid 65534 with no supplementary groups
+/// (another user than the daemon's).
+pub fn as_nobody(cwd: &Path, script: &str) -> Output {
+    Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "sh",
+            "-c",
+            script,
+        ])
+        .current_dir(cwd)
+        .output()
+        .unwrap()
+}
