@@ -273,3 +273,44 @@ fn a_nested_tmpfs_is_served_as_itself() {
 fn a_nested_ext4_image_is_served_as_itself() {
     nested_is_served_as_itself(|f| Nested::ext4(&f.tmp.path().join("img.ext4"), &f.s("sub")));
 }
+
+/// A file renamed outside the mount to a name the policy denies is no longer
+/// reached under its old, allowed name: a descriptor held from before cannot be
+/// reopened through `/proc/self/fd` or linked to a new allowed name (a tool that
+/// writes a temporary file and renames it to `.env` would otherwise hand the
+/// secret to whoever held the temporary).
+#[test]
+fn a_file_renamed_outside_to_a_denied_name_is_not_reopened_or_linked() {
+    use std::os::fd::AsFd;
+    let mut f = Fixture::new();
+    f.file("n", "notes\n");
+    f.mount("[[rules]]\naction = \"deny\"\npaths = [\".env*\"]\n");
+    let held = fs::File::open(f.m("n")).unwrap();
+    // Outside the mount: renamed to a denied name, and the secret appended.
+    fs::rename(f.s("n"), f.s(".env.staging")).unwrap();
+    fs::OpenOptions::new()
+        .append(true)
+        .open(f.s(".env.staging"))
+        .and_then(|mut o| std::io::Write::write_all(&mut o, b"SECRET\n"))
+        .unwrap();
+    let proc_path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&held));
+    common::assert_errno(
+        fs::read_to_string(&proc_path),
+        libc::EACCES,
+        "reopening the renamed file through /proc/self/fd",
+    );
+    let linked = nix::unistd::linkat(
+        held.as_fd(),
+        "",
+        nix::fcntl::AT_FDCWD,
+        &f.m("stolen"),
+        nix::fcntl::AtFlags::AT_EMPTY_PATH,
+    );
+    assert_eq!(
+        linked,
+        Err(nix::errno::Errno::EACCES),
+        "linking the renamed file to an allowed name"
+    );
+    assert!(!f.s("stolen").exists(), "a link was made on disk");
+    assert!(fs::read_to_string(f.m("stolen")).is_err());
+}

@@ -343,6 +343,38 @@ impl VeilFs {
         );
     }
 
+    /// A node about to be opened or linked anew must still be reached by a name the
+    /// daemon knows, or its decision (taken for that name) means nothing: a file
+    /// renamed outside the mount to a name the policy denies, and reopened through
+    /// `/proc/self/fd` or linked from a descriptor, would otherwise be decided under
+    /// its old, allowed name. Its decision name, else another of its names (which
+    /// then takes the decision over); `EACCES` when none reaches it any more.
+    fn still_named(&self, node: &Node) -> io::Result<()> {
+        if node.ino == super::inode::ROOT {
+            return Ok(());
+        }
+        let place = node.place();
+        let names = std::iter::once((place.parent, place.name.clone())).chain(place.links);
+        for (parent, name) in names {
+            let Some(dir) = self.inodes.get(parent) else {
+                continue;
+            };
+            let (Ok(dfd), Ok(c)) = (dir.dir_fd(), std::ffi::CString::new(name.clone())) else {
+                continue;
+            };
+            if sys::statat(dfd, &c).is_ok_and(|st| super::inode::key_of(&st) == node.key) {
+                let mut p = node.place.lock();
+                if (p.parent, &p.name) != (parent, &name) {
+                    p.parent = parent;
+                    p.name = name;
+                    p.epoch = u64::MAX;
+                }
+                return Ok(());
+            }
+        }
+        Err(eacces())
+    }
+
     /// Pins a node the kernel is opening (see [`super::inode`]), so that it is read
     /// and written as itself whatever happens to its names, while fewer than
     /// [`VeilFs::pin_cap`] nodes are pinned (past that it stays reached by its names).
@@ -677,7 +709,9 @@ impl VeilFs {
         let _names = self.names.read();
         let node = self.node(ino)?;
         // A new name for an inode changes it (its link count) and could give a
-        // read-only inode a writable alias: the source must be writable too.
+        // read-only inode a writable alias: the source must be writable too, under
+        // a name that still reaches it.
+        self.still_named(&node)?;
         self.writable(&node)?;
         let (c, own) = self.new_name(newparent, newname, node.is_dir())?;
         sys::linkat(
@@ -874,6 +908,7 @@ impl VeilFs {
     /// [`VeilFs::set_light_open`]): only the policy check.
     pub fn open_for_reading(&self, ino: u64) -> io::Result<()> {
         let node = self.node(ino)?;
+        self.still_named(&node)?;
         self.visible(&node)?;
         self.pin(&node);
         Ok(())
@@ -881,6 +916,7 @@ impl VeilFs {
 
     pub fn open(&self, ino: u64, flags: i32) -> io::Result<u64> {
         let node = self.node(ino)?;
+        self.still_named(&node)?;
         self.pin(&node);
         let writes = opens_for_writing(flags);
         let own = if writes {
