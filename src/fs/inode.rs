@@ -186,11 +186,18 @@ impl Inodes {
         }
     }
 
+    /// Whether the object `(dev, ino)` may take its backing inode number as its id:
+    /// it lies on the source's own filesystem, and the number is neither the root's
+    /// id nor in the counter's range.
+    fn numbered_as_is(&self, dev: u64, ino: u64) -> bool {
+        dev == self.root_dev && ino != ROOT && ino < FOREIGN
+    }
+
     /// The node id for a new node standing for `key` (see the invariants above).
     fn id_for(&self, t: &Table, key: Key) -> u64 {
         let (dev, ino) = key;
         // A node detached from its key (see `detach`) may still hold the number.
-        if dev == self.root_dev && ino != ROOT && ino < FOREIGN && !t.by_id.contains_key(&ino) {
+        if self.numbered_as_is(dev, ino) && !t.by_id.contains_key(&ino) {
             ino
         } else {
             self.next.fetch_add(1, Ordering::Relaxed)
@@ -202,7 +209,7 @@ impl Inodes {
     /// of another filesystem that the kernel does not hold, a number mixed from the
     /// device and the inode above 2^63, so that listed numbers rarely collide.
     pub fn listed_ino(&self, dev: u64, ino: u64) -> u64 {
-        if dev == self.root_dev && ino != ROOT && ino < FOREIGN {
+        if self.numbered_as_is(dev, ino) {
             return ino;
         }
         match self.find((dev, ino)) {

@@ -353,26 +353,16 @@ impl VeilFs {
         if node.ino == super::inode::ROOT {
             return Ok(());
         }
-        let place = node.place();
-        let names = std::iter::once((place.parent, place.name.clone())).chain(place.links);
-        for (parent, name) in names {
-            let Some(dir) = self.inodes.get(parent) else {
-                continue;
-            };
-            let (Ok(dfd), Ok(c)) = (dir.dir_fd(), std::ffi::CString::new(name.clone())) else {
-                continue;
-            };
-            if sys::statat(dfd, &c).is_ok_and(|st| super::inode::key_of(&st) == node.key) {
-                let mut p = node.place.lock();
-                if (p.parent, &p.name) != (parent, &name) {
-                    p.parent = parent;
-                    p.name = name;
-                    p.epoch = u64::MAX;
-                }
-                return Ok(());
-            }
+        let ((), (parent, name)) = self
+            .reach(node, |dir, name| sys::statat(dir, name).map(|st| (st, ())))
+            .map_err(|_| eacces())?;
+        let mut p = node.place.lock();
+        if (p.parent, &p.name) != (parent, &name) {
+            p.parent = parent;
+            p.name = name;
+            p.epoch = u64::MAX;
         }
-        Err(eacces())
+        Ok(())
     }
 
     /// Pins a node the kernel is opening (see [`super::inode`]), so that it is read
@@ -522,6 +512,15 @@ impl VeilFs {
         node: &Node,
         f: impl Fn(BorrowedFd, &CStr) -> io::Result<(libc::stat, T)>,
     ) -> io::Result<T> {
+        self.reach(node, f).map(|(t, _)| t)
+    }
+
+    /// [`VeilFs::through_links`], also saying which `(parent, name)` reached the node.
+    fn reach<T>(
+        &self,
+        node: &Node,
+        f: impl Fn(BorrowedFd, &CStr) -> io::Result<(libc::stat, T)>,
+    ) -> io::Result<(T, (u64, Vec<u8>))> {
         let place = node.place();
         let mut last = errno(libc::ESTALE);
         let names = std::iter::once((place.parent, place.name.clone())).chain(place.links);
@@ -529,11 +528,13 @@ impl VeilFs {
             let Some(dir) = self.inodes.get(parent) else {
                 continue;
             };
-            let (Ok(dfd), Ok(name)) = (dir.dir_fd(), std::ffi::CString::new(name)) else {
+            let (Ok(dfd), Ok(c)) = (dir.dir_fd(), std::ffi::CString::new(name.clone())) else {
                 continue;
             };
-            match f(dfd, &name) {
-                Ok((st, t)) if super::inode::key_of(&st) == node.key => return Ok(t),
+            match f(dfd, &c) {
+                Ok((st, t)) if super::inode::key_of(&st) == node.key => {
+                    return Ok((t, (parent, name)));
+                }
                 Ok(_) => last = errno(libc::ESTALE),
                 Err(e) => last = e,
             }
