@@ -19,8 +19,8 @@
 //! it nothing was ever mounted.
 
 use std::ffi::OsString;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::os::fd::AsFd;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
@@ -28,6 +28,8 @@ use anyhow::{Context, Result};
 use crate::config;
 use crate::fs::VeilFs;
 use crate::sys;
+
+mod init;
 
 /// Capabilities the command never gets back: each one could undo or bypass the
 /// overlay (unmount or bind-mount, open by handle, read another process's
@@ -119,7 +121,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     if init == 0 {
         drop(ready_w);
         drop(root_fd);
-        init_main(ready_r, &cwd, &command, opts.user);
+        init::init_main(ready_r, &cwd, &command, opts.user);
     }
     drop(ready_r);
 
@@ -210,75 +212,4 @@ fn enter_namespaces() -> Result<(), String> {
         write("/proc/self/gid_map", format!("0 {gid} 1"))?;
     }
     sys::make_mounts_private().map_err(|e| format!("cannot make mounts private: {e}"))
-}
-
-/// PID 1 of the command's PID namespace. Never returns.
-fn init_main(ready: OwnedFd, cwd: &Path, command: &[OsString], user: Option<(u32, u32)>) -> ! {
-    let fail = |what: &str, e: std::io::Error| -> ! {
-        eprintln!("veilfs run: {what}: {e}");
-        sys::exit_now(126)
-    };
-    let _ = sys::die_with_parent(libc::SIGKILL);
-    sys::close_from(3, &[ready.as_raw_fd()]);
-    // Wait for the mount; end of file means the daemon gave up.
-    match sys::read_byte(ready.as_fd()) {
-        Ok(Some(_)) => {}
-        _ => sys::exit_now(1),
-    }
-    drop(ready);
-    if let Err(e) = sys::unshare(libc::CLONE_NEWNS) {
-        fail("cannot create the command's mount namespace", e);
-    }
-    if let Err(e) = sys::make_mounts_private() {
-        fail("cannot make mounts private", e);
-    }
-    if let Err(e) = sys::mount_proc() {
-        fail("cannot mount /proc for the command", e);
-    }
-    const FORWARD: [i32; 3] = [libc::SIGTERM, libc::SIGHUP, libc::SIGCHLD];
-    for s in FORWARD {
-        let _ = sys::catch_signal(s);
-    }
-    let _ = sys::block_signals(&FORWARD);
-
-    let child = match sys::fork() {
-        Ok(pid) => pid,
-        Err(e) => fail("cannot start the command", e),
-    };
-    if child == 0 {
-        sys::reset_signals();
-        if let Err(e) = sys::chdir(cwd) {
-            fail(&format!("cannot enter {}", cwd.display()), e);
-        }
-        let confined = match user {
-            Some((uid, gid)) => sys::become_user(uid, gid),
-            None => sys::drop_capabilities(&DROPPED_CAPS),
-        };
-        if let Err(e) = confined.and_then(|_| sys::set_no_new_privs()) {
-            fail("cannot drop privileges", e);
-        }
-        let e = sys::execvp(command);
-        eprintln!("veilfs run: {}: {e}", command[0].to_string_lossy());
-        sys::exit_now(if e.kind() == std::io::ErrorKind::NotFound {
-            127
-        } else {
-            126
-        });
-    }
-
-    loop {
-        let Ok(sig) = sys::wait_signal(&FORWARD) else {
-            continue;
-        };
-        if sig != libc::SIGCHLD {
-            let _ = sys::kill(child, sig);
-            continue;
-        }
-        // Reap everything; leave when the command itself is gone.
-        while let Ok(Some((pid, exit))) = sys::wait(-1, libc::WNOHANG) {
-            if pid == child {
-                sys::exit_now(exit.status());
-            }
-        }
-    }
 }

@@ -1,0 +1,85 @@
+//! PID 1 of the command's PID namespace: waits for the mount, gives the command a
+//! fresh `/proc`, starts it confined, forwards signals and reaps orphans.
+
+use std::ffi::OsString;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::Path;
+
+use super::DROPPED_CAPS;
+use crate::sys;
+
+/// PID 1 of the command's PID namespace. Never returns.
+pub(super) fn init_main(
+    ready: OwnedFd,
+    cwd: &Path,
+    command: &[OsString],
+    user: Option<(u32, u32)>,
+) -> ! {
+    let fail = |what: &str, e: std::io::Error| -> ! {
+        eprintln!("veilfs run: {what}: {e}");
+        sys::exit_now(126)
+    };
+    let _ = sys::die_with_parent(libc::SIGKILL);
+    sys::close_from(3, &[ready.as_raw_fd()]);
+    // Wait for the mount; end of file means the daemon gave up.
+    match sys::read_byte(ready.as_fd()) {
+        Ok(Some(_)) => {}
+        _ => sys::exit_now(1),
+    }
+    drop(ready);
+    if let Err(e) = sys::unshare(libc::CLONE_NEWNS) {
+        fail("cannot create the command's mount namespace", e);
+    }
+    if let Err(e) = sys::make_mounts_private() {
+        fail("cannot make mounts private", e);
+    }
+    if let Err(e) = sys::mount_proc() {
+        fail("cannot mount /proc for the command", e);
+    }
+    const FORWARD: [i32; 3] = [libc::SIGTERM, libc::SIGHUP, libc::SIGCHLD];
+    for s in FORWARD {
+        let _ = sys::catch_signal(s);
+    }
+    let _ = sys::block_signals(&FORWARD);
+
+    let child = match sys::fork() {
+        Ok(pid) => pid,
+        Err(e) => fail("cannot start the command", e),
+    };
+    if child == 0 {
+        sys::reset_signals();
+        if let Err(e) = sys::chdir(cwd) {
+            fail(&format!("cannot enter {}", cwd.display()), e);
+        }
+        let confined = match user {
+            Some((uid, gid)) => sys::become_user(uid, gid),
+            None => sys::drop_capabilities(&DROPPED_CAPS),
+        };
+        if let Err(e) = confined.and_then(|_| sys::set_no_new_privs()) {
+            fail("cannot drop privileges", e);
+        }
+        let e = sys::execvp(command);
+        eprintln!("veilfs run: {}: {e}", command[0].to_string_lossy());
+        sys::exit_now(if e.kind() == std::io::ErrorKind::NotFound {
+            127
+        } else {
+            126
+        });
+    }
+
+    loop {
+        let Ok(sig) = sys::wait_signal(&FORWARD) else {
+            continue;
+        };
+        if sig != libc::SIGCHLD {
+            let _ = sys::kill(child, sig);
+            continue;
+        }
+        // Reap everything; leave when the command itself is gone.
+        while let Ok(Some((pid, exit))) = sys::wait(-1, libc::WNOHANG) {
+            if pid == child {
+                sys::exit_now(exit.status());
+            }
+        }
+    }
+}
