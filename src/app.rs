@@ -83,7 +83,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             json,
             paths,
             ..
-        } => explain(policy.as_deref(), &workspace, json, &paths),
+        } => explain(policy.as_deref(), workspace.as_deref(), json, &paths),
     }
 }
 
@@ -134,18 +134,40 @@ fn check(path: Option<&Path>) -> Result<ExitCode> {
 
 fn explain(
     policy: Option<&Path>,
-    workspace: &Path,
+    given: Option<&Path>,
     json: bool,
     paths: &[std::path::PathBuf],
 ) -> Result<ExitCode> {
+    // With `--workspace`, relative paths are relative to it; else the workspace is
+    // found as `run` finds it and relative paths are relative to where we are.
+    let (workspace, base, found) = match given {
+        Some(w) => (w.to_path_buf(), None, None),
+        None => {
+            let cwd = std::env::current_dir()?.canonicalize()?;
+            let (ws, found, warnings) = config::find_workspace(&cwd);
+            for w in warnings {
+                eprintln!("veilfs explain: {w}");
+            }
+            let base = cwd.strip_prefix(&ws).map(Path::to_path_buf).ok();
+            (ws, base, Some(found))
+        }
+    };
+    let workspace = workspace.as_path();
     let loaded = config::load_policy(policy, workspace)?;
     let out = std::io::stdout();
     let mut out = out.lock();
     if !json {
         writeln!(out, "# policy: {}", loaded.source())?;
+        if let Some(found) = found {
+            writeln!(out, "# workspace: {} ({found})", workspace.display())?;
+        }
     }
     for arg in paths {
-        let rel = config::relative_path(arg, workspace).map_err(anyhow::Error::msg)?;
+        let arg = match &base {
+            Some(b) if arg.is_relative() => b.join(arg),
+            _ => arg.clone(),
+        };
+        let rel = config::relative_path(&arg, workspace).map_err(anyhow::Error::msg)?;
         let line = explain_one(&loaded.policy, workspace, &rel, json)
             .with_context(|| format!("explaining {}", arg.display()))?;
         writeln!(out, "{line}")?;

@@ -54,16 +54,19 @@ pub enum Command {
         /// default policy.
         #[arg(long, value_name = "FILE")]
         policy: Option<PathBuf>,
-        /// The workspace to police. Default: the current directory.
-        #[arg(long, value_name = "DIR", default_value = ".")]
-        workspace: PathBuf,
+        /// The workspace to police. Default: found from the current directory as git
+        /// finds its repository: the nearest directory holding a `.veilfs.toml`, else
+        /// the top of the git work tree, else the current directory.
+        #[arg(long, value_name = "DIR")]
+        workspace: Option<PathBuf>,
         /// Do not print the start-up line.
         #[arg(long, short)]
         quiet: bool,
         #[command(flatten)]
         cache: CacheArgs,
-        /// Run CMD as `UID[:GID]` (root only).
-        #[arg(long, value_name = "UID[:GID]", value_parser = crate::run::parse_user)]
+        /// Run CMD as `USER[:GROUP]`, names or numbers (root only). Without a group:
+        /// the user's primary group.
+        #[arg(long, value_name = "USER[:GROUP]", value_parser = crate::run::parse_user)]
         user: Option<(u32, u32)>,
         /// The command and its arguments.
         #[arg(
@@ -102,9 +105,12 @@ pub enum Command {
         /// else the built-in default policy.
         #[arg(long, value_name = "FILE")]
         policy: Option<PathBuf>,
-        /// The workspace the paths are relative to. Default: the current directory.
-        #[arg(long, value_name = "DIR", default_value = ".")]
-        workspace: PathBuf,
+        /// The workspace; relative PATHs are then relative to it. Default: found from
+        /// the current directory as `veilfs run` finds it (nearest `.veilfs.toml`,
+        /// else the git work tree's top, else the current directory), and relative
+        /// PATHs are relative to the current directory.
+        #[arg(long, value_name = "DIR")]
+        workspace: Option<PathBuf>,
         /// One JSON object per line instead of text.
         #[arg(long)]
         json: bool,
@@ -112,7 +118,7 @@ pub enum Command {
         /// that made them.
         #[arg(long, value_name = "FILE", conflicts_with = "paths")]
         audit: Option<PathBuf>,
-        /// Workspace-relative paths (or absolute paths inside the workspace). A
+        /// Paths (relative, or absolute inside the workspace). A
         /// trailing `/`, or an existing directory in the workspace, is asked about as
         /// a directory.
         #[arg(required_unless_present = "audit", value_name = "PATH")]

@@ -38,6 +38,65 @@ pub enum ConfigError {
     Invalid(#[from] LoadError),
 }
 
+/// How a workspace was chosen, for the start-up line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Found {
+    /// Given with `--workspace`.
+    Given,
+    /// The nearest ancestor (or the directory itself) holding a `.veilfs.toml`.
+    PolicyFile,
+    /// The top of the enclosing git work tree.
+    GitTop,
+    /// The current directory: neither of the above was found.
+    CurrentDir,
+}
+
+impl fmt::Display for Found {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Found::Given => "given with --workspace",
+            Found::PolicyFile => "nearest directory holding .veilfs.toml",
+            Found::GitTop => "top of the git work tree",
+            Found::CurrentDir => "the current directory",
+        })
+    }
+}
+
+/// Finds the workspace for a command started in `start` (canonical), the way git
+/// finds its repository: the nearest directory, from `start` up, that holds a
+/// `.veilfs.toml`; else the top of the enclosing git work tree (the nearest directory
+/// holding `.git`); else `start`.
+///
+/// A `.veilfs.toml` that is owned neither by this user nor by root is passed over
+/// (with a warning from [`find_workspace`]'s second value), as git passes over a
+/// repository another user owns: another user must not choose the policy by
+/// dropping a file in a shared parent such as `/tmp`.
+pub fn find_workspace(start: &Path) -> (PathBuf, Found, Vec<String>) {
+    use std::os::unix::fs::MetadataExt;
+    let me = crate::sys::euid();
+    let mut warnings = Vec::new();
+    let mut git_top = None;
+    for dir in start.ancestors() {
+        if let Ok(m) = dir.join(WORKSPACE_POLICY).symlink_metadata() {
+            if m.uid() == me || m.uid() == 0 {
+                return (dir.to_path_buf(), Found::PolicyFile, warnings);
+            }
+            warnings.push(format!(
+                "ignoring {} (owned by uid {}, not by you or root)",
+                dir.join(WORKSPACE_POLICY).display(),
+                m.uid()
+            ));
+        }
+        if git_top.is_none() && dir.join(".git").symlink_metadata().is_ok() {
+            git_top = Some(dir.to_path_buf());
+        }
+    }
+    match git_top {
+        Some(top) => (top, Found::GitTop, warnings),
+        None => (start.to_path_buf(), Found::CurrentDir, warnings),
+    }
+}
+
 /// Loads `explicit` if given, else `.veilfs.toml` at the workspace root if it exists,
 /// else the built-in default policy.
 pub fn load_policy(explicit: Option<&Path>, workspace: &Path) -> Result<LoadedPolicy, ConfigError> {
@@ -63,11 +122,104 @@ pub fn load_file(path: &Path) -> Result<LoadedPolicy, ConfigError> {
         path: path.to_path_buf(),
         source,
     })?;
-    let policy = Policy::parse(&path.display().to_string(), &text)?;
+    parse_file(path, &text)
+}
+
+/// Compiles the text of the policy file `path` (named in error messages).
+pub fn parse_file(path: &Path, text: &str) -> Result<LoadedPolicy, ConfigError> {
+    let policy = Policy::parse(&path.display().to_string(), text)?;
     Ok(LoadedPolicy {
         policy,
         path: Some(path.to_path_buf()),
     })
+}
+
+/// The policy file a running mount reloads, held by its directory: a descriptor on
+/// the real directory, opened before anything is mounted, and the file's name in it.
+///
+/// Reading through the descriptor sees the file as the person outside sees it, even
+/// when the daemon has since mounted veilfs over the workspace that contains it (as
+/// `veilfs run` does), and even if the directory is later renamed or another
+/// directory is put at its path.
+#[derive(Debug)]
+pub struct PolicyFile {
+    /// The path as given, for messages.
+    shown: PathBuf,
+    /// The canonical path (symlinks resolved) when it was opened.
+    canonical: PathBuf,
+    dir: std::os::fd::OwnedFd,
+    name: std::ffi::OsString,
+}
+
+/// What one read of the policy file found.
+#[derive(Debug)]
+pub struct PolicyText {
+    pub text: String,
+    /// The file's identity and link count at the time of reading.
+    pub dev: u64,
+    pub ino: u64,
+    pub nlink: u64,
+}
+
+impl PolicyFile {
+    /// Resolves `path` (symlinks too) and opens its directory.
+    pub fn open(path: &Path) -> std::io::Result<PolicyFile> {
+        let canonical = path.canonicalize()?;
+        let dir = canonical.parent().unwrap_or(Path::new("/"));
+        let name = canonical
+            .file_name()
+            .ok_or_else(|| std::io::Error::from_raw_os_error(libc::EISDIR))?
+            .to_os_string();
+        Ok(PolicyFile {
+            shown: path.to_path_buf(),
+            dir: crate::sys::open_dir_path(dir)?,
+            canonical,
+            name,
+        })
+    }
+
+    /// The path as given.
+    pub fn path(&self) -> &Path {
+        &self.shown
+    }
+
+    /// The canonical path when it was opened.
+    pub fn canonical(&self) -> &Path {
+        &self.canonical
+    }
+
+    /// The directory holding the file (an `O_PATH` descriptor).
+    pub fn dir(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.dir.as_fd()
+    }
+
+    /// The file's name in [`PolicyFile::dir`].
+    pub fn name(&self) -> &std::ffi::OsStr {
+        &self.name
+    }
+
+    /// Reads the file through its directory descriptor.
+    pub fn read(&self) -> std::io::Result<PolicyText> {
+        use std::io::Read;
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::MetadataExt;
+        let mut p = PathBuf::from(format!("/proc/self/fd/{}", self.dir.as_raw_fd()));
+        p.push(&self.name);
+        let mut f = std::fs::File::open(&p)?;
+        let meta = f.metadata()?;
+        if !meta.is_file() {
+            return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        let mut text = String::new();
+        f.read_to_string(&mut text)?;
+        Ok(PolicyText {
+            text,
+            dev: meta.dev(),
+            ino: meta.ino(),
+            nlink: meta.nlink(),
+        })
+    }
 }
 
 /// A workspace-relative path as the policy sees it, from a path given on the command

@@ -61,7 +61,9 @@ pub struct VeilFs {
     /// The policy file's workspace-relative path, when it lies inside the source.
     pub(crate) policy_file: Option<Vec<u8>>,
     /// The policy file, for reloads (`None`: the built-in policy).
-    pub(crate) policy_source: Option<std::path::PathBuf>,
+    /// The policy file, held by its directory (opened when the filesystem is built,
+    /// before anything is mounted), for reloads.
+    pub(crate) policy_source: parking_lot::Mutex<Option<crate::config::PolicyFile>>,
     /// `/proc/self/fd`, for reopening `O_PATH` descriptors.
     pub(crate) proc_fd: OwnedFd,
     pub(crate) files: RwLock<HashMap<u64, Arc<FileHandle>>>,
@@ -127,7 +129,10 @@ impl VeilFs {
         let node_budget = (limit as usize / 4 * 3).max(64);
         let pin_cap = (limit as usize).saturating_sub(4096).max(node_budget);
         let proc_fd = sys::open_dir_path(Path::new("/proc/self/fd"))?;
-        let policy_source = policy_file.map(Path::to_path_buf);
+        let policy_source = match policy_file {
+            Some(p) => Some(crate::config::PolicyFile::open(p)?),
+            None => None,
+        };
         let policy_file = policy_file.and_then(|p| relative_inside(src, p));
         let root = Node::new(
             inode::ROOT,
@@ -147,7 +152,7 @@ impl VeilFs {
             inodes: Arc::new(Inodes::new(root)),
             policy: Arc::new(RwLock::new(Arc::new(policy))),
             epoch: Arc::new(AtomicU64::new(0)),
-            policy_source,
+            policy_source: parking_lot::Mutex::new(policy_source),
             policy_file,
             proc_fd,
             files: RwLock::new(HashMap::new()),
@@ -191,13 +196,14 @@ impl VeilFs {
         Ok(w)
     }
 
-    /// A handle that reloads the policy of this filesystem while it is mounted.
+    /// The handle that reloads the policy of this filesystem while it is mounted.
+    /// Call it once: the policy file's descriptor moves into it.
     pub fn reloader(&self) -> Arc<reload::Reloader> {
         Arc::new(reload::Reloader::new(
             self.policy.clone(),
             self.epoch.clone(),
             self.inodes.clone(),
-            self.policy_source.clone(),
+            self.policy_source.lock().take(),
         ))
     }
 

@@ -9,7 +9,7 @@
 //! appears. Descriptors already open keep working, as with Unix permissions.
 
 use parking_lot::{Mutex, RwLock};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -24,7 +24,9 @@ pub struct Reloader {
     policy: Arc<RwLock<Arc<Policy>>>,
     epoch: Arc<AtomicU64>,
     inodes: Arc<Inodes>,
-    file: Option<PathBuf>,
+    file: Option<config::PolicyFile>,
+    /// The identity (`st_dev`, `st_ino`) of the policy file as last read.
+    identity: Mutex<Option<(u64, u64)>>,
     notifier: Mutex<Option<fuser::Notifier>>,
     /// One reload at a time.
     busy: Mutex<()>,
@@ -35,13 +37,18 @@ impl Reloader {
         policy: Arc<RwLock<Arc<Policy>>>,
         epoch: Arc<AtomicU64>,
         inodes: Arc<Inodes>,
-        file: Option<PathBuf>,
+        file: Option<config::PolicyFile>,
     ) -> Reloader {
+        let identity = file
+            .as_ref()
+            .and_then(|f| f.read().ok())
+            .map(|t| (t.dev, t.ino));
         Reloader {
             policy,
             epoch,
             inodes,
             file,
+            identity: Mutex::new(identity),
             notifier: Mutex::new(None),
             busy: Mutex::new(()),
         }
@@ -54,26 +61,37 @@ impl Reloader {
 
     /// The policy file reloads read (`None` for the built-in policy).
     pub fn file(&self) -> Option<&Path> {
-        self.file.as_deref()
+        self.file.as_ref().map(|f| f.path())
+    }
+
+    /// The identity (`st_dev`, `st_ino`) of the policy file as last read.
+    pub fn identity(&self) -> Option<(u64, u64)> {
+        *self.identity.lock()
     }
 
     /// Reloads the policy file. `Ok` says what is now in force; `Err` says why the
     /// old policy stays.
     pub fn reload(&self) -> Result<String, String> {
         let _one = self.busy.lock();
-        let Some(file) = &self.file else {
+        let Some(source) = &self.file else {
             return Ok("built-in default policy: nothing to reload".into());
         };
+        let file = source.path();
+        // Read through the directory descriptor taken before mounting: the file as
+        // the person outside sees it, never through this mount.
+        let read = source
+            .read()
+            .map_err(|e| format!("{}: {e}", file.display()))?;
         // A file truncated on its way to being rewritten (`echo ... > policy.toml`)
         // would parse as "allow everything": never take an empty one on reload.
-        let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
-        if text.trim().is_empty() {
+        if read.text.trim().is_empty() {
             return Err(format!(
                 "{}: the policy file is empty (being rewritten?); keeping the old policy",
                 file.display()
             ));
         }
-        let loaded = config::load_file(file).map_err(|e| e.to_string())?;
+        let loaded = config::parse_file(file, &read.text).map_err(|e| e.to_string())?;
+        *self.identity.lock() = Some((read.dev, read.ino));
         let p = &loaded.policy;
         let summary = format!(
             "{}: reloaded: {} rules, {} patterns, default \"{}\"",
@@ -104,32 +122,24 @@ impl Reloader {
         alive: impl Fn() -> bool,
         report: impl Fn(Result<String, String>),
     ) {
-        let Some(file) = self.file.clone() else {
+        let Some(source) = self.file.as_ref() else {
             return;
         };
-        let dir = file
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| PathBuf::from("."));
-        let name = file
-            .file_name()
-            .map(|n| n.to_os_string())
-            .unwrap_or_default();
-        let stamp = |f: &Path| std::fs::metadata(f).ok().and_then(|m| m.modified().ok());
-        let mut last = stamp(&file);
+        let name = source.name().to_os_string();
+        let stamp = || source.read().ok().map(|t| (t.dev, t.ino, t.text));
+        let mut last = stamp();
         let ino = sys::inotify_init().ok();
-        let dir_fd = sys::open_dir_path(&dir).ok();
-        let watched = match (&ino, &dir_fd) {
-            (Some(i), Some(d)) => {
+        let watched = match &ino {
+            Some(i) => {
                 use std::os::fd::AsFd;
                 sys::inotify_add_watch(
                     i.as_fd(),
-                    d.as_fd(),
+                    source.dir(),
                     libc::IN_CLOSE_WRITE | libc::IN_MOVED_TO | libc::IN_CREATE | libc::IN_MODIFY,
                 )
                 .is_ok()
             }
-            _ => false,
+            None => false,
         };
         let mut buf = vec![0u8; 16 * 1024];
         while alive() {
@@ -146,7 +156,7 @@ impl Reloader {
                 }
             } else {
                 std::thread::sleep(Duration::from_secs(1));
-                let now = stamp(&file);
+                let now = stamp();
                 let c = now != last;
                 last = now;
                 c

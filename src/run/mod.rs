@@ -29,6 +29,7 @@ use crate::config;
 use crate::fs::VeilFs;
 use crate::sys;
 
+mod confine;
 mod init;
 
 /// Capabilities the command never gets back: each one could undo or bypass the
@@ -49,7 +50,8 @@ pub const DROPPED_CAPS: [u32; 8] = [
 #[derive(Debug, Clone)]
 pub struct RunOptions {
     pub policy: Option<PathBuf>,
-    pub workspace: PathBuf,
+    /// `None`: found from the current directory ([`config::find_workspace`]).
+    pub workspace: Option<PathBuf>,
     pub quiet: bool,
     pub user: Option<(u32, u32)>,
     pub command: Vec<OsString>,
@@ -57,20 +59,34 @@ pub struct RunOptions {
     pub mount: crate::mount::MountOptions,
 }
 
-/// Parses `UID[:GID]` (GID defaults to UID).
+/// Parses `USER[:GROUP]`: each a name or a number. Without a group, a user given
+/// by name runs with its primary group from the password database, a number with
+/// the group of the same number (or its primary group when the uid has an entry).
 pub fn parse_user(s: &str) -> Result<(u32, u32), String> {
+    use nix::unistd::{Group, User};
     let (u, g) = match s.split_once(':') {
         Some((u, g)) => (u, Some(g)),
         None => (s, None),
     };
-    let uid: u32 = u
-        .parse()
-        .map_err(|_| format!("{s:?}: expected UID[:GID] as numbers"))?;
-    let gid: u32 = match g {
-        Some(g) => g
-            .parse()
-            .map_err(|_| format!("{s:?}: expected UID[:GID] as numbers"))?,
-        None => uid,
+    let (uid, primary) = match u.parse::<u32>() {
+        Ok(uid) => {
+            let entry = User::from_uid(uid.into()).ok().flatten();
+            (uid, entry.map(|e| e.gid.as_raw()))
+        }
+        Err(_) => match User::from_name(u) {
+            Ok(Some(e)) => (e.uid.as_raw(), Some(e.gid.as_raw())),
+            _ => return Err(format!("{u:?}: no such user (give a name or a number)")),
+        },
+    };
+    let gid = match g {
+        Some(g) => match g.parse::<u32>() {
+            Ok(gid) => gid,
+            Err(_) => match Group::from_name(g) {
+                Ok(Some(e)) => e.gid.as_raw(),
+                _ => return Err(format!("{g:?}: no such group (give a name or a number)")),
+            },
+        },
+        None => primary.unwrap_or(uid),
     };
     Ok((uid, gid))
 }
@@ -82,13 +98,22 @@ fn refuse(msg: impl std::fmt::Display) -> Result<ExitCode> {
 
 /// Runs the command; the exit code is the command's (128+N for signal N).
 pub fn run(opts: RunOptions) -> Result<ExitCode> {
-    let ws = match opts.workspace.canonicalize() {
-        Ok(p) if p.is_dir() => p,
-        _ => {
-            return refuse(format!(
-                "workspace {} is not a directory",
-                opts.workspace.display()
-            ));
+    if let Err(e) = confine::check_inherited_fds() {
+        return refuse(e);
+    }
+    let cwd = std::env::current_dir().context("reading the current directory")?;
+    let (ws, found) = match &opts.workspace {
+        Some(w) => match w.canonicalize() {
+            Ok(p) if p.is_dir() => (p, config::Found::Given),
+            _ => return refuse(format!("workspace {} is not a directory", w.display())),
+        },
+        None => {
+            let start = cwd.canonicalize().unwrap_or_else(|_| cwd.clone());
+            let (ws, found, warnings) = config::find_workspace(&start);
+            for w in warnings {
+                eprintln!("veilfs run: {w}");
+            }
+            (ws, found)
         }
     };
     let loaded = match config::load_policy(opts.policy.as_deref(), &ws) {
@@ -98,7 +123,6 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     if let Err(e) = crate::mount::check_fuse_device() {
         return refuse(e);
     }
-    let cwd = std::env::current_dir().context("reading the current directory")?;
     let command = if opts.command.is_empty() {
         vec![std::env::var_os("SHELL").unwrap_or_else(|| "/bin/sh".into())]
     } else {
@@ -112,6 +136,11 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     let root_fd = sys::open_dir_path(&ws).with_context(|| format!("opening {}", ws.display()))?;
 
     if let Err(e) = enter_namespaces() {
+        return refuse(e);
+    }
+    if let Some(file) = &loaded.path
+        && let Err(e) = confine::protect_policy_file(file, &ws)
+    {
         return refuse(e);
     }
 
@@ -156,8 +185,13 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         }
     };
     if !opts.quiet {
+        let as_root = if opts.user.is_none() && sys::euid() == 0 {
+            "; as root: `--user NAME` confines it better"
+        } else {
+            ""
+        };
         eprintln!(
-            "veilfs: running {} in {} with policy {}",
+            "veilfs: running {} in {} ({found}) with policy {}{as_root}",
             command[0].to_string_lossy(),
             ws.display(),
             source

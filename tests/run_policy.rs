@@ -1,0 +1,449 @@
+//! `veilfs run` and its policy: the command can neither rewrite nor plant the policy,
+//! the person outside can change it while the command runs, no descriptor it starts
+//! with reaches around the mount, and the workspace is found the way git finds its
+//! repository. Each test attacks from inside a real `veilfs run`.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use common::{require_fuse, wait_until};
+
+const SECRET: &str = "TOPSECRET-policy";
+
+const DENY_ENV: &str = "[[rules]]\naction = \"deny\"\npaths = [\".env\", \"secrets/\"]\n";
+const DENY_ENV_AND_A: &str =
+    "[[rules]]\naction = \"deny\"\npaths = [\".env\", \"secrets/\", \"a.txt\"]\n";
+const ALLOW_ALL: &str = "default = \"allow\"\n";
+
+/// `TMP/ws` with a secret `.env`, `secrets/token`, `a.txt`, `src/lib.rs`, and
+/// `TMP/outside/` for files outside the workspace.
+struct Ws {
+    tmp: tempfile::TempDir,
+    dir: PathBuf,
+}
+
+impl Ws {
+    fn new() -> Ws {
+        require_fuse();
+        let tmp = tempfile::Builder::new()
+            .prefix("veilfs-runpol")
+            .tempdir()
+            .unwrap();
+        let dir = tmp.path().join("ws");
+        std::fs::create_dir_all(dir.join("src")).unwrap();
+        std::fs::create_dir_all(dir.join("secrets")).unwrap();
+        std::fs::create_dir_all(tmp.path().join("outside")).unwrap();
+        std::fs::write(dir.join(".env"), format!("{SECRET}\n")).unwrap();
+        std::fs::write(dir.join("secrets/token"), format!("{SECRET}\n")).unwrap();
+        std::fs::write(dir.join("a.txt"), "hello\n").unwrap();
+        std::fs::write(dir.join("src/lib.rs"), "// lib\n").unwrap();
+        Ws { tmp, dir }
+    }
+
+    fn outside(&self, rel: &str) -> PathBuf {
+        self.tmp.path().join("outside").join(rel)
+    }
+
+    fn run(&self, cwd: &Path, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_veilfs"));
+        c.arg("run").args(args).current_dir(cwd);
+        c
+    }
+
+    /// `veilfs run ARGS -- sh -c SCRIPT` from the workspace root, to completion.
+    fn sh(&self, args: &[&str], script: &str) -> Output {
+        let mut all = args.to_vec();
+        all.extend(["--", "sh", "-c", script]);
+        self.run(&self.dir, &all).output().unwrap()
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn show(o: &Output) -> String {
+    format!(
+        "status {}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        text(&o.stdout),
+        text(&o.stderr)
+    )
+}
+
+/// Waits for a `veilfs run` started with piped output; kills it (by pid) when it
+/// does not end within the deadline, so a hang is a failure, not a stuck suite.
+fn finish(mut child: Child, limit: Duration) -> Output {
+    let ended = wait_until(limit, || child.try_wait().unwrap().is_some());
+    if !ended {
+        let _ = child.kill();
+    }
+    let o = child.wait_with_output().unwrap();
+    assert!(
+        ended,
+        "veilfs run did not end within {limit:?}: {}",
+        show(&o)
+    );
+    o
+}
+
+/// The script a command runs to report, for each attack, whether it succeeded.
+const REWRITE_ATTACKS: &str = r#"
+P="$1"
+try() { if sh -c "$1" 2>/dev/null; then echo "ATTACK-WORKED: $2"; else echo "refused: $2"; fi; }
+try "printf 'default = \"allow\"\n' > '$P'" "in-place rewrite"
+try "printf 'default = \"allow\"\n' >> '$P'" "append"
+try "truncate -s 0 '$P'" "truncate"
+try "chmod 666 '$P'" "chmod"
+try "rm -f '$P'" "unlink"
+try "printf 'default = \"allow\"\n' > '$P.new' && mv -f '$P.new' '$P'" "rename over"
+try "ln -f '$P' '$P.link' && printf 'default = \"allow\"\n' > '$P.link'" "hard link then write"
+"#;
+
+/// Renaming the directory that holds the policy file (when that is the workspace,
+/// the mount point itself).
+const RENAME_DIR: &str =
+    r#"try "mv '$(dirname "$P")' '$(dirname "$P").moved'" "rename its directory""#;
+
+/// Item 2: a policy file outside the workspace, given with `--policy`, cannot be
+/// rewritten, replaced or linked from inside; the person outside can still tighten
+/// it, and the command meets the new rule within a deadline.
+#[test]
+fn the_command_cannot_rewrite_its_policy_outside_the_workspace() {
+    let ws = Ws::new();
+    let p = ws.outside("p.toml");
+    std::fs::write(&p, DENY_ENV).unwrap();
+    let marker = ws.dir.join("attacked");
+    let script = format!(
+        "{REWRITE_ATTACKS}\ntouch attacked\n\
+         i=0; while cat a.txt >/dev/null 2>&1 && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done\n\
+         cat a.txt >/dev/null 2>&1 && echo a-still-readable; cat .env secrets/token"
+    );
+    let child = ws
+        .run(
+            &ws.dir,
+            &[
+                "-q",
+                "--policy",
+                p.to_str().unwrap(),
+                "--",
+                "sh",
+                "-c",
+                &script,
+                "sh",
+                p.to_str().unwrap(),
+            ],
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once the attacks are over, the person outside tightens the policy.
+    assert!(
+        wait_until(Duration::from_secs(20), || marker.exists()),
+        "the command never got through its attacks"
+    );
+    assert_eq!(std::fs::read_to_string(&p).unwrap(), DENY_ENV);
+    std::fs::write(&p, DENY_ENV_AND_A).unwrap();
+    let o = finish(child, Duration::from_secs(40));
+    let out = text(&o.stdout);
+    assert!(!out.contains("ATTACK-WORKED"), "{}", show(&o));
+    assert!(out.contains("refused: rename over"), "{}", show(&o));
+    assert!(
+        !out.contains("a-still-readable"),
+        "outside edit not in force: {}",
+        show(&o)
+    );
+    assert!(!out.contains(SECRET), "{}", show(&o));
+    assert_eq!(std::fs::read_to_string(&p).unwrap(), DENY_ENV_AND_A);
+    assert!(!ws.outside("p.toml.link").exists());
+}
+
+/// Items 2 and 4: `WS/.veilfs.toml`, found without `--policy`, cannot be changed
+/// from inside, and an edit made outside (on the real path) is in force within a
+/// deadline.
+#[test]
+fn the_workspace_policy_is_read_only_inside_and_editable_outside() {
+    let ws = Ws::new();
+    let p = ws.dir.join(".veilfs.toml");
+    std::fs::write(&p, DENY_ENV).unwrap();
+    let marker = ws.dir.join("attacked");
+    let script = format!(
+        "{REWRITE_ATTACKS}\nP=$PWD/.veilfs.toml\n{RENAME_DIR}\ntouch attacked\n\
+         i=0; while cat a.txt >/dev/null 2>&1 && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done\n\
+         cat a.txt >/dev/null 2>&1 && echo a-still-readable; cat .env secrets/token"
+    );
+    let child = ws
+        .run(
+            &ws.dir,
+            &["-q", "--", "sh", "-c", &script, "sh", ".veilfs.toml"],
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(20), || marker.exists()),
+        "the command never got through its attacks"
+    );
+    assert_eq!(std::fs::read_to_string(&p).unwrap(), DENY_ENV);
+    std::fs::write(&p, DENY_ENV_AND_A).unwrap();
+    let o = finish(child, Duration::from_secs(40));
+    let out = text(&o.stdout);
+    // "rename its directory" renames the workspace root itself: refused.
+    assert!(!out.contains("ATTACK-WORKED"), "{}", show(&o));
+    assert!(
+        !out.contains("a-still-readable"),
+        "outside edit not in force: {}",
+        show(&o)
+    );
+    assert!(!out.contains(SECRET), "{}", show(&o));
+    assert_eq!(std::fs::read_to_string(&p).unwrap(), DENY_ENV_AND_A);
+    assert!(!ws.dir.join(".veilfs.toml.link").exists());
+}
+
+/// Item 3: with the built-in default policy, the command cannot plant a
+/// `.veilfs.toml` for the next run, at the root or in a subdirectory, by any
+/// route; the next run still uses the built-in policy.
+#[test]
+fn a_policy_cannot_be_planted_for_next_time() {
+    let ws = Ws::new();
+    let allow = "default = \\\"allow\\\"";
+    let script = format!(
+        r#"
+try() {{ if sh -c "$1" 2>/dev/null; then echo "ATTACK-WORKED: $2"; else echo "refused: $2"; fi; }}
+for d in . src; do
+  try "printf '{allow}\n' > $d/.veilfs.toml" "create $d"
+  try "printf '{allow}\n' > $d/x.toml && mv $d/x.toml $d/.veilfs.toml" "rename onto $d"
+  try "printf '{allow}\n' > $d/y.toml && ln $d/y.toml $d/.veilfs.toml" "link onto $d"
+  try "ln -s y.toml $d/.veilfs.toml" "symlink $d"
+  try "mkfifo $d/.veilfs.toml" "mknod $d"
+  try "mkdir $d/.veilfs.toml" "mkdir $d"
+done
+"#
+    );
+    let o = ws.sh(&["-q"], &script);
+    let out = text(&o.stdout);
+    assert!(out.contains("refused: create ."), "{}", show(&o));
+    assert!(!out.contains("ATTACK-WORKED"), "{}", show(&o));
+    for d in [ws.dir.clone(), ws.dir.join("src")] {
+        let planted = d.join(".veilfs.toml");
+        assert!(
+            planted.symlink_metadata().is_err(),
+            "{} was planted: {}",
+            planted.display(),
+            show(&o)
+        );
+    }
+    // The next run: still the built-in policy, `.env` still hidden.
+    let o = ws.run(&ws.dir, &["--", "cat", ".env"]).output().unwrap();
+    assert!(
+        text(&o.stderr).contains("built-in default policy"),
+        "{}",
+        show(&o)
+    );
+    assert!(!text(&o.stdout).contains(SECRET), "{}", show(&o));
+}
+
+/// Item 5: the policy file is protected by identity: `--policy` through a symlink
+/// protects the file it names, and a policy file with another hard link is refused.
+#[test]
+fn the_policy_file_is_protected_however_it_is_named() {
+    let ws = Ws::new();
+    std::fs::write(ws.dir.join("pol.toml"), DENY_ENV).unwrap();
+    let link = ws.outside("link.toml");
+    std::os::unix::fs::symlink(ws.dir.join("pol.toml"), &link).unwrap();
+    let o = ws.sh(
+        &["-q", "--policy", link.to_str().unwrap()],
+        &format!("set -- \"$PWD/pol.toml\"\n{REWRITE_ATTACKS}\n{RENAME_DIR}\ncat .env"),
+    );
+    let out = text(&o.stdout);
+    assert!(out.contains("refused: in-place rewrite"), "{}", show(&o));
+    // `pol.toml`'s directory is the workspace root: "rename its directory" is refused.
+    assert!(!out.contains("ATTACK-WORKED"), "{}", show(&o));
+    assert!(!out.contains(SECRET), "{}", show(&o));
+    assert_eq!(
+        std::fs::read_to_string(ws.dir.join("pol.toml")).unwrap(),
+        DENY_ENV
+    );
+
+    // A second name for the file, made before the run: refused at start.
+    let p = ws.outside("p.toml");
+    std::fs::write(&p, DENY_ENV).unwrap();
+    std::fs::hard_link(&p, ws.dir.join("alias.toml")).unwrap();
+    let o = ws.sh(
+        &["-q", "--policy", p.to_str().unwrap()],
+        "cat .env; echo ran",
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+    assert!(text(&o.stderr).contains("hard links"), "{}", show(&o));
+    assert!(!text(&o.stdout).contains("ran"), "{}", show(&o));
+}
+
+/// Item 6: a descriptor 0–2 open on a directory (here stdin on the real workspace)
+/// would reach around the mount: `run` refuses to start.
+#[test]
+fn an_inherited_directory_descriptor_is_refused() {
+    let ws = Ws::new();
+    for (fd, redirect) in [(0, "0<"), (1, "1<"), (2, "2<")] {
+        // `sh -c 'exec veilfs run ... N< DIR'` hands the directory on descriptor N.
+        let script = format!(
+            "exec {} run -q -- sh -c 'cat /proc/self/fd/{fd}/.env; echo ran' {redirect} {}",
+            env!("CARGO_BIN_EXE_veilfs"),
+            ws.dir.display()
+        );
+        let o = Command::new("sh")
+            .args(["-c", &script])
+            .current_dir(&ws.dir)
+            .output()
+            .unwrap();
+        let all = format!("{}{}", text(&o.stdout), text(&o.stderr));
+        assert!(!all.contains(SECRET), "fd {fd}: {}", show(&o));
+        assert_eq!(o.status.code(), Some(2), "fd {fd}: {}", show(&o));
+        assert!(!all.contains("ran"), "fd {fd}: {}", show(&o));
+    }
+    // The message says what to do (stderr is a directory in the last case, so check
+    // it with stdin only).
+    let o = Command::new("sh")
+        .args([
+            "-c",
+            &format!(
+                "exec {} run -q -- true < {}",
+                env!("CARGO_BIN_EXE_veilfs"),
+                ws.dir.display()
+            ),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        text(&o.stderr).contains("stdin (descriptor 0) is open on the directory"),
+        "{}",
+        show(&o)
+    );
+}
+
+/// Item 10: started in a subdirectory, `run` and `explain` police the whole
+/// workspace (the nearest `.veilfs.toml`, else the git top), and the command starts
+/// in the same subdirectory through the mount.
+#[test]
+fn the_workspace_is_found_from_a_subdirectory() {
+    let ws = Ws::new();
+    std::fs::create_dir_all(ws.dir.join("config")).unwrap();
+    std::fs::write(ws.dir.join("config/prod.yaml"), format!("{SECRET}\n")).unwrap();
+    std::fs::write(
+        ws.dir.join(".veilfs.toml"),
+        "[[rules]]\naction = \"deny\"\npaths = [\".env\", \"config/prod.yaml\"]\n",
+    )
+    .unwrap();
+    let src = ws.dir.join("src");
+    let o = ws
+        .run(
+            &src,
+            &[
+                "--",
+                "sh",
+                "-c",
+                "pwd; cat ../.env; cat ../config/prod.yaml; cat lib.rs",
+            ],
+        )
+        .output()
+        .unwrap();
+    let out = text(&o.stdout);
+    assert!(
+        out.starts_with(&format!("{}\n", src.display())),
+        "{}",
+        show(&o)
+    );
+    assert!(out.contains("// lib"), "{}", show(&o));
+    assert!(!out.contains(SECRET), "{}", show(&o));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains(&format!(
+            "in {} (nearest directory holding .veilfs.toml)",
+            ws.dir.display()
+        )),
+        "{}",
+        show(&o)
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
+        .args(["explain", "prod.yaml"])
+        .current_dir(ws.dir.join("config"))
+        .output()
+        .unwrap();
+    assert!(
+        text(&o.stdout).contains("deny      config/prod.yaml"),
+        "{}",
+        show(&o)
+    );
+
+    // No `.veilfs.toml`: the top of the git work tree.
+    std::fs::remove_file(ws.dir.join(".veilfs.toml")).unwrap();
+    std::fs::create_dir(ws.dir.join(".git")).unwrap();
+    let o = ws
+        .run(
+            &src,
+            &["--", "sh", "-c", "cat ../.env ../secrets/token; echo done"],
+        )
+        .output()
+        .unwrap();
+    assert!(text(&o.stdout).contains("done"), "{}", show(&o));
+    assert!(!text(&o.stdout).contains(SECRET), "{}", show(&o));
+    assert!(
+        text(&o.stderr).contains("(top of the git work tree)"),
+        "{}",
+        show(&o)
+    );
+}
+
+/// A `.veilfs.toml` in a shared parent that another user owns does not choose the
+/// workspace or its policy.
+#[test]
+fn another_users_policy_file_is_passed_over() {
+    let ws = Ws::new();
+    let planted = ws.tmp.path().join(".veilfs.toml");
+    std::fs::write(&planted, ALLOW_ALL).unwrap();
+    std::os::unix::fs::chown(&planted, Some(65534), Some(65534)).unwrap();
+    let o = ws
+        .run(&ws.dir, &["--", "sh", "-c", "cat .env; echo done"])
+        .output()
+        .unwrap();
+    assert!(text(&o.stdout).contains("done"), "{}", show(&o));
+    assert!(!text(&o.stdout).contains(SECRET), "{}", show(&o));
+    assert!(text(&o.stderr).contains("ignoring"), "{}", show(&o));
+}
+
+/// Item 11: `--user` takes names; as root without it, `run` says `--user` confines
+/// better (in its one start-up line).
+#[test]
+fn user_names_are_accepted() {
+    let ws = Ws::new();
+    for p in [ws.tmp.path(), &ws.dir] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let o = ws.sh(&["-q", "--user", "nobody"], "id -un; id -u; cat a.txt");
+    assert_eq!(text(&o.stdout), "nobody\n65534\nhello\n", "{}", show(&o));
+    let group = if Command::new("getent")
+        .args(["group", "nogroup"])
+        .output()
+        .unwrap()
+        .status
+        .success()
+    {
+        "nogroup"
+    } else {
+        "nobody"
+    };
+    let o = ws.sh(&["-q", "--user", &format!("nobody:{group}")], "id -g");
+    assert_eq!(text(&o.stdout), "65534\n", "{}", show(&o));
+    let o = ws.sh(&["-q", "--user", "no-such-user-veilfs"], "true");
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+    assert!(text(&o.stderr).contains("no such user"), "{}", show(&o));
+    let o = ws.run(&ws.dir, &["--", "true"]).output().unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("--user"), "{err}");
+}
