@@ -200,7 +200,9 @@ fn explain_json_and_workspace_policy() {
     assert_eq!(v[0]["action"], "read-only");
     assert_eq!(v[0]["reason"], "ancestor");
     assert_eq!(v[0]["ancestor"], ".git");
-    assert_eq!(v[0]["location"], "./.veilfs.toml:3:10");
+    // The workspace is found from the current directory: its absolute path.
+    let at = t.path().canonicalize().unwrap().join(".veilfs.toml:3:10");
+    assert_eq!(v[0]["location"], at.to_str().unwrap());
     assert_eq!(v[1]["reason"], "rule");
     assert_eq!(v[1]["dir"], true);
 }
