@@ -132,6 +132,12 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         return refuse("--user needs root");
     }
 
+    // Said before a user namespace makes us root inside it.
+    let as_root = if opts.user.is_none() && sys::euid() == 0 {
+        "; as root: `--user NAME` confines it better"
+    } else {
+        ""
+    };
     // The real workspace, opened before anything covers it.
     let root_fd = sys::open_dir_path(&ws).with_context(|| format!("opening {}", ws.display()))?;
 
@@ -185,11 +191,6 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         }
     };
     if !opts.quiet {
-        let as_root = if opts.user.is_none() && sys::euid() == 0 {
-            "; as root: `--user NAME` confines it better"
-        } else {
-            ""
-        };
         eprintln!(
             "veilfs: running {} in {} ({found}) with policy {}{as_root}",
             command[0].to_string_lossy(),
