@@ -336,23 +336,23 @@ impl Listener {
 fn answer(conn: &UnixStream, reloader: &Reloader, guard: Guard) -> io::Result<()> {
     conn.set_read_timeout(Some(REQUEST_TIMEOUT))?;
     conn.set_write_timeout(Some(REQUEST_TIMEOUT))?;
+    // The request is read before any answer, so that the client sees the answer
+    // (closing on unread data would reset the connection).
+    let mut line = String::new();
+    BufReader::new(conn).take(256).read_line(&mut line)?;
     let reply = match refusal(conn, guard) {
         Some(why) => format!("error {why}\n"),
-        None => {
-            let mut line = String::new();
-            BufReader::new(conn).take(256).read_line(&mut line)?;
-            match line.trim() {
-                "reload" => {
-                    let outcome = reloader.reload();
-                    (guard.report)(outcome.clone());
-                    match outcome {
-                        Ok(msg) => format!("ok {msg}\n"),
-                        Err(e) => format!("error {e}\n"),
-                    }
+        None => match line.trim() {
+            "reload" => {
+                let outcome = reloader.reload();
+                (guard.report)(outcome.clone());
+                match outcome {
+                    Ok(msg) => format!("ok {msg}\n"),
+                    Err(e) => format!("error {e}\n"),
                 }
-                other => format!("error unknown request {other:?}: expected \"reload\"\n"),
             }
-        }
+            other => format!("error unknown request {other:?}: expected \"reload\"\n"),
+        },
     };
     let mut w = conn;
     w.write_all(reply.as_bytes())
@@ -371,8 +371,13 @@ fn refusal(conn: &UnixStream, guard: Guard) -> Option<String> {
             cred.uid(),
             cred.pid()
         );
+        let who = if me == 0 {
+            "only root".to_string()
+        } else {
+            format!("only uid {me} or root")
+        };
         return Some(format!(
-            "refused: uid {} may not reload this session (only uid {me} or root)",
+            "refused: uid {} may not reload this session ({who})",
             cred.uid()
         ));
     }
@@ -511,10 +516,16 @@ fn ask(conn: &UnixStream) -> Result<String, String> {
     conn.set_read_timeout(Some(ANSWER_TIMEOUT)).map_err(io)?;
     conn.set_write_timeout(Some(REQUEST_TIMEOUT)).map_err(io)?;
     let mut w = conn;
-    w.write_all(b"reload\n").map_err(io)?;
+    // A daemon that refuses may have answered and closed already: read its answer
+    // whatever the write did.
+    let sent = w.write_all(b"reload\n");
     let mut reply = String::new();
     let mut r = conn;
-    r.read_to_string(&mut reply).map_err(io)?;
+    let read = r.read_to_string(&mut reply);
+    if reply.is_empty() {
+        sent.map_err(io)?;
+        read.map_err(io)?;
+    }
     let reply = reply.trim_end();
     match reply.strip_prefix("ok ") {
         Some(msg) => Ok(msg.to_string()),
