@@ -278,10 +278,17 @@ pub fn serve(mnt: &Path, reloader: Arc<Reloader>) -> io::Result<Control> {
 /// enters its namespaces, so that it is reachable from outside). When that fails the
 /// session runs without one and says so on stderr (the command has not started).
 pub fn bind_for_run(ws: &Path) -> Option<Listener> {
-    match bind(ws, Session::Run { pid: std::process::id() }) {
+    match bind(
+        ws,
+        Session::Run {
+            pid: std::process::id(),
+        },
+    ) {
         Ok(l) => Some(l),
         Err(e) => {
-            eprintln!("veilfs run: no control socket (`veilfs reload` will not reach this session): {e}");
+            eprintln!(
+                "veilfs run: no control socket (`veilfs reload` will not reach this session): {e}"
+            );
             None
         }
     }
@@ -509,7 +516,12 @@ fn ask(conn: &UnixStream) -> Result<String, String> {
     let me = crate::sys::euid();
     match getsockopt(&conn.as_fd(), PeerCredentials) {
         Ok(c) if c.uid() == me || c.uid() == 0 => {}
-        Ok(c) => return Err(format!("not asked: the socket is served by uid {}", c.uid())),
+        Ok(c) => {
+            return Err(format!(
+                "not asked: the socket is served by uid {}",
+                c.uid()
+            ));
+        }
         Err(e) => return Err(format!("not asked: cannot tell who serves it: {e}")),
     }
     let io = |e: io::Error| format!("no answer: {e}");
@@ -595,7 +607,10 @@ mod tests {
         let parent = parent_pid(me).unwrap();
         assert!(is_inside(me, parent));
         assert!(is_inside(me, me));
-        let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
         let c = child.id() as i32;
         // Same PID namespace: "inside" by namespace, whatever the tree says.
         assert!(is_inside(me, c));
