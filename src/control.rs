@@ -159,7 +159,8 @@ impl RuntimeDir {
         }
         // A client may also trust a directory of root's: root could impersonate
         // anyone anyway.
-        if st.st_uid != me && !(st.st_uid == 0 && !create) {
+        let trusted = st.st_uid == me || (st.st_uid == 0 && !create);
+        if !trusted {
             return Err(refuse(format!("owned by uid {}", st.st_uid)));
         }
         if st.st_mode & 0o077 != 0 {
