@@ -50,20 +50,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             })
         }
         Command::Doctor => Ok(crate::doctor::doctor()),
-        Command::Reload { mnt } => Ok(match crate::control::request_reload(&mnt) {
-            Ok(msg) => {
-                println!("{msg}");
-                ExitCode::SUCCESS
-            }
-            Err(crate::control::ReloadError::Refused(e)) => {
-                eprintln!("veilfs reload: the old policy stays in force:\n{e}");
-                ExitCode::from(1)
-            }
-            Err(crate::control::ReloadError::NoDaemon(e)) => {
-                eprintln!("veilfs reload: {e}");
-                ExitCode::from(2)
-            }
-        }),
+        Command::Reload { mnt } => Ok(crate::control::reload_command(&mnt)),
         Command::Check {
             policy,
             print_default,

@@ -76,12 +76,15 @@ pub enum Command {
         )]
         command: Vec<std::ffi::OsString>,
     },
-    /// Ask the `veilfs mount` serving MNT to reload its policy file now (it also
-    /// reloads on SIGHUP and when the file changes). Exit 0 when the new policy is in
-    /// force, 1 when it did not load (the old one stays; the errors are printed), 2
-    /// when no daemon answers for MNT.
+    /// Ask every session serving PATH (the `veilfs mount` at mount point PATH, each
+    /// `veilfs run` of workspace PATH) to reload its policy file now, and print each
+    /// outcome. Only the user who started a session (or root) may ask, and never a
+    /// process inside a `veilfs run` session. Exit 0 when the new policy is in force
+    /// everywhere, 1 when any session kept its old one (the errors are printed), 2
+    /// when no session answers for PATH.
     Reload {
-        /// The mount point.
+        /// The mount point or the workspace.
+        #[arg(value_name = "PATH")]
         mnt: PathBuf,
     },
     /// Check this machine: /dev/fuse, fusermount3, the kernel and FUSE passthrough,

@@ -1,21 +1,100 @@
-//! The control socket of a running `veilfs mount`: `veilfs reload MNT` asks the
-//! daemon serving MNT to reload its policy and prints the outcome.
+//! The control socket of a running session (`veilfs mount` or `veilfs run`):
+//! `veilfs reload PATH` asks every daemon serving PATH to reload its policy and
+//! prints each outcome.
 //!
-//! The socket lives in a private runtime directory (`/run/veilfs` for root, else
-//! `$XDG_RUNTIME_DIR/veilfs` or `/tmp/veilfs-UID`, mode 0700) under a name derived
-//! from the canonical mount point. One request per connection: the line `reload`,
-//! answered by `ok MESSAGE` or `error MESSAGE` (MESSAGE may span lines).
+//! What stays true:
+//! * **The runtime directory is ours or unused.** It is `/run/veilfs` for root, else
+//!   `$XDG_RUNTIME_DIR/veilfs`, else `/tmp/veilfs-UID` (`VEILFS_RUNTIME_DIR`, for
+//!   tests, names it directly). It is created with mode 0700 in one `mkdir`, and
+//!   used only when it is a real directory (not a symlink) owned by the running uid
+//!   with no group or other permission; the client also accepts one owned by root.
+//!   Once checked it is held open and every socket is reached through that
+//!   descriptor, so the directory checked is the directory used.
+//! * **One socket per session.** Under a name derived from the canonical path served
+//!   (the mount point, or the workspace under `run`): `HASH.sock` for `veilfs mount`,
+//!   `HASH-run-PID.sock` for `veilfs run` (PID: the `run` process). `veilfs reload`
+//!   asks every live one and removes the stale ones (connection refused).
+//! * **Only the owner, and only from outside.** A request is answered only for a peer
+//!   (`SO_PEERCRED`) of the daemon's uid or root, and under `run` never for a process
+//!   of the session itself (a descendant of its init process, or one in its PID
+//!   namespace): the confined command cannot change its own policy.
+//! * **No client holds the daemon.** Each connection has its own thread (at most
+//!   [`MAX_CLIENTS`] at once) and a two-second read timeout.
+//!
+//! Protocol: one request per connection, the line `reload`, answered by
+//! `ok MESSAGE` or `error MESSAGE` (MESSAGE may span lines).
 
 use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use nix::fcntl::OFlag;
+use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+use nix::sys::stat::Mode;
 
 use crate::fs::reload::Reloader;
 
-fn runtime_dir() -> PathBuf {
+/// Connections answered at once; more are closed unanswered.
+pub const MAX_CLIENTS: usize = 16;
+/// How long the daemon waits for a request line (and for its reply to be taken).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long `veilfs reload` waits for a daemon's answer (a reload of a large tree
+/// invalidates every cached entry).
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Which kind of session serves a socket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Session {
+    /// `veilfs mount`: one per mount point.
+    Mount,
+    /// `veilfs run`, by the pid of the `run` process.
+    Run { pid: u32 },
+}
+
+impl Session {
+    fn socket_name(self, hash: &str) -> String {
+        match self {
+            Session::Mount => format!("{hash}.sock"),
+            Session::Run { pid } => format!("{hash}-run-{pid}.sock"),
+        }
+    }
+
+    /// The session a socket name in the runtime directory stands for, if it serves
+    /// the path whose hash is `hash`.
+    fn from_socket_name(name: &str, hash: &str) -> Option<Session> {
+        let rest = name.strip_prefix(hash)?.strip_suffix(".sock")?;
+        if rest.is_empty() {
+            return Some(Session::Mount);
+        }
+        let pid = rest.strip_prefix("-run-")?;
+        if pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        pid.parse().ok().map(|pid| Session::Run { pid })
+    }
+}
+
+impl std::fmt::Display for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Session::Mount => write!(f, "veilfs mount"),
+            Session::Run { pid } => write!(f, "veilfs run (pid {pid})"),
+        }
+    }
+}
+
+/// Where the runtime directory is for this process.
+fn runtime_dir_path() -> PathBuf {
+    if let Some(d) = std::env::var_os("VEILFS_RUNTIME_DIR") {
+        return PathBuf::from(d);
+    }
     let uid = crate::sys::euid();
     if uid == 0 {
         PathBuf::from("/run/veilfs")
@@ -26,96 +105,526 @@ fn runtime_dir() -> PathBuf {
     }
 }
 
-/// The socket of the mount at `mnt`.
-pub fn socket_path(mnt: &Path) -> io::Result<PathBuf> {
-    let canon = mnt.canonicalize()?;
-    // FNV-1a: stable across builds, unlike std's hasher.
+/// The checked runtime directory, held open: sockets are reached through
+/// `/proc/self/fd/N/NAME`, so a directory swapped in after the check is never used.
+#[derive(Debug)]
+struct RuntimeDir {
+    fd: OwnedFd,
+    path: PathBuf,
+}
+
+impl RuntimeDir {
+    /// Opens (and, for a server, creates) the runtime directory, refusing one that
+    /// someone else could have planted or can write.
+    fn open(create: bool) -> io::Result<RuntimeDir> {
+        let path = runtime_dir_path();
+        if create {
+            // One mkdir with the mode: there is no moment when it is more open.
+            match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(annotate(&path, e)),
+            }
+        }
+        let refuse = |why: String| {
+            io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "refusing the runtime directory {}: {why} (remove it, or let veilfs \
+                     create it: a directory of mode 0700 owned by uid {})",
+                    path.display(),
+                    crate::sys::euid()
+                ),
+            )
+        };
+        let fd = match nix::fcntl::open(
+            &path,
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(nix::errno::Errno::ENOTDIR | nix::errno::Errno::ELOOP) => {
+                let what = match std::fs::symlink_metadata(&path) {
+                    Ok(m) if m.file_type().is_symlink() => "a symbolic link",
+                    _ => "not a directory",
+                };
+                return Err(refuse(what.into()));
+            }
+            Err(e) => return Err(annotate(&path, e.into())),
+        };
+        let st = nix::sys::stat::fstat(&fd).map_err(|e| annotate(&path, e.into()))?;
+        let me = crate::sys::euid();
+        if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
+            return Err(refuse("not a directory".into()));
+        }
+        // A client may also trust a directory of root's: root could impersonate
+        // anyone anyway.
+        let trusted = st.st_uid == me || (st.st_uid == 0 && !create);
+        if !trusted {
+            return Err(refuse(format!("owned by uid {}", st.st_uid)));
+        }
+        if st.st_mode & 0o077 != 0 {
+            return Err(refuse(format!(
+                "mode {:04o} lets others in",
+                st.st_mode & 0o7777
+            )));
+        }
+        Ok(RuntimeDir { fd, path })
+    }
+
+    /// A path that reaches `name` in this very directory.
+    fn entry(&self, name: &str) -> PathBuf {
+        PathBuf::from(format!("/proc/self/fd/{}/{name}", self.fd.as_raw_fd()))
+    }
+
+    fn remove(&self, name: &str) {
+        let _ = nix::unistd::unlinkat(&self.fd, name, nix::unistd::UnlinkatFlags::NoRemoveDir);
+    }
+}
+
+fn annotate(path: &Path, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+}
+
+/// A stable name for a canonical path (FNV-1a: stable across builds, unlike std's
+/// hasher).
+fn path_hash(path: &Path) -> io::Result<String> {
+    let canon = path.canonicalize().map_err(|e| annotate(path, e))?;
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for &b in canon.as_os_str().as_bytes() {
         h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
     }
-    Ok(runtime_dir().join(format!("{h:016x}.sock")))
+    Ok(format!("{h:016x}"))
+}
+
+/// The socket `session` would use for `path`, in the runtime directory as named
+/// (for diagnostics and tests; it is not checked here).
+pub fn socket_path(path: &Path, session: Session) -> io::Result<PathBuf> {
+    Ok(runtime_dir_path().join(session.socket_name(&path_hash(path)?)))
+}
+
+/// Who may ask, and how the daemon reports the reloads it makes.
+#[derive(Clone, Copy, Debug)]
+pub struct Guard {
+    /// The session's init process (`veilfs run`): requests from it or from any
+    /// process below it, or from its PID namespace, are refused.
+    pub inside: Option<i32>,
+    /// Says what a requested reload did, in the daemon.
+    pub report: fn(Result<String, String>),
+}
+
+/// A bound socket not yet answering (bound before `run` enters its namespaces).
+#[derive(Debug)]
+pub struct Listener {
+    sock: UnixListener,
+    control: Control,
 }
 
 /// Removes the socket file when dropped.
+#[derive(Debug)]
 pub struct Control {
-    path: PathBuf,
+    dir: Arc<RuntimeDir>,
+    name: String,
 }
 
 impl Drop for Control {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        self.dir.remove(&self.name);
     }
 }
 
-/// Starts answering `veilfs reload` for the mount at `mnt`.
-pub fn serve(mnt: &Path, reloader: Arc<Reloader>) -> io::Result<Control> {
-    let path = socket_path(mnt)?;
-    let dir = path.parent().expect("socket has a directory");
-    std::fs::create_dir_all(dir)?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
-    let _ = std::fs::remove_file(&path);
-    let listener = UnixListener::bind(&path)?;
-    std::thread::Builder::new()
-        .name("veilfs-control".into())
-        .spawn(move || {
-            for conn in listener.incoming().flatten() {
-                let _ = answer(conn, &reloader);
-            }
-        })?;
-    Ok(Control { path })
-}
-
-fn answer(conn: UnixStream, reloader: &Reloader) -> io::Result<()> {
-    let mut line = String::new();
-    BufReader::new(&conn).take(256).read_line(&mut line)?;
-    let reply = match line.trim() {
-        "reload" => match reloader.reload() {
-            Ok(msg) => {
-                crate::mount::report_reload(Ok(msg.clone()));
-                format!("ok {msg}\n")
-            }
-            Err(e) => {
-                crate::mount::report_reload(Err(e.clone()));
-                format!("error {e}\n")
-            }
+/// Binds the socket of `session` serving `path`; nothing is answered until
+/// [`Listener::serve`].
+pub fn bind(path: &Path, session: Session) -> io::Result<Listener> {
+    let dir = RuntimeDir::open(true)?;
+    let name = session.socket_name(&path_hash(path)?);
+    let at = dir.entry(&name);
+    match UnixStream::connect(&at) {
+        Ok(_) => {
+            return Err(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                format!(
+                    "{}: another live daemon answers there",
+                    dir.path.join(&name).display()
+                ),
+            ));
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        // A stale socket (its daemon gone): replace it.
+        Err(_) => dir.remove(&name),
+    }
+    let sock = UnixListener::bind(&at).map_err(|e| annotate(&dir.path.join(&name), e))?;
+    Ok(Listener {
+        sock,
+        control: Control {
+            dir: Arc::new(dir),
+            name,
         },
-        other => format!("error unknown request {other:?}: expected \"reload\"\n"),
-    };
-    (&conn).write_all(reply.as_bytes())
+    })
 }
 
-/// Asks the daemon serving `mnt` to reload: `Ok(message)` when the new policy is in
-/// force, `Err(message)` when the old one stays (or no daemon answers).
-pub fn request_reload(mnt: &Path) -> Result<String, ReloadError> {
-    let path =
-        socket_path(mnt).map_err(|e| ReloadError::NoDaemon(format!("{}: {e}", mnt.display())))?;
-    let mut conn = UnixStream::connect(&path).map_err(|e| {
-        ReloadError::NoDaemon(format!(
-            "no veilfs daemon answers for {} ({}: {e}); is it mounted with `veilfs mount`?",
-            mnt.display(),
-            path.display()
-        ))
-    })?;
-    conn.write_all(b"reload\n")
-        .map_err(|e| ReloadError::NoDaemon(e.to_string()))?;
-    let mut reply = String::new();
-    conn.read_to_string(&mut reply)
-        .map_err(|e| ReloadError::NoDaemon(e.to_string()))?;
-    let reply = reply.trim_end();
-    if let Some(msg) = reply.strip_prefix("ok ") {
-        Ok(msg.to_string())
-    } else {
-        Err(ReloadError::Refused(
-            reply.strip_prefix("error ").unwrap_or(reply).to_string(),
-        ))
+/// Starts answering `veilfs reload` for the `veilfs mount` at `mnt`; reloads are
+/// reported on stderr.
+pub fn serve(mnt: &Path, reloader: Arc<Reloader>) -> io::Result<Control> {
+    bind(mnt, Session::Mount)?.serve(
+        reloader,
+        Guard {
+            inside: None,
+            report: crate::mount::report_reload,
+        },
+    )
+}
+
+/// `veilfs run` for the workspace `ws`: binds this run's socket (before the run
+/// enters its namespaces, so that it is reachable from outside). When that fails the
+/// session runs without one and says so on stderr (the command has not started).
+pub fn bind_for_run(ws: &Path) -> Option<Listener> {
+    match bind(
+        ws,
+        Session::Run {
+            pid: std::process::id(),
+        },
+    ) {
+        Ok(l) => Some(l),
+        Err(e) => {
+            eprintln!(
+                "veilfs run: no control socket (`veilfs reload` will not reach this session): {e}"
+            );
+            None
+        }
     }
 }
 
+impl Listener {
+    /// `veilfs run`: answers requests from outside the session whose init process
+    /// is `init`, and reports reloads through the `log` crate only (the command's
+    /// stderr is not the daemon's to write on).
+    pub fn serve_run(self, reloader: Arc<Reloader>, init: i32) -> Option<Control> {
+        let guard = Guard {
+            inside: Some(init),
+            report: crate::mount::log_reload,
+        };
+        self.serve(reloader, guard)
+            .map_err(|e| log::warn!("control socket: not served: {e}"))
+            .ok()
+    }
+
+    /// Answers requests on a thread of its own until the returned [`Control`] is
+    /// dropped (the socket file is then removed and nothing new reaches it).
+    pub fn serve(self, reloader: Arc<Reloader>, guard: Guard) -> io::Result<Control> {
+        let Listener { sock, control } = self;
+        let busy = Arc::new(AtomicUsize::new(0));
+        std::thread::Builder::new()
+            .name("veilfs-control".into())
+            .spawn(move || {
+                for conn in sock.incoming().flatten() {
+                    if busy.fetch_add(1, Ordering::AcqRel) >= MAX_CLIENTS {
+                        busy.fetch_sub(1, Ordering::AcqRel);
+                        log::warn!("control socket: too many clients at once, one dropped");
+                        continue;
+                    }
+                    let (reloader, busy) = (reloader.clone(), busy.clone());
+                    let spawned = std::thread::Builder::new()
+                        .name("veilfs-control-client".into())
+                        .spawn(move || {
+                            if let Err(e) = answer(&conn, &reloader, guard) {
+                                log::info!("control socket: {e}");
+                            }
+                            busy.fetch_sub(1, Ordering::AcqRel);
+                        });
+                    if let Err(e) = spawned {
+                        log::warn!("control socket: cannot start a thread: {e}");
+                    }
+                }
+            })?;
+        Ok(control)
+    }
+}
+
+fn answer(conn: &UnixStream, reloader: &Reloader, guard: Guard) -> io::Result<()> {
+    conn.set_read_timeout(Some(REQUEST_TIMEOUT))?;
+    conn.set_write_timeout(Some(REQUEST_TIMEOUT))?;
+    // The request is read before any answer, so that the client sees the answer
+    // (closing on unread data would reset the connection).
+    let mut line = String::new();
+    BufReader::new(conn).take(256).read_line(&mut line)?;
+    let reply = match refusal(conn, guard) {
+        Some(why) => format!("error {why}\n"),
+        None => match line.trim() {
+            "reload" => {
+                let outcome = reloader.reload();
+                (guard.report)(outcome.clone());
+                match outcome {
+                    Ok(msg) => format!("ok {msg}\n"),
+                    Err(e) => format!("error {e}\n"),
+                }
+            }
+            other => format!("error unknown request {other:?}: expected \"reload\"\n"),
+        },
+    };
+    let mut w = conn;
+    w.write_all(reply.as_bytes())
+}
+
+/// Why the peer of `conn` may not ask (`None`: it may).
+fn refusal(conn: &UnixStream, guard: Guard) -> Option<String> {
+    let me = crate::sys::euid();
+    let cred = match getsockopt(&conn.as_fd(), PeerCredentials) {
+        Ok(c) => c,
+        Err(e) => return Some(format!("refused: cannot tell who is asking: {e}")),
+    };
+    if cred.uid() != me && cred.uid() != 0 {
+        log::warn!(
+            "control socket: refused a request from uid {} (pid {})",
+            cred.uid(),
+            cred.pid()
+        );
+        let who = if me == 0 {
+            "only root".to_string()
+        } else {
+            format!("only uid {me} or root")
+        };
+        return Some(format!(
+            "refused: uid {} may not reload this session ({who})",
+            cred.uid()
+        ));
+    }
+    if let Some(init) = guard.inside
+        && is_inside(cred.pid(), init)
+    {
+        log::warn!(
+            "control socket: refused a request from pid {}, inside the session",
+            cred.pid()
+        );
+        return Some(
+            "refused: the request comes from inside the `veilfs run` session; only \
+             the person outside it can change its policy"
+                .into(),
+        );
+    }
+    None
+}
+
+/// Whether process `pid` (as this process sees it) belongs to the session whose init
+/// process is `init`: `init` itself, a process below it, or one in its PID
+/// namespace. When that cannot be told (the process is gone, `/proc` unreadable,
+/// a pid this namespace cannot see), the answer is yes.
+pub fn is_inside(pid: i32, init: i32) -> bool {
+    if pid <= 0 {
+        return true;
+    }
+    let ns = |p: i32| std::fs::read_link(format!("/proc/{p}/ns/pid")).ok();
+    if let (Some(a), Some(b)) = (ns(pid), ns(init))
+        && a == b
+    {
+        return true;
+    }
+    let mut p = pid;
+    // The chain of parents is finite; the bound only guards against a /proc that lies.
+    for _ in 0..100_000 {
+        if p == init {
+            return true;
+        }
+        if p <= 1 {
+            return false;
+        }
+        match parent_pid(p) {
+            Some(pp) => p = pp,
+            None => return true,
+        }
+    }
+    true
+}
+
+/// The parent of `pid`, from `/proc/PID/stat` (`pid (comm) state ppid …`; comm may
+/// hold spaces and parentheses, so parse after the last `)`).
+fn parent_pid(pid: i32) -> Option<i32> {
+    let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    let close = stat.iter().rposition(|&b| b == b')')?;
+    let rest = std::str::from_utf8(&stat[close + 1..]).ok()?;
+    rest.split_ascii_whitespace().nth(1)?.parse().ok()
+}
+
+/// What one session answered.
 #[derive(Debug)]
-pub enum ReloadError {
-    /// Nothing answered at the mount's socket.
-    NoDaemon(String),
-    /// The daemon kept its old policy; the message says why.
-    Refused(String),
+pub struct Answer {
+    pub session: Session,
+    /// `Ok`: the new policy is in force (what it is); `Err`: the old one stays (why).
+    pub outcome: Result<String, String>,
+}
+
+/// Asks every live session serving `path` to reload. `Err` when none answers (why).
+pub fn request_reload(path: &Path) -> Result<Vec<Answer>, String> {
+    let hash = path_hash(path).map_err(|e| e.to_string())?;
+    let dir = match RuntimeDir::open(false) {
+        Ok(d) => d,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(no_daemon(path, &runtime_dir_path()));
+        }
+        Err(e) => return Err(e.to_string()),
+    };
+    let names = std::fs::read_dir(dir.entry(""))
+        .map_err(|e| annotate(&dir.path, e).to_string())?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().map(str::to_string));
+    let mut sessions: Vec<(Session, String)> = names
+        .filter_map(|n| Session::from_socket_name(&n, &hash).map(|s| (s, n)))
+        .collect();
+    sessions.sort_by_key(|(s, _)| match s {
+        Session::Mount => 0,
+        Session::Run { pid } => u64::from(*pid) + 1,
+    });
+    let mut answers = Vec::new();
+    for (session, name) in sessions {
+        let conn = match UnixStream::connect(dir.entry(&name)) {
+            Ok(c) => c,
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                // Its daemon is gone.
+                dir.remove(&name);
+                continue;
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                answers.push(Answer {
+                    session,
+                    outcome: Err(format!("cannot reach it: {e}")),
+                });
+                continue;
+            }
+        };
+        answers.push(Answer {
+            session,
+            outcome: ask(&conn),
+        });
+    }
+    if answers.is_empty() {
+        return Err(no_daemon(path, &dir.path));
+    }
+    Ok(answers)
+}
+
+fn no_daemon(path: &Path, dir: &Path) -> String {
+    format!(
+        "no veilfs daemon answers for {} (in {}); is it served by `veilfs mount` or \
+         `veilfs run`?",
+        path.display(),
+        dir.display()
+    )
+}
+
+/// One request on an open connection.
+fn ask(conn: &UnixStream) -> Result<String, String> {
+    let me = crate::sys::euid();
+    match getsockopt(&conn.as_fd(), PeerCredentials) {
+        Ok(c) if c.uid() == me || c.uid() == 0 => {}
+        Ok(c) => {
+            return Err(format!(
+                "not asked: the socket is served by uid {}",
+                c.uid()
+            ));
+        }
+        Err(e) => return Err(format!("not asked: cannot tell who serves it: {e}")),
+    }
+    let io = |e: io::Error| format!("no answer: {e}");
+    conn.set_read_timeout(Some(ANSWER_TIMEOUT)).map_err(io)?;
+    conn.set_write_timeout(Some(REQUEST_TIMEOUT)).map_err(io)?;
+    let mut w = conn;
+    // A daemon that refuses may have answered and closed already: read its answer
+    // whatever the write did.
+    let sent = w.write_all(b"reload\n");
+    let mut reply = String::new();
+    let mut r = conn;
+    let read = r.read_to_string(&mut reply);
+    if reply.is_empty() {
+        sent.map_err(io)?;
+        read.map_err(io)?;
+    }
+    let reply = reply.trim_end();
+    match reply.strip_prefix("ok ") {
+        Some(msg) => Ok(msg.to_string()),
+        None if reply.is_empty() => Err("no answer (the daemon closed the connection)".into()),
+        None => Err(reply.strip_prefix("error ").unwrap_or(reply).to_string()),
+    }
+}
+
+/// `veilfs reload PATH`: asks every session, prints each outcome; exit 0 when every
+/// one reloaded, 1 when any kept its old policy, 2 when none answered.
+pub fn reload_command(path: &Path) -> ExitCode {
+    let answers = match request_reload(path) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("veilfs reload: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let several = answers.len() > 1;
+    let mut refused = false;
+    for a in &answers {
+        let who = if several {
+            format!("{}: ", a.session)
+        } else {
+            String::new()
+        };
+        match &a.outcome {
+            Ok(msg) => println!("{who}{msg}"),
+            Err(e) => {
+                refused = true;
+                eprintln!("veilfs reload: {who}the old policy stays in force:\n{e}");
+            }
+        }
+    }
+    if refused {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn socket_names_round_trip_and_reject_others() {
+        let h = "0123456789abcdef";
+        for s in [Session::Mount, Session::Run { pid: 42 }] {
+            assert_eq!(Session::from_socket_name(&s.socket_name(h), h), Some(s));
+        }
+        for other in [
+            "0123456789abcdef-run-.sock",
+            "0123456789abcdef-run-4x.sock",
+            "0123456789abcdef-run-+4.sock",
+            "0123456789abcdef.sock.tmp",
+            "fedcba9876543210.sock",
+            "0123456789abcdef-other.sock",
+        ] {
+            assert_eq!(Session::from_socket_name(other, h), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn inside_means_below_init_or_in_its_pid_namespace() {
+        let me = std::process::id() as i32;
+        let parent = parent_pid(me).unwrap();
+        assert!(is_inside(me, parent));
+        assert!(is_inside(me, me));
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let c = child.id() as i32;
+        // Same PID namespace: "inside" by namespace, whatever the tree says.
+        assert!(is_inside(me, c));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(is_inside(0, 1), "an invisible peer counts as inside");
+    }
+
+    #[test]
+    fn parent_pid_parses_names_with_parentheses() {
+        assert_eq!(
+            parent_pid(std::process::id() as i32),
+            Some(std::os::unix::process::parent_id() as i32)
+        );
+    }
 }

@@ -51,6 +51,29 @@ pub struct MountOptions {
     pub audit: Option<PathBuf>,
     /// Log allowed operations too, not only refusals.
     pub audit_all: bool,
+    /// Where the daemon says what its policy reloads did.
+    pub reports: Reports,
+}
+
+/// Where a daemon says what a policy reload did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Reports {
+    /// On stderr (`veilfs mount`: its stderr is its own).
+    #[default]
+    Stderr,
+    /// Through the `log` crate only, info for success and warn for failure
+    /// (`veilfs run`: once the command runs, stderr is the command's).
+    Log,
+}
+
+impl Reports {
+    /// The function that reports one outcome.
+    pub fn reporter(self) -> fn(Result<String, String>) {
+        match self {
+            Reports::Stderr => report_reload,
+            Reports::Log => log_reload,
+        }
+    }
 }
 
 impl Default for MountOptions {
@@ -65,6 +88,7 @@ impl Default for MountOptions {
             watch: true,
             audit: None,
             audit_all: false,
+            reports: Reports::Stderr,
         }
     }
 }
@@ -264,9 +288,10 @@ pub fn start(mut fs: VeilFs, mnt: &Path, config: &Config, opts: &MountOptions) -
     if reloader.file().is_some() {
         let r = reloader.clone();
         let weak = Arc::downgrade(&inodes);
+        let report = opts.reports.reporter();
         std::thread::Builder::new()
             .name("veilfs-policy".into())
-            .spawn(move || r.watch_file(move || weak.strong_count() > 0, report_reload))?;
+            .spawn(move || r.watch_file(move || weak.strong_count() > 0, report))?;
     }
     Ok(Live {
         session,
@@ -282,6 +307,14 @@ pub fn report_reload(outcome: Result<String, String>) {
     match outcome {
         Ok(msg) => eprintln!("veilfs: {msg}"),
         Err(e) => eprintln!("veilfs: policy reload failed, keeping the old policy:\n{e}"),
+    }
+}
+
+/// Says through the `log` crate what a reload did.
+pub fn log_reload(outcome: Result<String, String>) {
+    match outcome {
+        Ok(msg) => log::info!("{msg}"),
+        Err(e) => log::warn!("policy reload failed, keeping the old policy:\n{e}"),
     }
 }
 

@@ -141,6 +141,10 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     // The real workspace, opened before anything covers it.
     let root_fd = sys::open_dir_path(&ws).with_context(|| format!("opening {}", ws.display()))?;
 
+    // `veilfs reload WS` from outside: bound while this process still sees the
+    // caller's runtime directory as the caller does.
+    let control = crate::control::bind_for_run(&ws);
+
     if let Err(e) = enter_namespaces() {
         return refuse(e);
     }
@@ -179,11 +183,12 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     // run under another uid (`--user`).
     let mount_opts = crate::mount::MountOptions {
         allow_other: true,
+        reports: crate::mount::Reports::Log,
         ..opts.mount.clone()
     };
     let cfg = crate::mount::config(&ws, &mount_opts);
-    let (session, audit) = match crate::mount::start(fs, &ws, &cfg, &mount_opts) {
-        Ok(live) => (live.session, live.audit),
+    let (session, audit, reloader) = match crate::mount::start(fs, &ws, &cfg, &mount_opts) {
+        Ok(live) => (live.session, live.audit, live.reloader),
         Err(e) => {
             let _ = sys::kill(init, libc::SIGKILL);
             let _ = sys::wait(init, 0);
@@ -200,6 +205,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     }
 
     let bg = session.spawn().context("starting the request loop")?;
+    let _control = control.and_then(|c| c.serve_run(reloader, init));
     std::thread::spawn(move || {
         while let Ok(sig) = sys::wait_signal(&FORWARD) {
             let _ = sys::kill(init, sig);
