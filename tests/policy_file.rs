@@ -324,7 +324,7 @@ link_attacks! {
 }
 
 #[test]
-fn hard_link_write_with_strict_open_and_after_the_policy_name_was_seen() {
+fn hard_link_write_with_strict_open_before_and_after_the_policy_name_was_seen() {
     let mut f = Fixture::new();
     f.file("pol.toml", ALLOW);
     fs::hard_link(f.s("pol.toml"), f.s("notes.txt")).unwrap();
@@ -335,6 +335,7 @@ fn hard_link_write_with_strict_open_and_after_the_policy_name_was_seen() {
         ..Default::default()
     };
     f.mount_with(p, Some(&file), &opts);
+    refused(&f, "notes.txt", open_wronly, "open_wronly");
     // Both names looked up and read: one node, read-only whichever name asks.
     assert_eq!(fs::read_to_string(f.m("notes.txt")).unwrap(), ALLOW);
     assert_eq!(fs::read_to_string(f.m("pol.toml")).unwrap(), ALLOW);
