@@ -406,7 +406,10 @@ fn directories_holding_the_policy_file_stay_put() {
     // Other directories move as usual.
     fs::rename(f.m("other"), f.m("other2")).unwrap();
     fs::remove_dir(f.m("other2/x")).unwrap();
-    assert_eq!(fs::read_to_string(f.s("conf/deep/pol.toml")).unwrap(), ALLOW);
+    assert_eq!(
+        fs::read_to_string(f.s("conf/deep/pol.toml")).unwrap(),
+        ALLOW
+    );
 }
 
 /// `veilfs explain` gives the name's guard as the reason, whatever the rules.
@@ -526,4 +529,27 @@ fn a_planted_policy_is_never_honoured_by_the_next_mount() {
     assert!(d.ready.contains("built-in default policy"), "{}", d.ready);
     assert_errno(fs::read(f.m(".env")), libc::EACCES, "read .env");
     d.stop();
+}
+
+/// The guard is part of every decision the policy makes (one source of truth for the
+/// mount and `explain`): at any depth, under any rule but `deny`.
+#[test]
+fn the_policy_decides_the_name_read_only() {
+    use veilfs::{Action, Decision, Reason};
+    let p = Policy::parse("p.toml", ALLOW).unwrap();
+    for path in [&b".veilfs.toml"[..], b"a/b/.veilfs.toml"] {
+        let d = p.decide(path, false);
+        assert_eq!(d.action, Action::ReadOnly);
+        assert!(matches!(d.reason, Reason::PolicyName), "{}", d.why());
+        let d = p.decide_child(&Decision::root(), b".veilfs.toml", || false);
+        assert_eq!(d.action, Action::ReadOnly);
+    }
+    assert_eq!(p.decide(b"a/veilfs.toml", false).action, Action::Allow);
+    assert_eq!(p.decide(b".veilfs.toml.bak", false).action, Action::Allow);
+    let deny = Policy::parse(
+        "d.toml",
+        "[[rules]]\naction = \"deny\"\npaths = [\".veilfs.toml\"]\n",
+    )
+    .unwrap();
+    assert_eq!(deny.decide(b"x/.veilfs.toml", false).action, Action::Deny);
 }

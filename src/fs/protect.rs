@@ -95,9 +95,8 @@ impl VeilFs {
 
     /// Refuses to rename or remove `path` when the policy file lies beneath it.
     pub(crate) fn guard_holder(&self, path: &[u8]) -> io::Result<()> {
-        let holds = |p: &Vec<u8>| {
-            p.len() > path.len() && p.starts_with(path) && p[path.len()] == b'/'
-        };
+        let holds =
+            |p: &Vec<u8>| p.len() > path.len() && p.starts_with(path) && p[path.len()] == b'/';
         if !path.is_empty() && self.policy_paths.iter().any(holds) {
             Err(refuse(path, &Decision::holds_policy_file()))
         } else {

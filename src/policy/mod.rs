@@ -333,8 +333,8 @@ fn write_reason(s: &mut String, action: Action, reason: &Reason) {
             s.push_str("the mount's own policy file is read-only through the mount")
         }
         Reason::PolicyName => s.push_str(
-            "the policy file's name is read-only at every depth \
-             (veilfs never lets a policy be planted)",
+            "the policy file's name, read-only at every depth: \
+             veilfs never lets a policy be planted",
         ),
         Reason::HoldsPolicyFile => s.push_str(
             "the directory holds the mount's policy file: it is not renamed or removed \
