@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use crate::policy::{LoadError, Policy};
 
 /// The name of the policy file looked for at the workspace root.
-pub const WORKSPACE_POLICY: &str = ".veilfs.toml";
+pub const WORKSPACE_POLICY: &str = crate::policy::POLICY_FILE_NAME;
 
 /// A compiled policy and the file it came from (`None` for the built-in one).
 #[derive(Debug)]

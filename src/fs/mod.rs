@@ -8,6 +8,7 @@ pub mod fuse;
 pub mod inode;
 pub mod inval;
 pub mod ops;
+pub mod protect;
 pub mod reload;
 pub mod watch;
 
@@ -58,8 +59,11 @@ pub struct VeilFs {
     /// Bumped by a directory rename or a policy change: cached decisions older than
     /// this are recomputed before use.
     pub(crate) epoch: Arc<AtomicU64>,
-    /// The policy file's workspace-relative path, when it lies inside the source.
-    pub(crate) policy_file: Option<Vec<u8>>,
+    /// The policy file's workspace-relative paths (as given, and resolved), when it
+    /// lies inside the source (see [`protect`]).
+    pub(crate) policy_paths: Vec<Vec<u8>>,
+    /// The policy file read, by identity (see [`protect`]).
+    pub(crate) protected: Arc<protect::ProtectedFiles>,
     /// The policy file, for reloads (`None`: the built-in policy).
     /// The policy file, held by its directory (opened when the filesystem is built,
     /// before anything is mounted), for reloads.
@@ -109,6 +113,11 @@ pub struct VeilFs {
 impl VeilFs {
     /// Opens the source root (a directory descriptor taken now, before anything is
     /// mounted; every later access is relative to it).
+    ///
+    /// `policy_file` is the file the policy was read from: it is protected by its
+    /// paths inside the source (as given and with links resolved) and by identity
+    /// (the object it names now; a caller holding the descriptor it read through
+    /// sets that one's key with [`VeilFs::protected`]).
     pub fn new(src: &Path, policy: Policy, policy_file: Option<&Path>) -> io::Result<VeilFs> {
         let root_fd = sys::open_dir_path(src)?;
         Self::from_fd(root_fd, src, policy, policy_file)
@@ -133,7 +142,15 @@ impl VeilFs {
             Some(p) => Some(crate::config::PolicyFile::open(p)?),
             None => None,
         };
-        let policy_file = policy_file.and_then(|p| relative_inside(src, p));
+        let policy_paths = policy_file.map_or_else(Vec::new, |p| protect::policy_paths(src, p));
+        let protected = Arc::new(protect::ProtectedFiles::default());
+        // The file as read through its directory's descriptor, by identity.
+        if let Some(f) = &policy_source {
+            match f.read() {
+                Ok(t) => protected.set(t.dev, t.ino),
+                Err(e) => log::warn!("policy file {}: {e}", f.path().display()),
+            }
+        }
         let root = Node::new(
             inode::ROOT,
             Some(root_fd),
@@ -153,7 +170,8 @@ impl VeilFs {
             policy: Arc::new(RwLock::new(Arc::new(policy))),
             epoch: Arc::new(AtomicU64::new(0)),
             policy_source: parking_lot::Mutex::new(policy_source),
-            policy_file,
+            policy_paths,
+            protected,
             proc_fd,
             files: RwLock::new(HashMap::new()),
             listings: parking_lot::Mutex::new(HashMap::new()),
@@ -204,6 +222,7 @@ impl VeilFs {
             self.epoch.clone(),
             self.inodes.clone(),
             self.policy_source.lock().take(),
+            self.protected.clone(),
         ))
     }
 
@@ -241,20 +260,4 @@ impl VeilFs {
     pub fn inodes(&self) -> Arc<Inodes> {
         self.inodes.clone()
     }
-}
-
-/// `p`'s path relative to `src` when it lies inside it (both made absolute and
-/// canonical where they exist).
-fn relative_inside(src: &Path, p: &Path) -> Option<Vec<u8>> {
-    use std::os::unix::ffi::OsStrExt;
-    let src = src.canonicalize().ok()?;
-    let dir = p.parent()?;
-    let dir = if dir.as_os_str().is_empty() {
-        std::env::current_dir().ok()?
-    } else {
-        dir.canonicalize().ok()?
-    };
-    let full = dir.join(p.file_name()?);
-    let rel = full.strip_prefix(&src).ok()?;
-    Some(rel.as_os_str().as_bytes().to_vec())
 }

@@ -129,11 +129,7 @@ impl VeilFs {
         path: &[u8],
         is_dir: impl FnOnce() -> bool,
     ) -> Decision {
-        let d = policy.decide_child(parent, path, is_dir);
-        match &self.policy_file {
-            Some(p) if p.as_slice() == path => d.guard_policy_file(),
-            _ => d,
-        }
+        self.guard_policy_path(path, policy.decide_child(parent, path, is_dir))
     }
 
     /// A node's place with a decision that is current for this epoch.
@@ -220,11 +216,7 @@ impl VeilFs {
         if path.is_empty() {
             return Decision::root();
         }
-        let d = policy.decide(path, is_dir);
-        match &self.policy_file {
-            Some(p) if p.as_slice() == path => d.guard_policy_file(),
-            _ => d,
-        }
+        self.guard_policy_path(path, policy.decide(path, is_dir))
     }
 
     fn visible(&self, node: &Node) -> io::Result<Place> {
@@ -239,6 +231,7 @@ impl VeilFs {
     fn writable(&self, node: &Node) -> io::Result<Place> {
         let p = self.place(node)?;
         if p.decision.action.writable() {
+            self.guard_key(node.key, &p.path)?;
             Ok(p)
         } else {
             Err(refuse(&p.path, &p.decision))
@@ -728,6 +721,8 @@ impl VeilFs {
         let kind = if is_dir { Kind::Dir } else { Kind::OnDisk };
         let c = self.changeable(parent, name, kind)?;
         let st = sys::statat(c.dir.dir_fd()?, &c.name)?;
+        self.guard_key(super::inode::key_of(&st), &c.path)?;
+        self.guard_holder(&c.path)?;
         let own = self.own(parent, c.name.to_bytes());
         sys::unlinkat(c.dir.dir_fd()?, &c.name, is_dir)?;
         own.done();
@@ -796,10 +791,15 @@ impl VeilFs {
         if !from_then.action.writable() {
             return Err(refuse(&to_path, &from_then));
         }
+        // Neither the policy file (by any name) nor a directory holding it moves.
+        self.guard_key(super::inode::key_of(&from_st), &from_path)?;
+        self.guard_holder(&from_path)?;
+        self.guard_holder(&to_path)?;
         // Whatever sits at the destination is replaced (or, for an exchange, moved
         // to the source's place): its own decision must allow that too.
         let to_st = sys::statat(to_dir.dir_fd()?, &to).ok();
         if let Some(st) = &to_st {
+            self.guard_key(super::inode::key_of(st), &to_path)?;
             let to_is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
             let (_, to_now) = self.child(&to_dir, &tp, &to, kind_of(to_is_dir));
             if !to_now.action.writable() {
@@ -956,6 +956,11 @@ impl VeilFs {
         let _names = self.names.read();
         let (c, own) = self.new_name(parent, name, false)?;
         let (dfd, mode) = (c.dir.dir_fd()?, mode & !umask);
+        // Without `O_EXCL` an existing name is opened (and maybe truncated): never
+        // the policy file's (see `protect`).
+        if let Ok(st) = sys::statat(dfd, &c.name) {
+            self.guard_key(super::inode::key_of(&st), &c.path)?;
+        }
         // `O_DIRECT` stays on the FUSE side (see `open`); never block on the open.
         let flags = (flags & !libc::O_DIRECT) | libc::O_CREAT | libc::O_NONBLOCK;
         let fd = if self.passthrough.load(Ordering::Relaxed) {
@@ -1019,7 +1024,15 @@ impl VeilFs {
     /// node reopened for this one request after the check an open would have made.
     fn io(&self, ino: u64, fh: u64, write: bool) -> io::Result<Io> {
         if fh != NO_HANDLE {
-            return self.file(fh).map(Io::Handle);
+            let h = self.file(fh)?;
+            if write
+                && let Some(node) = self.inodes.get(h.ino)
+                && self.protected.contains(node.key)
+            {
+                // A handle opened before its file became the policy file.
+                self.guard_key(node.key, &node.place().path)?;
+            }
+            return Ok(Io::Handle(h));
         }
         let node = self.node(ino)?;
         if node.fmt != libc::S_IFREG {

@@ -25,8 +25,8 @@ pub struct Reloader {
     epoch: Arc<AtomicU64>,
     inodes: Arc<Inodes>,
     file: Option<config::PolicyFile>,
-    /// The identity (`st_dev`, `st_ino`) of the policy file as last read.
-    identity: Mutex<Option<(u64, u64)>>,
+    /// The policy file by identity (as last read), kept read-only through the mount.
+    protected: Arc<super::protect::ProtectedFiles>,
     notifier: Mutex<Option<fuser::Notifier>>,
     /// One reload at a time.
     busy: Mutex<()>,
@@ -38,17 +38,14 @@ impl Reloader {
         epoch: Arc<AtomicU64>,
         inodes: Arc<Inodes>,
         file: Option<config::PolicyFile>,
+        protected: Arc<super::protect::ProtectedFiles>,
     ) -> Reloader {
-        let identity = file
-            .as_ref()
-            .and_then(|f| f.read().ok())
-            .map(|t| (t.dev, t.ino));
         Reloader {
             policy,
             epoch,
             inodes,
             file,
-            identity: Mutex::new(identity),
+            protected,
             notifier: Mutex::new(None),
             busy: Mutex::new(()),
         }
@@ -66,7 +63,7 @@ impl Reloader {
 
     /// The identity (`st_dev`, `st_ino`) of the policy file as last read.
     pub fn identity(&self) -> Option<(u64, u64)> {
-        *self.identity.lock()
+        self.protected.get()
     }
 
     /// Reloads the policy file. `Ok` says what is now in force; `Err` says why the
@@ -82,6 +79,9 @@ impl Reloader {
         let read = source
             .read()
             .map_err(|e| format!("{}: {e}", file.display()))?;
+        // Whatever the name holds now is what the next reload reads: protect it
+        // (the file an editor renamed over the old one, say), loaded or not.
+        self.protected.set(read.dev, read.ino);
         // A file truncated on its way to being rewritten (`echo ... > policy.toml`)
         // would parse as "allow everything": never take an empty one on reload.
         if read.text.trim().is_empty() {
@@ -91,7 +91,6 @@ impl Reloader {
             ));
         }
         let loaded = config::parse_file(file, &read.text).map_err(|e| e.to_string())?;
-        *self.identity.lock() = Some((read.dev, read.ino));
         let p = &loaded.policy;
         let summary = format!(
             "{}: reloaded: {} rules, {} patterns, default \"{}\"",

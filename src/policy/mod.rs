@@ -57,6 +57,16 @@
 //! | `read-only .git/`                      | `.git/config`            | read-only |
 //! | default deny, `allow src/lib/**`       | `src` (a directory)      | allow     |
 //! | default deny, `allow src/lib/**`       | `src/main.rs`            | deny      |
+//! | `default = "allow"`                    | `src/.veilfs.toml`       | read-only |
+//!
+//! # The policy file's name
+//!
+//! A path whose last name is [`POLICY_FILE_NAME`] (`.veilfs.toml`, at any depth) is
+//! at least read-only, whatever the rules say and whether or not it exists: a
+//! workspace's policy is found by that name, so a process confined by one policy
+//! could otherwise plant the next one. A `deny` still hides it. This is part of
+//! every decision ([`Policy::decide_child`], so [`Policy::decide`] and `explain`
+//! too), not a check a caller may forget.
 //!
 //! # Cost
 //!
@@ -76,6 +86,10 @@ use index::{GlobIndex, GlobIndexBuilder, build_glob};
 
 pub use file::{LoadError, Location, PolicyError, RawPolicy, RawRule};
 pub use lint::Warning;
+
+/// The name a workspace's policy file has (looked for by `veilfs run`, `mount` and
+/// `explain`). Read-only at every depth (see the module documentation).
+pub const POLICY_FILE_NAME: &str = ".veilfs.toml";
 
 /// The built-in default policy, shipped as `policy-examples/default.toml`.
 pub const DEFAULT_POLICY: &str = include_str!("../../policy-examples/default.toml");
@@ -169,6 +183,12 @@ pub enum Reason {
     /// The policy file of this mount lies in the workspace: it is read-only whatever
     /// the rules say, so the rules cannot be rewritten through the mount.
     PolicyFile,
+    /// The path's name is [`POLICY_FILE_NAME`]: read-only whether or not it exists,
+    /// so that no policy can be planted for a later mount.
+    PolicyName,
+    /// The directory holds the mount's policy file (an ancestor of it): it cannot
+    /// be renamed or removed, so the file stays where the daemon reads it.
+    HoldsPolicyFile,
 }
 
 /// The effective action for one path, and why.
@@ -219,6 +239,39 @@ impl Decision {
         }
     }
 
+    /// The decision refusing a change to the policy file the mount reads, whatever
+    /// name reaches it (see [`Reason::PolicyFile`]).
+    pub fn policy_file() -> Decision {
+        Decision {
+            action: Action::ReadOnly,
+            reason: Reason::PolicyFile,
+            ruled: true,
+        }
+    }
+
+    /// The decision refusing to rename or remove a directory that holds the mount's
+    /// policy file (see [`Reason::HoldsPolicyFile`]).
+    pub fn holds_policy_file() -> Decision {
+        Decision {
+            action: Action::ReadOnly,
+            reason: Reason::HoldsPolicyFile,
+            ruled: true,
+        }
+    }
+
+    /// This decision made at least read-only because the path's name is
+    /// [`POLICY_FILE_NAME`].
+    fn guard_policy_name(self) -> Decision {
+        if self.action >= Action::ReadOnly {
+            return self;
+        }
+        Decision {
+            action: Action::ReadOnly,
+            reason: Reason::PolicyName,
+            ruled: true,
+        }
+    }
+
     /// The reason as one line of text, e.g. ``ancestor `secrets` denied by rule 1
     /// "secrets/" (policy.toml:4:12)``.
     pub fn why(&self) -> String {
@@ -240,6 +293,8 @@ impl Decision {
             Reason::Rule(p) => ("rule", Some(p), None),
             Reason::Admitted(p) => ("admitted", Some(p), None),
             Reason::PolicyFile => ("policy-file", None, None),
+            Reason::PolicyName => ("policy-name", None, None),
+            Reason::HoldsPolicyFile => ("holds-policy-file", None, None),
             Reason::Ancestor { path, cause } => {
                 let p = match &**cause {
                     Reason::Rule(p) | Reason::Admitted(p) => Some(p),
@@ -277,6 +332,14 @@ fn write_reason(s: &mut String, action: Action, reason: &Reason) {
         Reason::PolicyFile => {
             s.push_str("the mount's own policy file is read-only through the mount")
         }
+        Reason::PolicyName => s.push_str(
+            "the policy file's name, read-only at every depth: \
+             veilfs never lets a policy be planted",
+        ),
+        Reason::HoldsPolicyFile => s.push_str(
+            "the directory holds the mount's policy file: it is not renamed or removed \
+             through the mount",
+        ),
         Reason::Ancestor { path, cause } => {
             let _ = write!(
                 s,
@@ -458,7 +521,26 @@ impl Policy {
     /// parent's decision. `is_dir` is called only when the answer depends on whether
     /// the entry is a directory (a directory-only pattern matched, or an allow-list
     /// admits a directory at this path), so a caller can avoid a `stat`.
+    ///
+    /// A path named [`POLICY_FILE_NAME`] is at least read-only (see the module
+    /// documentation).
     pub fn decide_child(
+        &self,
+        parent: &Decision,
+        path: &[u8],
+        is_dir: impl FnOnce() -> bool,
+    ) -> Decision {
+        let d = self.decide_by_rules(parent, path, is_dir);
+        let name_start = path.iter().rposition(|&b| b == b'/').map_or(0, |i| i + 1);
+        if &path[name_start..] == POLICY_FILE_NAME.as_bytes() {
+            d.guard_policy_name()
+        } else {
+            d
+        }
+    }
+
+    /// [`Policy::decide_child`] by the rules alone.
+    fn decide_by_rules(
         &self,
         parent: &Decision,
         path: &[u8],
