@@ -16,7 +16,11 @@
 //! [[rules]]
 //! action = "allow"
 //! paths  = [".env.example"]
+//! why    = "a template: names the variables, holds no values"   # optional
 //! ```
+//!
+//! A rule's optional `why` is said after the rule wherever a decision is explained
+//! (`explain`, the audit log, refusal notices).
 //!
 //! | action    | listing | stat / read | any change                   |
 //! |-----------|---------|-------------|------------------------------|
@@ -138,6 +142,8 @@ pub struct Pattern {
     pub anchored: bool,
     /// The glob handed to `globset` (anchors and trailing `/` removed).
     glob: String,
+    /// The rule's `why`, if it has one: said after the pattern by `explain`.
+    pub why: Option<Arc<str>>,
 }
 
 impl fmt::Display for Pattern {
@@ -253,6 +259,9 @@ impl Decision {
             obj["rule"] = p.rule.into();
             obj["pattern"] = p.text.clone().into();
             obj["location"] = p.at.to_string().into();
+            if let Some(why) = &p.why {
+                obj["rule_why"] = why.to_string().into();
+            }
         }
         if let Some(a) = ancestor {
             obj["ancestor"] = String::from_utf8_lossy(a).into();
@@ -270,6 +279,9 @@ fn write_reason(s: &mut String, action: Action, reason: &Reason) {
         }
         Reason::Rule(p) => {
             let _ = write!(s, "{p}");
+            if let Some(why) = &p.why {
+                let _ = write!(s, ": {why}");
+            }
         }
         Reason::Admitted(p) => {
             let _ = write!(s, "admitted as a directory leading to {p}");
@@ -374,6 +386,7 @@ impl Policy {
                     dir_only,
                     anchored,
                     glob: body.to_string(),
+                    why: rule.why.clone(),
                 }));
             }
         }
