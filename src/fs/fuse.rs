@@ -180,6 +180,9 @@ impl VeilFs {
     fn fail(&self, req: &Request, op: &'static str, e: io::Error) -> Errno {
         if let Some(r) = e.get_ref().and_then(|x| x.downcast_ref::<Refusal>()) {
             self.audit(req, op, r.path.clone(), r.decision.clone(), true);
+            if super::notice::makes_a_name(op) {
+                self.notices.refused(op, &r.path, &r.decision);
+            }
         }
         err(e)
     }
