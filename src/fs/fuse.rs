@@ -357,7 +357,11 @@ impl Filesystem for VeilFs {
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         guard("lookup", || {
             self.injected_fault(parent.0, name);
-            self.reply_entry(req, "lookup", self.lookup(parent.0, name), reply)
+            let r = self.lookup(parent.0, name);
+            if let Err(e) = &r {
+                self.notice_refused_lookup(req.pid(), parent.0, name, e);
+            }
+            self.reply_entry(req, "lookup", r, reply)
         })
     }
 

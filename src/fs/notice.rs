@@ -6,18 +6,24 @@
 //! of each path that would have come into existence is said on stderr, e.g.
 //!
 //! ```text
-//! veilfs: deploy/prod.key: create or lookup refused: rule 1 "*.key" (<built-in>:25:3): …
+//! veilfs: deploy/prod.key: create refused: rule 1 "*.key" (<built-in>:25:3): …
 //! ```
 //!
 //! Under `veilfs run` the daemon's stderr is the invoking stderr. The audit log
 //! (`--audit`) has every refusal; these notices are for the person watching.
 //!
 //! Which refusals: those of the operations that make a name (create, mknod, mkdir,
-//! symlink, link, rename), and a refused lookup of a denied name that does not exist
-//! in the backing directory. The kernel looks every name up before it creates it, so
-//! a create of a denied name ends at that lookup; the daemon cannot tell it from a
-//! probe of a missing name, hence "create or lookup". A refused lookup of a name that
-//! exists is not noticed here (reading a hidden secret is what the policy is for).
+//! symlink, link, rename), and refused lookups that are, or may be, the first step
+//! of one. The kernel looks every name up before it creates it, so a create of a
+//! denied name ends at that lookup, which carries no intent. The caller's thread is
+//! blocked in its system call until the lookup is answered, so `/proc/<tid>/syscall`
+//! says which call it is: `openat` with `O_CREAT`, `mkdirat`, `symlinkat`, `linkat`,
+//! `renameat2`, ... are said as "create", "mkdir", .... Many tools look before they
+//! make (`git` checking out `.env` first `lstat`s it and stops at the refusal), so a
+//! refused lookup of a name that does not exist on disk is said too, as "lookup"
+//! (that includes a tool probing for a missing `.npmrc`: one line, once). A refused
+//! lookup of a name that exists, by anything but a create, is not said here: reading
+//! a hidden secret is what the policy is for, and the audit log has it.
 //!
 //! Bounded: at most [`MAX_PATHS`] paths are remembered and said; after that one line
 //! says that further refusals go unsaid. Requests never wait on stderr: lines go
@@ -25,16 +31,19 @@
 //! dropped), which is joined when the filesystem goes away.
 
 use std::collections::HashSet;
-use std::ffi::CStr;
 use std::sync::mpsc::{SyncSender, sync_channel};
 use std::thread::JoinHandle;
 
 use parking_lot::Mutex;
+use std::ffi::OsStr;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
 
 use super::VeilFs;
-use super::inode::Node;
-use crate::policy::Decision;
+use super::ops::Refusal;
 use crate::sys;
+
+use crate::policy::Decision;
 
 /// How many distinct paths are said at most during one mount.
 pub const MAX_PATHS: usize = 256;
@@ -130,24 +139,123 @@ pub fn makes_a_name(op: &str) -> bool {
 }
 
 impl VeilFs {
-    /// A lookup of `name` in `dir` (at `path`) was refused by `decision`: notice it if
-    /// no such entry exists (it may be the kernel's first step of a create).
-    pub(crate) fn notice_refused_lookup(
-        &self,
-        dir: &Node,
-        name: &CStr,
-        path: &[u8],
-        decision: &Decision,
-    ) {
-        if !self.notices.wants(path) {
+    /// The lookup of `name` in directory `parent`, by thread `tid`, failed with `e`:
+    /// says so if it is a refusal of a name about to be made, or of a missing name.
+    pub(crate) fn notice_refused_lookup(&self, tid: u32, parent: u64, name: &OsStr, e: &io::Error) {
+        let Some(r) = e.get_ref().and_then(|x| x.downcast_ref::<Refusal>()) else {
+            return;
+        };
+        // The refusal is of this name (not of the directory it is looked up in).
+        let of_name = r
+            .path
+            .strip_suffix(name.as_bytes())
+            .is_some_and(|dir| dir.is_empty() || dir.ends_with(b"/"));
+        if !of_name || !self.notices.wants(&r.path) {
             return;
         }
-        let absent = dir
-            .dir_fd()
-            .and_then(|fd| sys::statat(fd, name))
-            .is_err_and(|e| e.raw_os_error() == Some(libc::ENOENT));
-        if absent {
-            self.notices.refused("create or lookup", path, decision);
+        if let Some(made) = making_syscall(tid) {
+            self.notices.refused(made, &r.path, &r.decision);
+            return;
         }
+        let absent = self.inodes.get(parent).is_some_and(|dir| {
+            let st = dir
+                .dir_fd()
+                .and_then(|fd| sys::statat(fd, &sys::name(name)?));
+            st.is_err_and(|e| e.raw_os_error() == Some(libc::ENOENT))
+        });
+        if absent {
+            self.notices.refused("lookup", &r.path, &r.decision);
+        }
+    }
+}
+
+/// The name-making operation of the system call thread `tid` is blocked in, if it
+/// is one: `"create"` for an open with `O_CREAT`, `"mkdir"`, ... `None` for any
+/// other call, or when it cannot be read.
+pub fn making_syscall(tid: u32) -> Option<&'static str> {
+    let text = std::fs::read_to_string(format!("/proc/{tid}/syscall")).ok()?;
+    making(&text)
+}
+
+/// [`making_syscall`] from the text of `/proc/<tid>/syscall`: the call number, then
+/// its arguments in hex.
+fn making(text: &str) -> Option<&'static str> {
+    let mut words = text.split_whitespace();
+    let nr: libc::c_long = words.next()?.parse().ok()?;
+    let args: Vec<u64> = words
+        .take(6)
+        .map(|w| u64::from_str_radix(w.trim_start_matches("0x"), 16))
+        .collect::<Result<_, _>>()
+        .ok()?;
+    let arg = |i: usize| args.get(i).copied();
+    let creates = |flags: Option<u64>| (flags? & libc::O_CREAT as u64 != 0).then_some("create");
+    match nr {
+        libc::SYS_openat => creates(arg(2)),
+        libc::SYS_mkdirat => Some("mkdir"),
+        libc::SYS_mknodat => Some("mknod"),
+        libc::SYS_symlinkat => Some("symlink"),
+        libc::SYS_linkat => Some("link"),
+        libc::SYS_renameat | libc::SYS_renameat2 => Some("rename"),
+        _ => legacy(nr, arg(1)),
+    }
+}
+
+/// The calls that only some architectures have (`open`, `creat`, `mkdir`, ...).
+#[cfg(target_arch = "x86_64")]
+fn legacy(nr: libc::c_long, arg1: Option<u64>) -> Option<&'static str> {
+    match nr {
+        libc::SYS_open => (arg1? & libc::O_CREAT as u64 != 0).then_some("create"),
+        libc::SYS_creat => Some("create"),
+        libc::SYS_mkdir => Some("mkdir"),
+        libc::SYS_mknod => Some("mknod"),
+        libc::SYS_symlink => Some("symlink"),
+        libc::SYS_link => Some("link"),
+        libc::SYS_rename => Some("rename"),
+        _ => None,
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn legacy(_nr: libc::c_long, _arg1: Option<u64>) -> Option<&'static str> {
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::making;
+
+    fn line(nr: libc::c_long, args: &[u64]) -> String {
+        let mut s = nr.to_string();
+        for a in args {
+            s += &format!(" {a:#x}");
+        }
+        s + " 0x7ffe3efda4e8 0x7f9b9f00b2ad"
+    }
+
+    #[test]
+    fn reads_the_intent_of_a_blocked_call() {
+        let creat = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL;
+        let at = |flags: i32| {
+            line(
+                libc::SYS_openat,
+                &[0xffffff9c, 0x1000, flags as u64, 0o644, 0, 0],
+            )
+        };
+        assert_eq!(making(&at(creat)), Some("create"));
+        assert_eq!(making(&at(libc::O_RDONLY)), None);
+        assert_eq!(
+            making(&line(libc::SYS_mkdirat, &[3, 0x1000, 0o755, 0, 0, 0])),
+            Some("mkdir")
+        );
+        assert_eq!(
+            making(&line(libc::SYS_renameat2, &[3, 1, 3, 2, 0, 0])),
+            Some("rename")
+        );
+        assert_eq!(
+            making(&line(libc::SYS_newfstatat, &[3, 1, 2, 0, 0, 0])),
+            None
+        );
+        assert_eq!(making("running\n"), None);
+        assert_eq!(making("-1 0x7ffe3efda4e8 0x7f9b9f00b2ad\n"), None);
     }
 }

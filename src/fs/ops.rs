@@ -441,7 +441,6 @@ impl VeilFs {
         let cname = sys::name(name)?;
         let (path, d) = self.child(&dir, &dp, &cname, Kind::OnDisk);
         if !d.action.visible() {
-            self.notice_refused_lookup(&dir, &cname, &path, &d);
             return Err(refuse(&path, &d));
         }
         let at = Entering {
