@@ -302,6 +302,14 @@ fn own_secrets_stay_refused_and_unlisted() {
         show(&o)
     );
     assert_eq!(err.matches("veilfs: id_rsa: ").count(), 1, "{}", show(&o));
+    // A read is said too, once, however often the path is refused after it.
+    assert_eq!(
+        err.matches("veilfs: .env: lookup refused: rule 1 \".env\"")
+            .count(),
+        1,
+        "{}",
+        show(&o)
+    );
     assert!(
         err.contains("veilfs: .ssh: mkdir refused: rule 1 \".ssh/\""),
         "{}",

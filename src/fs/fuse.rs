@@ -359,7 +359,7 @@ impl Filesystem for VeilFs {
             self.injected_fault(parent.0, name);
             let r = self.lookup(parent.0, name);
             if let Err(e) = &r {
-                self.notice_refused_lookup(req.pid(), parent.0, name, e);
+                self.notice_refused_lookup(req.pid(), name, e);
             }
             self.reply_entry(req, "lookup", r, reply)
         })

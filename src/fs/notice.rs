@@ -13,17 +13,16 @@
 //! (`--audit`) has every refusal; these notices are for the person watching.
 //!
 //! Which refusals: those of the operations that make a name (create, mknod, mkdir,
-//! symlink, link, rename), and refused lookups that are, or may be, the first step
-//! of one. The kernel looks every name up before it creates it, so a create of a
-//! denied name ends at that lookup, which carries no intent. The caller's thread is
-//! blocked in its system call until the lookup is answered, so `/proc/<tid>/syscall`
-//! says which call it is: `openat` with `O_CREAT`, `mkdirat`, `symlinkat`, `linkat`,
-//! `renameat2`, ... are said as "create", "mkdir", .... Many tools look before they
-//! make (`git` checking out `.env` first `lstat`s it and stops at the refusal), so a
-//! refused lookup of a name that does not exist on disk is said too, as "lookup"
-//! (that includes a tool probing for a missing `.npmrc`: one line, once). A refused
-//! lookup of a name that exists, by anything but a create, is not said here: reading
-//! a hidden secret is what the policy is for, and the audit log has it.
+//! symlink, link, rename), and refused lookups. The kernel looks every name up before
+//! it creates it, so a create of a denied name ends at that lookup, which carries no
+//! intent; many tools also look before they make (`git` checking out `.env` first
+//! `lstat`s it and stops at the refusal). The caller's thread is blocked in its
+//! system call until the lookup is answered, so `/proc/<tid>/syscall` says which call
+//! it is: `openat` with `O_CREAT`, `mkdirat`, `symlinkat`, `linkat`, `renameat2`, ...
+//! are said as "create", "mkdir", ...; anything else (a `stat`, a plain open, a tool
+//! probing for a missing `.npmrc`, a call that cannot be read) as "lookup". The line
+//! depends only on what the caller asked for, never on whether the name exists, so a
+//! notice discloses no more than the `EACCES` itself.
 //!
 //! Bounded: at most [`MAX_PATHS`] paths are remembered and said; after that one line
 //! says that further refusals go unsaid. Requests never wait on stderr: lines go
@@ -41,7 +40,6 @@ use std::os::unix::ffi::OsStrExt;
 
 use super::VeilFs;
 use super::ops::Refusal;
-use crate::sys;
 
 use crate::policy::Decision;
 
@@ -139,9 +137,9 @@ pub fn makes_a_name(op: &str) -> bool {
 }
 
 impl VeilFs {
-    /// The lookup of `name` in directory `parent`, by thread `tid`, failed with `e`:
-    /// says so if it is a refusal of a name about to be made, or of a missing name.
-    pub(crate) fn notice_refused_lookup(&self, tid: u32, parent: u64, name: &OsStr, e: &io::Error) {
+    /// The lookup of `name`, by thread `tid`, failed with `e`: says so once if it is
+    /// a refusal of that name, as the operation the caller's system call makes.
+    pub(crate) fn notice_refused_lookup(&self, tid: u32, name: &OsStr, e: &io::Error) {
         let Some(r) = e.get_ref().and_then(|x| x.downcast_ref::<Refusal>()) else {
             return;
         };
@@ -153,19 +151,8 @@ impl VeilFs {
         if !of_name || !self.notices.wants(&r.path) {
             return;
         }
-        if let Some(made) = making_syscall(tid) {
-            self.notices.refused(made, &r.path, &r.decision);
-            return;
-        }
-        let absent = self.inodes.get(parent).is_some_and(|dir| {
-            let st = dir
-                .dir_fd()
-                .and_then(|fd| sys::statat(fd, &sys::name(name)?));
-            st.is_err_and(|e| e.raw_os_error() == Some(libc::ENOENT))
-        });
-        if absent {
-            self.notices.refused("lookup", &r.path, &r.decision);
-        }
+        let op = making_syscall(tid).unwrap_or("lookup");
+        self.notices.refused(op, &r.path, &r.decision);
     }
 }
 
