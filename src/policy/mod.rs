@@ -62,6 +62,20 @@
 //! | default deny, `allow src/lib/**`       | `src` (a directory)      | allow     |
 //! | default deny, `allow src/lib/**`       | `src/main.rs`            | deny      |
 //!
+//! # Creating a denied name
+//!
+//! A name the policy denies (or makes read-only) cannot be created: creating is a
+//! change, refused like any other. Creating it and then hiding it was rejected: a
+//! confined command could plant files that a person's own tools trust (`.envrc`,
+//! `.npmrc`, `.git-credentials`) where the person cannot see them through the mount,
+//! and tools that check what they wrote (`git` `lstat`s each checked-out file) fail
+//! anyway. Showing the command what it created itself was rejected too: it would see
+//! the person's secret once the person writes into that file. Instead the built-in
+//! default (`policy-examples/default.toml`) allows the key and certificate files of
+//! dependency trees, CA bundles and test fixtures, each rule with a `why`, and a
+//! refusal is said once per path on stderr naming the rule
+//! ([`crate::fs::notice`]).
+//!
 //! # Cost
 //!
 //! [`Policy::decide_child`] decides a path from its parent's [`Decision`] and one
