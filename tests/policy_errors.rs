@@ -32,7 +32,7 @@ fn unknown_top_level_key() {
 fn unknown_rule_key() {
     assert_eq!(
         errors("[[rules]]\naction = \"deny\"\npaths = [\"a\"]\ncomment = \"x\"\n"),
-        "bad.toml:4:1: error: unknown key `comment`, expected `action` or `paths`"
+        "bad.toml:4:1: error: unknown key `comment`, expected one of `action`, `paths`, `why`"
     );
 }
 
@@ -180,4 +180,18 @@ fn column_counts_characters_not_bytes() {
     // "é" is two bytes; the column of the bad pattern is still counted in characters.
     let e = errors("[[rules]]\naction = \"deny\"\npaths = [\"é\", \"a[\"]\n");
     assert!(e.starts_with("bad.toml:3:15:"), "{e}");
+}
+
+#[test]
+fn a_rules_why_is_said_with_it() {
+    let p = veilfs::Policy::parse(
+        "why.toml",
+        "[[rules]]\naction = \"deny\"\npaths = [\"*.pem\"]\nwhy = \"keys live here\"\n",
+    )
+    .unwrap();
+    let d = p.decide(b"a/b.pem", false);
+    assert_eq!(d.why(), "rule 1 \"*.pem\" (why.toml:3:10): keys live here");
+    assert_eq!(d.to_json(b"a/b.pem")["rule_why"], "keys live here");
+    let e = errors("[[rules]]\naction = \"deny\"\npaths = [\"a\"]\nwhy = 3\n");
+    assert!(e.starts_with("bad.toml:4:7: error: invalid type"), "{e}");
 }

@@ -180,6 +180,9 @@ impl VeilFs {
     fn fail(&self, req: &Request, op: &'static str, e: io::Error) -> Errno {
         if let Some(r) = e.get_ref().and_then(|x| x.downcast_ref::<Refusal>()) {
             self.audit(req, op, r.path.clone(), r.decision.clone(), true);
+            if super::notice::makes_a_name(op) {
+                self.notices.refused(op, &r.path, &r.decision);
+            }
         }
         err(e)
     }
@@ -354,7 +357,11 @@ impl Filesystem for VeilFs {
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         guard("lookup", || {
             self.injected_fault(parent.0, name);
-            self.reply_entry(req, "lookup", self.lookup(parent.0, name), reply)
+            let r = self.lookup(parent.0, name);
+            if let Err(e) = &r {
+                self.notice_refused_lookup(req.pid(), name, e);
+            }
+            self.reply_entry(req, "lookup", r, reply)
         })
     }
 

@@ -7,6 +7,7 @@
 pub mod fuse;
 pub mod inode;
 pub mod inval;
+pub mod notice;
 pub mod ops;
 pub mod protect;
 pub mod reload;
@@ -108,6 +109,8 @@ pub struct VeilFs {
     pub(crate) ttl: std::time::Duration,
     /// Where refusals (and, if asked, every operation) are logged.
     pub(crate) audit: Option<crate::audit::Audit>,
+    /// Refused names said once on stderr.
+    pub(crate) notices: notice::Notices,
 }
 
 impl VeilFs {
@@ -188,6 +191,7 @@ impl VeilFs {
             watcher: None,
             ttl: DEFAULT_TTL,
             audit: None,
+            notices: notice::Notices::default(),
         })
     }
 

@@ -65,6 +65,8 @@ pub struct RawRule {
     pub action: Action,
     pub at: Location,
     pub patterns: Vec<(String, Location)>,
+    /// The rule's optional `why`: a person's reason for it, shown by `explain`.
+    pub why: Option<Arc<str>>,
 }
 
 /// A parsed policy file, before glob compilation.
@@ -89,6 +91,7 @@ struct FileShape {
 struct RuleShape {
     action: Spanned<String>,
     paths: Spanned<Vec<Spanned<String>>>,
+    why: Option<String>,
 }
 
 /// Maps byte offsets of one text to 1-based line and column (columns count chars).
@@ -208,6 +211,7 @@ pub fn parse(name: &str, text: &str) -> Result<(RawPolicy, Vec<PolicyError>), Lo
             action,
             at: action_at,
             patterns,
+            why: r.why.as_deref().map(Arc::from),
         });
     }
 

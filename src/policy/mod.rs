@@ -16,7 +16,11 @@
 //! [[rules]]
 //! action = "allow"
 //! paths  = [".env.example"]
+//! why    = "a template: names the variables, holds no values"   # optional
 //! ```
+//!
+//! A rule's optional `why` is said after the rule wherever a decision is explained
+//! (`explain`, the audit log, refusal notices).
 //!
 //! | action    | listing | stat / read | any change                   |
 //! |-----------|---------|-------------|------------------------------|
@@ -67,6 +71,20 @@
 //! could otherwise plant the next one. A `deny` still hides it. This is part of
 //! every decision ([`Policy::decide_child`], so [`Policy::decide`] and `explain`
 //! too), not a check a caller may forget.
+//!
+//! # Creating a denied name
+//!
+//! A name the policy denies (or makes read-only) cannot be created: creating is a
+//! change, refused like any other. Creating it and then hiding it was rejected: a
+//! confined command could plant files that a person's own tools trust (`.envrc`,
+//! `.npmrc`, `.git-credentials`) where the person cannot see them through the mount,
+//! and tools that check what they wrote (`git` `lstat`s each checked-out file) fail
+//! anyway. Showing the command what it created itself was rejected too: it would see
+//! the person's secret once the person writes into that file. Instead the built-in
+//! default (`policy-examples/default.toml`) allows the key and certificate files of
+//! dependency trees, CA bundles and test fixtures, each rule with a `why`, and a
+//! refusal is said once per path on stderr naming the rule
+//! ([`crate::fs::notice`]).
 //!
 //! # Cost
 //!
@@ -152,6 +170,8 @@ pub struct Pattern {
     pub anchored: bool,
     /// The glob handed to `globset` (anchors and trailing `/` removed).
     glob: String,
+    /// The rule's `why`, if it has one: said after the pattern by `explain`.
+    pub why: Option<Arc<str>>,
 }
 
 impl fmt::Display for Pattern {
@@ -308,6 +328,9 @@ impl Decision {
             obj["rule"] = p.rule.into();
             obj["pattern"] = p.text.clone().into();
             obj["location"] = p.at.to_string().into();
+            if let Some(why) = &p.why {
+                obj["rule_why"] = why.to_string().into();
+            }
         }
         if let Some(a) = ancestor {
             obj["ancestor"] = String::from_utf8_lossy(a).into();
@@ -325,6 +348,9 @@ fn write_reason(s: &mut String, action: Action, reason: &Reason) {
         }
         Reason::Rule(p) => {
             let _ = write!(s, "{p}");
+            if let Some(why) = &p.why {
+                let _ = write!(s, ": {why}");
+            }
         }
         Reason::Admitted(p) => {
             let _ = write!(s, "admitted as a directory leading to {p}");
@@ -437,6 +463,7 @@ impl Policy {
                     dir_only,
                     anchored,
                     glob: body.to_string(),
+                    why: rule.why.clone(),
                 }));
             }
         }
