@@ -89,18 +89,16 @@ pub(super) fn wait(init: i32, on_winch: impl Fn()) -> io::Result<i32> {
     };
     loop {
         let ev = match (first, killed) {
-            (Some((sig, at)), None) => {
-                match rx.recv_timeout(GRACE.saturating_sub(at.elapsed())) {
-                    Ok(ev) => ev,
-                    Err(mpsc::RecvTimeoutError::Timeout) => {
-                        kill_init(sig, &mut killed);
-                        continue;
-                    }
-                    Err(mpsc::RecvTimeoutError::Disconnected) => {
-                        return Err(io::Error::other("the wait for the command ended"));
-                    }
+            (Some((sig, at)), None) => match rx.recv_timeout(GRACE.saturating_sub(at.elapsed())) {
+                Ok(ev) => ev,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    kill_init(sig, &mut killed);
+                    continue;
                 }
-            }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(io::Error::other("the wait for the command ended"));
+                }
+            },
             _ => rx
                 .recv()
                 .map_err(|_| io::Error::other("the wait for the command ended"))?,
@@ -155,6 +153,8 @@ pub(super) fn unmount(
             let _ = tx.send(());
         });
     if spawned.is_err() || rx.recv_timeout(TEARDOWN).is_err() {
-        log::warn!("the mount did not end in time; leaving without it (the audit summary may be missing)");
+        log::warn!(
+            "the mount did not end in time; leaving without it (the audit summary may be missing)"
+        );
     }
 }

@@ -159,8 +159,8 @@ impl Master {
             .find(|&n| self.ttys[n as usize])
             .unwrap_or(1);
         let size_from = (0..3).find(|&n| self.ttys[n as usize]).unwrap_or(0);
-        let foreground = self.ttys[0]
-            && nix::unistd::tcgetpgrp(fd(0)).ok() == Some(nix::unistd::getpgrp());
+        let foreground =
+            self.ttys[0] && nix::unistd::tcgetpgrp(fd(0)).ok() == Some(nix::unistd::getpgrp());
         let mut restore = None;
         if foreground {
             let saved = termios::tcgetattr(fd(0))?;
