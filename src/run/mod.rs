@@ -15,9 +15,9 @@
 //!   mount), with the dangerous capabilities dropped for good and `no_new_privs` set
 //!   (or as `--user`), so it cannot unmount, bind-mount around, or open by handle;
 //!   in a session of its own, on a pty the daemon relays when the caller has a
-//!   terminal ([`pty`]), so it cannot type into the caller's terminal.
+//!   terminal (`pty`), so it cannot type into the caller's terminal.
 //!
-//! `run` always ends ([`ending`]): with the command's status, or 128+N on signal N.
+//! `run` always ends (`ending`): with the command's status, or 128+N on signal N.
 //!
 //! When the daemon exits, its mount namespace (and so the mount) disappears; outside
 //! it nothing was ever mounted.

@@ -25,6 +25,9 @@
 //! * None is a terminal: the command just calls `setsid()` and has no controlling
 //!   terminal at all.
 //!
+//! When `veilfs run` starts in the background of the caller's terminal, the
+//! terminal is left as it is and its input is not relayed.
+//!
 //! Not done: Ctrl-Z of a command that does not handle job control itself stops it
 //! inside the pty, but `veilfs run` does not stop with it (sudo does).
 
@@ -161,28 +164,30 @@ impl Master {
         let size_from = (0..3).find(|&n| self.ttys[n as usize]).unwrap_or(0);
         let foreground =
             self.ttys[0] && nix::unistd::tcgetpgrp(fd(0)).ok() == Some(nix::unistd::getpgrp());
-        let mut restore = None;
+        // Built first, so that the terminal is restored on every way out below.
+        let mut relay = Relay {
+            master: master.clone(),
+            size_from,
+            restore: None,
+            output: None,
+        };
         if foreground {
             let saved = termios::tcgetattr(fd(0))?;
             let mut raw = saved.clone();
             termios::cfmakeraw(&mut raw);
             termios::tcsetattr(fd(0), SetArg::TCSADRAIN, &raw)?;
-            restore = Some(saved);
+            relay.restore = Some(saved);
             let m = master.clone();
             std::thread::Builder::new()
                 .name("veilfs-tty-in".into())
                 .spawn(move || copy(fd(0), &*m))?;
         }
-        let m = master.clone();
-        let output = std::thread::Builder::new()
-            .name("veilfs-tty-out".into())
-            .spawn(move || copy(&*m, fd(out)))?;
-        Ok(Relay {
-            master,
-            size_from,
-            restore,
-            output: Some(output),
-        })
+        relay.output = Some(
+            std::thread::Builder::new()
+                .name("veilfs-tty-out".into())
+                .spawn(move || copy(&*master, fd(out)))?,
+        );
+        Ok(relay)
     }
 }
 
