@@ -888,3 +888,30 @@ pub fn is_read_write(fd: BorrowedFd) -> bool {
     let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
     flags != -1 && flags & libc::O_ACCMODE == libc::O_RDWR
 }
+
+// ---- terminals, for the pty that `veilfs run` puts between the command and the
+// caller's terminal (never on a request path) ----
+
+/// `ioctl(fd, TIOCSCTTY, 0)`: the terminal `fd` becomes the controlling terminal of
+/// the calling session leader (which must have none).
+pub fn set_controlling_tty(fd: BorrowedFd) -> io::Result<()> {
+    // SAFETY: TIOCSCTTY takes an int argument, no pointer.
+    check(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCSCTTY, 0) }).map(drop)
+}
+
+/// `TIOCGWINSZ`: the window size of the terminal `fd`.
+pub fn window_size(fd: BorrowedFd) -> io::Result<libc::winsize> {
+    let mut ws = MaybeUninit::<libc::winsize>::zeroed();
+    // SAFETY: TIOCGWINSZ writes one winsize to a valid pointer.
+    check(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCGWINSZ, ws.as_mut_ptr()) })?;
+    // SAFETY: zero-initialised, and filled on success.
+    Ok(unsafe { ws.assume_init() })
+}
+
+/// `TIOCSWINSZ`: sets the window size of the terminal `fd` (its foreground process
+/// group gets `SIGWINCH`).
+pub fn set_window_size(fd: BorrowedFd, ws: &libc::winsize) -> io::Result<()> {
+    // SAFETY: TIOCSWINSZ reads one winsize from a valid pointer.
+    check(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCSWINSZ, ws as *const libc::winsize) })
+        .map(drop)
+}

@@ -230,6 +230,11 @@ impl VeilFs {
         ))
     }
 
+    /// Says refusal notices through `log` instead of on stderr (see [`notice`]).
+    pub fn set_quiet_notices(&self, quiet: bool) {
+        self.notices.set_quiet(quiet);
+    }
+
     /// Turns FUSE passthrough off (it is on by default where the kernel allows it).
     pub fn set_passthrough(&self, on: bool) {
         self.passthrough

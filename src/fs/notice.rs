@@ -9,7 +9,9 @@
 //! veilfs: deploy/prod.key: create refused: rule 1 "*.key" (<built-in>:25:3): …
 //! ```
 //!
-//! Under `veilfs run` the daemon's stderr is the invoking stderr. The audit log
+//! Under `veilfs run` the daemon's stderr is the invoking stderr (on a terminal, not
+//! the command's: the command has a pty of its own); `run --quiet` sends them to the
+//! log instead (`-v`), so they never mix into a command's captured stderr. The audit log
 //! (`--audit`) has every refusal; these notices are for the person watching.
 //!
 //! Which refusals: those of the operations that make a name (create, mknod, mkdir,
@@ -53,6 +55,9 @@ const MAKING: [&str; 6] = ["create", "mknod", "mkdir", "symlink", "link", "renam
 #[derive(Default)]
 pub struct Notices {
     inner: Mutex<Inner>,
+    /// Said through `log` (info) instead of on stderr: `veilfs run --quiet`, whose
+    /// stderr may be the command's own.
+    quiet: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Default)]
@@ -71,6 +76,12 @@ impl std::fmt::Debug for Notices {
 }
 
 impl Notices {
+    /// Says notices through `log` (info) instead of on stderr.
+    pub fn set_quiet(&self, quiet: bool) {
+        self.quiet
+            .store(quiet, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Whether a refusal of `path` would still be said (it was not, and the limit is
     /// not reached).
     pub fn wants(&self, path: &[u8]) -> bool {
@@ -95,6 +106,10 @@ impl Notices {
                 decision.why()
             )
         };
+        if self.quiet.load(std::sync::atomic::Ordering::Relaxed) {
+            log::info!("{line}");
+            return;
+        }
         if inner.tx.is_none() {
             let (tx, rx) = sync_channel::<String>(64);
             let spawned = std::thread::Builder::new()

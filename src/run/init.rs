@@ -1,11 +1,13 @@
 //! PID 1 of the command's PID namespace: waits for the mount, gives the command a
-//! fresh `/proc`, starts it confined, forwards signals and reaps orphans.
+//! fresh `/proc`, starts it confined in a session of its own (on its own pty, see
+//! [`super::pty`]), forwards signals and reaps orphans.
 
 use std::ffi::OsString;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 
 use super::DROPPED_CAPS;
+use super::pty::CommandTty;
 use crate::sys;
 
 /// PID 1 of the command's PID namespace. Never returns.
@@ -14,13 +16,26 @@ pub(super) fn init_main(
     cwd: &Path,
     command: &[OsString],
     user: Option<(u32, u32)>,
+    tty: Option<CommandTty>,
 ) -> ! {
     let fail = |what: &str, e: std::io::Error| -> ! {
         eprintln!("veilfs run: {what}: {e}");
         sys::exit_now(126)
     };
     let _ = sys::die_with_parent(libc::SIGKILL);
-    sys::close_from(3, &[ready.as_raw_fd()]);
+    let mut keep = vec![ready.as_raw_fd()];
+    keep.extend(tty.as_ref().map(CommandTty::raw));
+    sys::close_from(3, &keep);
+    // Leave the caller's session (and controlling terminal); the pty's slave takes
+    // the place of the caller's terminal on fds 0-2.
+    if let Err(e) = nix::unistd::setsid() {
+        fail("cannot start a session", e.into());
+    }
+    if let Some(t) = &tty
+        && let Err(e) = t.install()
+    {
+        fail("cannot set up the terminal", e);
+    }
     // Wait for the mount; end of file means the daemon gave up.
     match sys::read_byte(ready.as_fd()) {
         Ok(Some(_)) => {}
@@ -36,7 +51,13 @@ pub(super) fn init_main(
     if let Err(e) = sys::mount_proc() {
         fail("cannot mount /proc for the command", e);
     }
-    const FORWARD: [i32; 3] = [libc::SIGTERM, libc::SIGHUP, libc::SIGCHLD];
+    const FORWARD: [i32; 5] = [
+        libc::SIGTERM,
+        libc::SIGHUP,
+        libc::SIGINT,
+        libc::SIGQUIT,
+        libc::SIGCHLD,
+    ];
     for s in FORWARD {
         let _ = sys::catch_signal(s);
     }
@@ -48,6 +69,16 @@ pub(super) fn init_main(
     };
     if child == 0 {
         sys::reset_signals();
+        // A session of its own: no controlling terminal but its pty, if any, so no
+        // terminal outside can be written into (TIOCSTI).
+        if let Err(e) = nix::unistd::setsid() {
+            fail("cannot start a session", e.into());
+        }
+        if let Some(t) = tty
+            && let Err(e) = t.attach()
+        {
+            fail("cannot attach the terminal", e);
+        }
         if let Err(e) = sys::chdir(cwd) {
             fail(&format!("cannot enter {}", cwd.display()), e);
         }

@@ -9,11 +9,15 @@
 //! * **init**: PID 1 of a new PID namespace, forked before any thread exists. It
 //!   waits until the mount is live, mounts a fresh `/proc` in a mount namespace of
 //!   its own (so the daemon's `/proc/<pid>/fd` is not there to be found), starts the
-//!   command, forwards `SIGTERM`/`SIGHUP` to it, reaps orphans, and exits with the
-//!   command's status;
+//!   command, forwards signals to it, reaps orphans, and exits with the command's
+//!   status;
 //! * the **command**, in the original working directory (now reached through the
 //!   mount), with the dangerous capabilities dropped for good and `no_new_privs` set
-//!   (or as `--user`), so it cannot unmount, bind-mount around, or open by handle.
+//!   (or as `--user`), so it cannot unmount, bind-mount around, or open by handle;
+//!   in a session of its own, on a pty the daemon relays when the caller has a
+//!   terminal (`pty`), so it cannot type into the caller's terminal.
+//!
+//! `run` always ends (`ending`): with the command's status, or 128+N on signal N.
 //!
 //! When the daemon exits, its mount namespace (and so the mount) disappears; outside
 //! it nothing was ever mounted.
@@ -30,7 +34,9 @@ use crate::fs::VeilFs;
 use crate::sys;
 
 mod confine;
+mod ending;
 mod init;
+mod pty;
 
 /// Capabilities the command never gets back: each one could undo or bypass the
 /// overlay (unmount or bind-mount, open by handle, read another process's
@@ -155,14 +161,23 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     }
 
     let (ready_r, ready_w) = sys::pipe()?;
+    let (tty, master) = match pty::open().context("opening a pty for the command")? {
+        Some(p) => {
+            let (t, m) = p.split();
+            (Some(t), Some(m))
+        }
+        None => (None, None),
+    };
     // No thread exists yet: forking here is safe.
     let init = sys::fork_new_pid_ns().context("creating the PID namespace")?;
     if init == 0 {
         drop(ready_w);
         drop(root_fd);
-        init::init_main(ready_r, &cwd, &command, opts.user);
+        drop(master);
+        init::init_main(ready_r, &cwd, &command, opts.user, tty);
     }
     drop(ready_r);
+    drop(tty);
 
     let source = loaded.source();
     let fs = match VeilFs::from_fd(root_fd, &ws, loaded.policy, loaded.path.as_deref()) {
@@ -172,13 +187,10 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
             return refuse(format!("cannot serve {}: {e}", ws.display()));
         }
     };
-    // SIGTERM and SIGHUP go to the command; the terminal's SIGINT and SIGQUIT reach
-    // it directly (it is in our process group), so this process ignores them. Set
-    // before any thread starts, so that every thread inherits the mask.
-    const FORWARD: [i32; 2] = [libc::SIGTERM, libc::SIGHUP];
-    sys::block_signals(&FORWARD)?;
-    sys::ignore_signal_default(libc::SIGINT)?;
-    sys::ignore_signal_default(libc::SIGQUIT)?;
+    fs.set_quiet_notices(opts.quiet);
+    // Taken by the waiting loop (see `ending`); blocked before any thread starts,
+    // so that every thread inherits the mask.
+    ending::block_signals()?;
     // Only processes in this private namespace can reach the mount; the command may
     // run under another uid (`--user`).
     let mount_opts = crate::mount::MountOptions {
@@ -206,27 +218,24 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
 
     let bg = session.spawn().context("starting the request loop")?;
     let _control = control.and_then(|c| c.serve_run(reloader, init));
-    std::thread::spawn(move || {
-        while let Ok(sig) = sys::wait_signal(&FORWARD) {
-            let _ = sys::kill(init, sig);
-        }
-    });
+    let relay = match master {
+        Some(m) => Some(m.relay().context("relaying the terminal")?),
+        None => None,
+    };
     sys::write_byte(ready_w.as_fd(), 1).context("starting the command")?;
     drop(ready_w);
 
-    let exit = loop {
-        match sys::wait(init, 0) {
-            Ok(Some((_, exit))) => break exit,
-            Ok(None) => continue,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e).context("waiting for the command"),
+    let status = ending::wait(init, || {
+        if let Some(r) = &relay {
+            r.resize();
         }
-    };
-    drop(bg);
-    if let Some(w) = audit {
-        w.finish();
+    });
+    if let Some(r) = relay {
+        r.finish(ending::TEARDOWN);
     }
-    Ok(ExitCode::from(exit.status().clamp(0, 255) as u8))
+    ending::unmount(bg, audit, &ws);
+    let status = status.context("waiting for the command")?;
+    Ok(ExitCode::from(status.clamp(0, 255) as u8))
 }
 
 /// A private mount namespace, inside a new user namespace (mapping the caller to

@@ -1,0 +1,160 @@
+//! How `veilfs run` ends, whatever happens: with the command's status when the
+//! command ends, or 128+N when `run` gets signal N and the command does not end.
+//!
+//! * `SIGTERM`, `SIGINT`, `SIGHUP` and `SIGQUIT` to `run`: the first goes on to the
+//!   command (through init). If the command has not ended [`GRACE`] later, or on a
+//!   second such signal, init gets `SIGKILL`, which ends the whole PID namespace,
+//!   and `run` exits 128+N.
+//! * `SIGWINCH` resizes the command's pty.
+//! * Teardown: once the command is gone, the mount is unmounted and its session
+//!   joined, then the audit writer finishes. If something in the daemon still holds
+//!   the mount, the FUSE connection is aborted (`MNT_FORCE`) and the mount detached,
+//!   so the request threads end; and the teardown gets [`TEARDOWN`] at most, after
+//!   which `run` exits anyway (the mount lives only in this process's namespace and
+//!   goes with it).
+
+use std::io;
+use std::path::Path;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use crate::sys;
+
+/// How long the command has to end after the first signal is passed on.
+pub const GRACE: Duration = Duration::from_secs(3);
+
+/// How long unmounting and finishing the audit log may take.
+pub const TEARDOWN: Duration = Duration::from_secs(5);
+
+/// Signals that end `run`.
+const ENDING: [i32; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT];
+
+/// Signals the daemon takes synchronously, on its signal thread.
+const TAKEN: [i32; 5] = [
+    libc::SIGTERM,
+    libc::SIGINT,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGWINCH,
+];
+
+/// Blocks the signals the daemon handles, and the terminal's `SIGTTIN`/`SIGTTOU` (so
+/// that restoring the caller's terminal never stops it). Call before any thread
+/// starts: threads inherit the mask.
+pub(super) fn block_signals() -> io::Result<()> {
+    sys::block_signals(&TAKEN)?;
+    sys::block_signals(&[libc::SIGTTIN, libc::SIGTTOU])
+}
+
+enum Event {
+    Signal(i32),
+    Ended(io::Result<sys::Exit>),
+}
+
+/// Waits for init (and so the command) to end, handling signals as described above.
+/// Returns the status `run` exits with.
+pub(super) fn wait(init: i32, on_winch: impl Fn()) -> io::Result<i32> {
+    let (tx, rx) = mpsc::channel();
+    let signals = tx.clone();
+    std::thread::Builder::new()
+        .name("veilfs-signals".into())
+        .spawn(move || {
+            while let Ok(sig) = sys::wait_signal(&TAKEN) {
+                if signals.send(Event::Signal(sig)).is_err() {
+                    return;
+                }
+            }
+        })?;
+    std::thread::Builder::new()
+        .name("veilfs-wait".into())
+        .spawn(move || {
+            let r = loop {
+                match sys::wait(init, 0) {
+                    Ok(Some((_, exit))) => break Ok(exit),
+                    Ok(None) => continue,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => break Err(e),
+                }
+            };
+            let _ = tx.send(Event::Ended(r));
+        })?;
+
+    // The first ending signal and when it came; the signal `run` was killed for.
+    let mut first: Option<(i32, Instant)> = None;
+    let mut killed: Option<i32> = None;
+    let kill_init = |sig: i32, killed: &mut Option<i32>| {
+        log::info!("ending the command's namespace (signal {sig})");
+        let _ = sys::kill(init, libc::SIGKILL);
+        *killed = Some(sig);
+    };
+    loop {
+        let ev = match (first, killed) {
+            (Some((sig, at)), None) => match rx.recv_timeout(GRACE.saturating_sub(at.elapsed())) {
+                Ok(ev) => ev,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    kill_init(sig, &mut killed);
+                    continue;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(io::Error::other("the wait for the command ended"));
+                }
+            },
+            _ => rx
+                .recv()
+                .map_err(|_| io::Error::other("the wait for the command ended"))?,
+        };
+        match ev {
+            Event::Signal(libc::SIGWINCH) => on_winch(),
+            Event::Signal(sig) if ENDING.contains(&sig) => match (first, killed) {
+                (None, None) => {
+                    let _ = sys::kill(init, sig);
+                    first = Some((sig, Instant::now()));
+                }
+                (Some((s, _)), None) => kill_init(s, &mut killed),
+                _ => {}
+            },
+            Event::Signal(_) => {}
+            Event::Ended(r) => {
+                let exit = r?;
+                return Ok(match killed {
+                    Some(sig) => 128 + sig,
+                    None => exit.status(),
+                });
+            }
+        }
+    }
+}
+
+/// Unmounts the workspace, joins the session and finishes the audit log, in at most
+/// [`TEARDOWN`].
+pub(super) fn unmount(
+    session: fuser::BackgroundSession,
+    audit: Option<crate::audit::Writer>,
+    ws: &Path,
+) {
+    let (tx, rx) = mpsc::channel();
+    let ws = ws.to_path_buf();
+    let spawned = std::thread::Builder::new()
+        .name("veilfs-unmount".into())
+        .spawn(move || {
+            if let Err(e) = session.umount_and_join() {
+                // Busy: something in the daemon still holds the mount. Abort the
+                // connection (the request threads then end) and detach the mount.
+                log::info!("unmounting {} failed ({e}); aborting it", ws.display());
+                use nix::mount::{MntFlags, umount2};
+                if umount2(&ws, MntFlags::MNT_FORCE | MntFlags::MNT_DETACH).is_err() {
+                    let _ = umount2(&ws, MntFlags::MNT_DETACH);
+                }
+            }
+            // The filesystem (and its end of the audit queue) is gone with the session.
+            if let Some(w) = audit {
+                w.finish();
+            }
+            let _ = tx.send(());
+        });
+    if spawned.is_err() || rx.recv_timeout(TEARDOWN).is_err() {
+        log::warn!(
+            "the mount did not end in time; leaving without it (the audit summary may be missing)"
+        );
+    }
+}
