@@ -40,11 +40,12 @@ impl Ws {
         self.tmp.path().join(rel)
     }
 
-    /// `veilfs run -q -- sh -c SCRIPT` from the workspace root, default policy.
+    /// `veilfs run -- sh -c SCRIPT` from the workspace root, default policy (not
+    /// `--quiet`, which sends refusal notices to the log).
     fn run(&self, script: &str) -> Output {
         assert!(!self.dir.join(".veilfs.toml").exists());
         let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
-            .args(["run", "-q", "--", "sh", "-c", script])
+            .args(["run", "--", "sh", "-c", script])
             .current_dir(&self.dir)
             .env("HOME", self.outside("home"))
             .output()
