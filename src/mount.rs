@@ -179,7 +179,7 @@ pub fn is_mount_point(path: &Path) -> bool {
 }
 
 /// Mount points in mountinfo escape space, tab, newline and backslash as `\ooo`.
-fn unescape_mountinfo(s: &[u8]) -> Vec<u8> {
+pub(crate) fn unescape_mountinfo(s: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(s.len());
     let mut i = 0;
     while i < s.len() {

@@ -466,3 +466,40 @@ fn a_non_root_user_runs_it_through_a_user_namespace() {
     );
     assert_no_mount_outside(&ws.dir);
 }
+
+/// As root, the command cannot turn the kernel's knobs that run a program as full
+/// root outside every namespace (`kernel.core_pattern`, `kernel.modprobe`, cgroup
+/// v1's `release_agent`), nor abort the mount: `/proc/sys` and `/sys` are read-only
+/// inside. (The value written is the current one, so an old veilfs that let it
+/// through changes nothing on this machine.)
+#[test]
+fn the_kernels_settings_are_read_only_inside() {
+    let ws = Ws::new();
+    let before = std::fs::read_to_string("/proc/sys/kernel/core_pattern").unwrap();
+    let o = ws.sh(
+        "for f in /proc/sys/kernel/core_pattern /proc/sys/kernel/modprobe; do \
+           v=$(cat $f); if printf '%s\\n' \"$v\" > $f; then echo WROTE $f; else echo refused $f; fi; \
+         done; \
+         for f in $(find /sys/fs/cgroup /sys/kernel -maxdepth 2 \\( -name release_agent -o -name uevent_helper \\) 2>/dev/null); do \
+           v=$(cat $f); if printf '%s\\n' \"$v\" > $f; then echo WROTE $f; else echo refused $f; fi; \
+         done; \
+         if (true > /proc/sysrq-trigger); then echo WROTE sysrq; else echo refused sysrq; fi",
+    );
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("refused /proc/sys/kernel/core_pattern"),
+        "{}",
+        show(&o)
+    );
+    assert!(out.contains("refused sysrq"), "{}", show(&o));
+    assert!(!out.contains("WROTE"), "{}", show(&o));
+    assert!(
+        text(&o.stderr).contains("Read-only file system"),
+        "{}",
+        show(&o)
+    );
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/kernel/core_pattern").unwrap(),
+        before
+    );
+}

@@ -65,7 +65,63 @@ pub fn protect_policy_file(file: &Path, ws: &Path) -> Result<(), String> {
         // Served by the mount, which keeps it read-only.
         return Ok(());
     }
-    let flags = nix::sys::statvfs::statvfs(&canon)
+    bind_read_only(&canon)
+        .map_err(|e| format!("cannot protect the policy file {}: {e}", canon.display()))
+}
+
+/// The kernel's knobs the command must not turn, even as root: `kernel.core_pattern`
+/// and `kernel.modprobe` name programs the kernel runs as full root in the first
+/// namespaces (where the workspace is not covered), cgroup v1's `release_agent` and
+/// `uevent_helper` likewise, and `/sys/fs/fuse/connections` aborts mounts. In the
+/// command's mount namespace `/proc/sys`, `/proc/sysrq-trigger` and every mount
+/// under `/sys` are read-only; without `CAP_SYS_ADMIN` it cannot remount them.
+///
+/// Called by init in the command's own mount namespace, after its `/proc` is
+/// mounted. `strict`: fail when a remount fails (a real root); in a user namespace
+/// the command is no real root and cannot write these anyway.
+pub fn kernel_knobs_read_only(strict: bool) -> std::io::Result<()> {
+    let mut targets: Vec<std::path::PathBuf> =
+        vec!["/proc/sys".into(), "/proc/sysrq-trigger".into()];
+    targets.extend(mounts_under(Path::new("/sys")));
+    for t in targets {
+        if !t.exists() {
+            continue;
+        }
+        if let Err(e) = bind_read_only(&t) {
+            if strict {
+                return Err(std::io::Error::other(format!("{}: {e}", t.display())));
+            }
+            log::info!("{}: not made read-only: {e}", t.display());
+        }
+    }
+    Ok(())
+}
+
+/// The mount points at or under `top`, from `/proc/self/mountinfo`, outermost first.
+fn mounts_under(top: &Path) -> Vec<std::path::PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(info) = std::fs::read("/proc/self/mountinfo") else {
+        return Vec::new();
+    };
+    let mut out: Vec<std::path::PathBuf> = info
+        .split(|&b| b == b'\n')
+        .filter_map(|line| line.split(|&b| b == b' ').nth(4))
+        .map(|mp| {
+            std::path::PathBuf::from(std::ffi::OsStr::from_bytes(
+                &crate::mount::unescape_mountinfo(mp),
+            ))
+        })
+        .filter(|mp| mp.starts_with(top))
+        .collect();
+    out.sort_by_key(|p| p.components().count());
+    out.dedup();
+    out
+}
+
+/// Bind-mounts `path` onto itself (unless it is a mount point already) and makes
+/// that mount read-only, keeping the flags that lock it in a user namespace.
+fn bind_read_only(path: &Path) -> Result<(), nix::Error> {
+    let flags = nix::sys::statvfs::statvfs(path)
         .map(|s| s.flags())
         .unwrap_or(FsFlags::empty());
     // A remount inside a user namespace must keep the flags that lock the mount.
@@ -83,23 +139,14 @@ pub fn protect_policy_file(file: &Path, ws: &Path) -> Result<(), String> {
         }
     }
     let none: Option<&str> = None;
-    nix::mount::mount(Some(&canon), &canon, none, MsFlags::MS_BIND, none).map_err(|e| {
-        format!(
-            "cannot protect the policy file {}: bind mount: {e}",
-            canon.display()
-        )
-    })?;
+    if !crate::mount::is_mount_point(path) {
+        nix::mount::mount(Some(path), path, none, MsFlags::MS_BIND, none)?;
+    }
     nix::mount::mount(
         none,
-        &canon,
+        path,
         none,
         MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY | keep,
         none,
     )
-    .map_err(|e| {
-        format!(
-            "cannot protect the policy file {}: read-only remount: {e}",
-            canon.display()
-        )
-    })
 }

@@ -17,6 +17,7 @@ pub(super) fn init_main(
     command: &[OsString],
     user: Option<(u32, u32)>,
     tty: Option<CommandTty>,
+    real_root: bool,
 ) -> ! {
     let fail = |what: &str, e: std::io::Error| -> ! {
         eprintln!("veilfs run: {what}: {e}");
@@ -50,6 +51,12 @@ pub(super) fn init_main(
     }
     if let Err(e) = sys::mount_proc() {
         fail("cannot mount /proc for the command", e);
+    }
+    if let Err(e) = super::confine::kernel_knobs_read_only(real_root) {
+        fail(
+            "cannot make the kernel's settings read-only for the command",
+            e,
+        );
     }
     const FORWARD: [i32; 5] = [
         libc::SIGTERM,

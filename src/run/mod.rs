@@ -144,6 +144,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     } else {
         ""
     };
+    let real_root = sys::euid() == 0;
     // The real workspace, opened before anything covers it.
     let root_fd = sys::open_dir_path(&ws).with_context(|| format!("opening {}", ws.display()))?;
 
@@ -174,7 +175,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         drop(ready_w);
         drop(root_fd);
         drop(master);
-        init::init_main(ready_r, &cwd, &command, opts.user, tty);
+        init::init_main(ready_r, &cwd, &command, opts.user, tty, real_root);
     }
     drop(ready_r);
     drop(tty);
