@@ -36,6 +36,13 @@ pub enum ConfigError {
     },
     #[error("{0}")]
     Invalid(#[from] LoadError),
+    #[error(
+        "refusing the policy {}: it is owned by uid {uid}, neither by you nor by root, so \
+         another user may have written it. Check it, then `chown` it, or name a policy \
+         with --policy",
+        path.display()
+    )]
+    NotOwned { path: PathBuf, uid: u32 },
 }
 
 /// How a workspace was chosen, for the start-up line.
@@ -64,8 +71,10 @@ impl fmt::Display for Found {
 
 /// Finds the workspace for a command started in `start` (canonical), the way git
 /// finds its repository: the nearest directory, from `start` up, that holds a
-/// `.veilfs.toml`; else the top of the enclosing git work tree (the nearest directory
-/// holding `.git`); else `start`.
+/// `.veilfs.toml`; else the top of the outermost enclosing git work tree (the
+/// outermost directory holding `.git`: nested repositories and submodules belong to
+/// the project around them, and a planted `src/.git` cannot shrink the workspace);
+/// else `start`.
 ///
 /// A `.veilfs.toml` that is owned neither by this user nor by root is passed over
 /// (with a warning from [`find_workspace`]'s second value), as git passes over a
@@ -87,7 +96,9 @@ pub fn find_workspace(start: &Path) -> (PathBuf, Found, Vec<String>) {
                 m.uid()
             ));
         }
-        if git_top.is_none() && dir.join(".git").symlink_metadata().is_ok() {
+        // The outermost one: a `.git` made inside a project (by a command confined
+        // in it, say) must not narrow what a later run started below it covers.
+        if dir.join(".git").symlink_metadata().is_ok() {
             git_top = Some(dir.to_path_buf());
         }
     }
@@ -97,17 +108,26 @@ pub fn find_workspace(start: &Path) -> (PathBuf, Found, Vec<String>) {
     }
 }
 
-/// Loads `explicit` if given, else `.veilfs.toml` at the workspace root if it exists,
-/// else the built-in default policy.
+/// Loads `explicit` if given, else `.veilfs.toml` at the workspace root if it exists
+/// (refused unless this user or root owns it), else the built-in default policy.
 pub fn load_policy(explicit: Option<&Path>, workspace: &Path) -> Result<LoadedPolicy, ConfigError> {
     let path = match explicit {
         Some(p) => p.to_path_buf(),
         None => {
+            use std::os::unix::fs::MetadataExt;
             let candidate = workspace.join(WORKSPACE_POLICY);
-            if candidate.symlink_metadata().is_err() {
+            let Ok(meta) = candidate.symlink_metadata() else {
                 return Ok(LoadedPolicy {
                     policy: Policy::builtin(),
                     path: None,
+                });
+            };
+            // Found, not named: it must be ours (or root's), as `find_workspace`
+            // demands of the files it stops at.
+            if meta.uid() != crate::sys::euid() && meta.uid() != 0 {
+                return Err(ConfigError::NotOwned {
+                    path: candidate,
+                    uid: meta.uid(),
                 });
             }
             candidate

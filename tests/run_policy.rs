@@ -414,6 +414,59 @@ fn another_users_policy_file_is_passed_over() {
     assert!(text(&o.stdout).contains("done"), "{}", show(&o));
     assert!(!text(&o.stdout).contains(SECRET), "{}", show(&o));
     assert!(text(&o.stderr).contains("ignoring"), "{}", show(&o));
+    // Started where that file lies, `run` does not fall back on it either: it
+    // refuses to start (attacker finding: it said "ignoring" and then loaded it).
+    std::fs::write(ws.tmp.path().join("secret.txt"), format!("{SECRET}\n")).unwrap();
+    std::fs::write(ws.tmp.path().join(".env"), format!("{SECRET}\n")).unwrap();
+    let o = ws
+        .run(
+            ws.tmp.path(),
+            &["--", "sh", "-c", "cat .env ws/.env; echo ran"],
+        )
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+    assert!(!text(&o.stdout).contains(SECRET), "{}", show(&o));
+    assert!(!text(&o.stdout).contains("ran"), "{}", show(&o));
+    assert!(
+        text(&o.stderr).contains("owned by uid 65534"),
+        "{}",
+        show(&o)
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
+        .args(["explain", ".env"])
+        .current_dir(ws.tmp.path())
+        .output()
+        .unwrap();
+    assert_ne!(o.status.code(), Some(0), "{}", show(&o));
+}
+
+/// A `.git` made inside the project (here by the confined command) does not narrow
+/// the workspace of a later run started below it: the outermost git work tree wins
+/// (attacker finding: `mkdir src/.git`, then `cd src && veilfs run` exposed `../.env`).
+#[test]
+fn a_planted_git_directory_does_not_narrow_the_workspace() {
+    let ws = Ws::new();
+    std::fs::create_dir(ws.dir.join(".git")).unwrap();
+    let o = ws.sh(&["-q"], "mkdir src/.git && echo planted");
+    assert!(text(&o.stdout).contains("planted"), "{}", show(&o));
+    let o = ws
+        .run(
+            &ws.dir.join("src"),
+            &["--", "sh", "-c", "cat ../.env; echo done"],
+        )
+        .output()
+        .unwrap();
+    assert!(text(&o.stdout).contains("done"), "{}", show(&o));
+    assert!(!text(&o.stdout).contains(SECRET), "{}", show(&o));
+    assert!(
+        text(&o.stderr).contains(&format!(
+            "in {} (top of the git work tree)",
+            ws.dir.display()
+        )),
+        "{}",
+        show(&o)
+    );
 }
 
 /// Item 11: `--user` takes names; as root without it, `run` says `--user` confines
