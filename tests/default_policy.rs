@@ -70,6 +70,16 @@ table! {
     own_npmrc: ".npmrc", file => Deny;
     own_netrc: ".netrc", file => Deny;
     own_tfstate: "infra/terraform.tfstate", file => Deny;
+    own_tfvars: "infra/terraform.tfvars", file => Deny;
+    own_tfvars_json: "infra/prod.auto.tfvars.json", file => Deny;
+    env_backup_tilde: ".env~", file => Deny;
+    env_backup_emacs: "#.env#", file => Deny;
+    env_lock_emacs: ".#.env", file => Deny;
+    envrc_backup: ".envrc.bak", file => Deny;
+    key_backup_tilde: "server.key~", file => Deny;
+    key_backup_bak: "deploy/prod.key.bak", file => Deny;
+    credentials_backup: ".git-credentials~", file => Deny;
+    netrc_backup: ".netrc.old", file => Deny;
     own_keystore: "android/release.keystore", file => Deny;
     // Build output is made from your files: not exempt.
     build_output_key: "target/debug/prod.key", file => Deny;
