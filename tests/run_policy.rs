@@ -500,3 +500,87 @@ fn user_names_are_accepted() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("--user"), "{err}");
 }
+
+/// The command cannot plant code that the person's own git runs later, outside any
+/// confinement (attacker finding: `core.fsmonitor` appended to `.git/config` ran as
+/// root at the next `git status` and printed `.env`). Git's control files of the
+/// workspace's repository are read-only under `run`; commits still work.
+#[test]
+fn the_command_cannot_plant_code_for_the_persons_git() {
+    let ws = Ws::new();
+    let git = |args: &[&str]| {
+        let o = Command::new("git")
+            .args(["-c", "user.email=t@t", "-c", "user.name=t"])
+            .args(args)
+            .current_dir(&ws.dir)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "git {args:?}: {}", show(&o));
+    };
+    git(&["init", "-q", "-b", "main"]);
+    git(&["add", "a.txt", "src"]);
+    git(&["commit", "-qm", "one"]);
+    std::fs::create_dir_all(ws.dir.join(".git/modules/sub/hooks")).unwrap();
+    std::fs::write(ws.dir.join(".git/modules/sub/config"), "[core]\n").unwrap();
+    let config = std::fs::read(ws.dir.join(".git/config")).unwrap();
+    let pwned = ws.outside("pwned");
+    let cmd = format!("echo planted > {}", pwned.display());
+    let script = format!(
+        r#"
+try() {{ if sh -c "$1" 2>/dev/null; then echo "ATTACK-WORKED: $2"; else echo "refused: $2"; fi; }}
+try "printf '[core]\n\tfsmonitor = \"{cmd}\"\n' >> .git/config" "append to config"
+try "printf '[core]\n\tpager = \"{cmd}\"\n' > .git/c2 && mv -f .git/c2 .git/config" "rename over config"
+try "printf '[core]\n\thooksPath = /tmp\n' > .git/config.worktree" "config.worktree"
+try "printf '#!/bin/sh\n{cmd}\n' > .git/hooks/post-checkout && chmod +x .git/hooks/post-checkout" "new hook"
+try "mv .git/hooks .git/hooks.old" "move hooks"
+try "ln -s /tmp .git/hooks/pre-commit" "symlink hook"
+try "printf '[core]\n\tfsmonitor = \"{cmd}\"\n' >> .git/modules/sub/config" "submodule config"
+try "mkdir .git/modules/sub/hooks/x" "submodule hook dir"
+try "mv .git .git.old" "move .git"
+try "rmdir .git" "remove .git"
+echo more >> a.txt
+git -c user.email=t@t -c user.name=t commit -qam two && echo committed
+"#
+    );
+    let o = ws.sh(&["-q"], &script);
+    let out = text(&o.stdout);
+    assert!(out.contains("refused: append to config"), "{}", show(&o));
+    assert!(!out.contains("ATTACK-WORKED"), "{}", show(&o));
+    assert!(out.contains("committed"), "{}", show(&o));
+    assert_eq!(std::fs::read(ws.dir.join(".git/config")).unwrap(), config);
+    // The person's own git, outside: nothing planted runs.
+    git(&["status", "--short"]);
+    git(&["checkout", "-q", "-b", "other"]);
+    assert!(!pwned.exists(), "planted code ran: {}", show(&o));
+
+    // A `.git` file (a linked worktree's): read-only, it names the repository.
+    let wt = ws.outside("wt");
+    git(&["worktree", "add", "-q", wt.to_str().unwrap()]);
+    let gitfile = std::fs::read(wt.join(".git")).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
+        .args(["run", "-q", "--", "sh", "-c"])
+        .arg("echo 'gitdir: /tmp' > .git && echo ATTACK-WORKED")
+        .current_dir(&wt)
+        .output()
+        .unwrap();
+    assert!(!text(&o.stdout).contains("ATTACK-WORKED"), "{}", show(&o));
+    assert_eq!(std::fs::read(wt.join(".git")).unwrap(), gitfile);
+
+    // Without a repository at start, `git init` inside works (the guard is off).
+    std::fs::remove_dir_all(&wt).unwrap();
+    let fresh = ws.outside("fresh");
+    std::fs::create_dir(&fresh).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
+        .args([
+            "run",
+            "-q",
+            "--",
+            "sh",
+            "-c",
+            "git init -q . && git config user.name t && echo ok",
+        ])
+        .current_dir(&fresh)
+        .output()
+        .unwrap();
+    assert!(text(&o.stdout).contains("ok"), "{}", show(&o));
+}

@@ -65,6 +65,8 @@ pub struct VeilFs {
     pub(crate) policy_paths: Vec<Vec<u8>>,
     /// The policy file read, by identity (see [`protect`]).
     pub(crate) protected: Arc<protect::ProtectedFiles>,
+    /// What git runs or obeys, under `veilfs run` (see [`protect::GitGuard`]).
+    pub(crate) git_guard: protect::GitGuard,
     /// The policy file, for reloads (`None`: the built-in policy).
     /// The policy file, held by its directory (opened when the filesystem is built,
     /// before anything is mounted), for reloads.
@@ -175,6 +177,7 @@ impl VeilFs {
             policy_source: parking_lot::Mutex::new(policy_source),
             policy_paths,
             protected,
+            git_guard: protect::GitGuard::default(),
             proc_fd,
             files: RwLock::new(HashMap::new()),
             listings: parking_lot::Mutex::new(HashMap::new()),

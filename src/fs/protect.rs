@@ -78,6 +78,8 @@ impl VeilFs {
     pub(crate) fn guard_policy_path(&self, path: &[u8], d: Decision) -> Decision {
         if self.policy_paths.iter().any(|p| p.as_slice() == path) {
             d.guard_policy_file()
+        } else if self.git_guard.controls(path) {
+            d.guard_git_control()
         } else {
             d
         }
@@ -99,6 +101,8 @@ impl VeilFs {
             |p: &Vec<u8>| p.len() > path.len() && p.starts_with(path) && p[path.len()] == b'/';
         if !path.is_empty() && self.policy_paths.iter().any(holds) {
             Err(refuse(path, &Decision::holds_policy_file()))
+        } else if self.git_guard.holds(path) {
+            Err(refuse(path, &Decision::git_control()))
         } else {
             Ok(())
         }
@@ -196,5 +200,129 @@ mod tests {
         assert!(!p.contains((1, 2)) && p.contains((1, 3)));
         p.clear();
         assert_eq!(p.get(), None);
+    }
+}
+
+/// What git runs or obeys in the workspace's own repository, kept read-only under
+/// `veilfs run` ([`VeilFs::guard_git`]): code planted there runs later, outside any
+/// confinement, the next time the person runs `git status` in the real directory
+/// (`core.fsmonitor`, `core.hooksPath`, `core.pager`, aliases, filters and hooks).
+///
+/// Set once, before mounting, from what the workspace root holds:
+/// * a `.git` **directory**: `.git/config`, `.git/config.worktree`, `.git/hooks/`
+///   and everything in it, and the same in each submodule's repository under
+///   `.git/modules/` and each linked worktree's `config.worktree`, are read-only; the
+///   `.git` directory itself is not renamed or removed (a new `.git`, or a `.git`
+///   file pointing elsewhere, cannot take its place). Objects, refs, the index and
+///   logs stay writable: `git commit`, `checkout`, `fetch` work; `git config` and
+///   `git remote add` are refused.
+/// * a `.git` **file** (a linked worktree or a submodule's checkout): the file is
+///   read-only (it names the repository git uses).
+/// * no `.git`: nothing (a repository the command creates is its own).
+#[derive(Debug, Default)]
+pub struct GitGuard {
+    kind: std::sync::atomic::AtomicU8,
+}
+
+const GIT_NONE: u8 = 0;
+const GIT_DIR: u8 = 1;
+const GIT_FILE: u8 = 2;
+
+impl GitGuard {
+    fn kind(&self) -> u8 {
+        self.kind.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether git runs or obeys the workspace-relative `path`.
+    pub fn controls(&self, path: &[u8]) -> bool {
+        match self.kind() {
+            GIT_DIR => git_control_path(path),
+            GIT_FILE => path == b".git",
+            _ => false,
+        }
+    }
+
+    /// Whether `path` is the `.git` directory guarded.
+    pub fn holds(&self, path: &[u8]) -> bool {
+        self.kind() == GIT_DIR && path == b".git"
+    }
+}
+
+/// `.git/config`, `.git/config.worktree`, `.git/hooks[/…]`, and under
+/// `.git/modules/…/` a submodule's `config`, `config.worktree` and `hooks[/…]`, and
+/// `.git/worktrees/*/config.worktree`.
+fn git_control_path(path: &[u8]) -> bool {
+    let Some(rest) = path.strip_prefix(b".git/") else {
+        return false;
+    };
+    let hooks = |p: &[u8]| p == b"hooks" || p.starts_with(b"hooks/");
+    let config = |p: &[u8]| p == b"config" || p == b"config.worktree";
+    if config(rest) || hooks(rest) {
+        return true;
+    }
+    if let Some(sub) = rest.strip_prefix(b"modules/") {
+        // Any repository below: `modules/a/config`, `modules/a/modules/b/hooks/x`.
+        let parts: Vec<&[u8]> = sub.split(|&b| b == b'/').collect();
+        return parts.iter().enumerate().any(|(i, part)| {
+            i > 0 && (part == b"hooks" || (i + 1 == parts.len() && config(part)))
+        });
+    }
+    if let Some(wt) = rest.strip_prefix(b"worktrees/") {
+        return wt.ends_with(b"/config.worktree");
+    }
+    false
+}
+
+impl VeilFs {
+    /// Keeps what git runs or obeys in the workspace's own repository read-only (see
+    /// [`GitGuard`]); decided from what the root holds now. For `veilfs run`.
+    pub fn guard_git(&self) {
+        let kind = match self.inodes.get(super::inode::ROOT).and_then(|root| {
+            let fd = root.dir_fd().ok()?;
+            let name = crate::sys::name(std::ffi::OsStr::new(".git")).ok()?;
+            crate::sys::statat(fd, &name).ok()
+        }) {
+            Some(st) if st.st_mode & libc::S_IFMT == libc::S_IFDIR => GIT_DIR,
+            Some(st) if st.st_mode & libc::S_IFMT == libc::S_IFREG => GIT_FILE,
+            _ => GIT_NONE,
+        };
+        self.git_guard
+            .kind
+            .store(kind, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod git_tests {
+    use super::git_control_path as c;
+
+    #[test]
+    fn git_control_paths() {
+        for p in [
+            ".git/config",
+            ".git/config.worktree",
+            ".git/hooks",
+            ".git/hooks/pre-commit",
+            ".git/modules/sub/config",
+            ".git/modules/sub/hooks/post-checkout",
+            ".git/modules/a/modules/b/config",
+            ".git/worktrees/w/config.worktree",
+        ] {
+            assert!(c(p.as_bytes()), "{p}");
+        }
+        for p in [
+            ".git",
+            ".git/HEAD",
+            ".git/index",
+            ".git/objects/ab/cdef",
+            ".git/refs/heads/main",
+            ".git/modules/sub/objects/x",
+            ".git/modules/config",
+            "sub/.git/config",
+            ".gitconfig",
+            ".git/configx",
+        ] {
+            assert!(!c(p.as_bytes()), "{p}");
+        }
     }
 }

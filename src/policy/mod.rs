@@ -209,6 +209,10 @@ pub enum Reason {
     /// The directory holds the mount's policy file (an ancestor of it): it cannot
     /// be renamed or removed, so the file stays where the daemon reads it.
     HoldsPolicyFile,
+    /// Under `veilfs run`, a file git runs or obeys in the workspace's own repository
+    /// (`.git/config`, `.git/hooks/`, a submodule's, a `.git` file): read-only, so
+    /// the command cannot plant code the person's own git runs later.
+    GitControl,
 }
 
 /// The effective action for one path, and why.
@@ -279,6 +283,25 @@ impl Decision {
         }
     }
 
+    /// This decision made at least read-only because git runs or obeys the file
+    /// (see [`Reason::GitControl`]); a denied path stays denied.
+    pub fn guard_git_control(self) -> Decision {
+        if self.action >= Action::ReadOnly {
+            return self;
+        }
+        Self::git_control()
+    }
+
+    /// The decision refusing a change to what git runs or obeys, or to the `.git`
+    /// directory that holds it (see [`Reason::GitControl`]).
+    pub fn git_control() -> Decision {
+        Decision {
+            action: Action::ReadOnly,
+            reason: Reason::GitControl,
+            ruled: true,
+        }
+    }
+
     /// This decision made at least read-only because the path's name is
     /// [`POLICY_FILE_NAME`].
     fn guard_policy_name(self) -> Decision {
@@ -315,6 +338,7 @@ impl Decision {
             Reason::PolicyFile => ("policy-file", None, None),
             Reason::PolicyName => ("policy-name", None, None),
             Reason::HoldsPolicyFile => ("holds-policy-file", None, None),
+            Reason::GitControl => ("git-control", None, None),
             Reason::Ancestor { path, cause } => {
                 let p = match &**cause {
                     Reason::Rule(p) | Reason::Admitted(p) => Some(p),
@@ -365,6 +389,11 @@ fn write_reason(s: &mut String, action: Action, reason: &Reason) {
         Reason::HoldsPolicyFile => s.push_str(
             "the directory holds the mount's policy file: it is not renamed or removed \
              through the mount",
+        ),
+        Reason::GitControl => s.push_str(
+            "git runs or obeys this (the repository's config, hooks, `.git` itself): \
+             read-only under `veilfs run`, so the command cannot plant code your own \
+             git runs later",
         ),
         Reason::Ancestor { path, cause } => {
             let _ = write!(

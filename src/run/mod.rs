@@ -189,6 +189,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         }
     };
     fs.set_quiet_notices(opts.quiet);
+    fs.guard_git();
     // Taken by the waiting loop (see `ending`); blocked before any thread starts,
     // so that every thread inherits the mask.
     ending::block_signals()?;
