@@ -522,3 +522,78 @@ fn sigint_is_passed_on_to_the_command() {
     let (st, shown) = r.finish(Duration::from_secs(20), "veilfs run after SIGINT");
     assert_eq!(st.code(), Some(130), "{shown}");
 }
+
+/// The driver for [`ctrl_z_stops_run_as_a_job_and_fg_resumes_it`]: an interactive
+/// bash with job control on a pty of its own.
+const JOB_DRIVER: &str = r#"
+import os, pty, select, sys, time
+veilfs, ws = sys.argv[1], sys.argv[2]
+pid, fd = pty.fork()
+if pid == 0:
+    os.chdir(ws)
+    os.execvpe("bash", ["bash", "--norc", "--noprofile", "-i"], dict(os.environ, PS1="PROMPT> "))
+out, mark = b"", 0
+def wait_for(s, t=20):
+    global out, mark
+    end = time.time() + t
+    while time.time() < end:
+        r, _, _ = select.select([fd], [], [], 0.1)
+        if r:
+            try: out += os.read(fd, 4096)
+            except OSError: break
+        i = out.find(s.encode(), mark)
+        if i >= 0:
+            mark = i + len(s)
+            return True
+    return False
+def step(name, ok):
+    print(name, "ok" if ok else "MISSING", flush=True)
+os.write(fd, f"{veilfs} run -q -- sh -c 'echo started-$((5*5)); kill -STOP $$; echo resumed-$((6*7))'\n".encode())
+step("started", wait_for("started-25"))
+step("self-stop", wait_for("Stopped"))
+os.write(fd, b"echo outer-$((2*21))\n")
+step("outer shell", wait_for("outer-42"))
+os.write(fd, b"fg\n")
+step("fg", wait_for("resumed-42"))
+step("prompt", wait_for("PROMPT> "))
+os.write(fd, f"{veilfs} run -q -- sh -c 'echo sleeping-$((4*4)); exec sleep 100'\n".encode())
+step("sleeping", wait_for("sleeping-16"))
+time.sleep(0.3)
+os.write(fd, b"\x1a")
+step("ctrl-z", wait_for("Stopped"))
+step("prompt after stop", wait_for("PROMPT> "))
+os.write(fd, b"fg\n")
+time.sleep(0.5)
+os.write(fd, b"\x03")
+step("interrupted", wait_for("^C"))
+step("prompt after ctrl-c", wait_for("PROMPT> "))
+os.write(fd, b"echo after-$((3*3))\n")
+step("ctrl-c after fg", wait_for("after-9"))
+os.write(fd, b"exit\n")
+time.sleep(0.3)
+os.kill(pid, 9)
+sys.stdout.write(out.decode(errors="replace"))
+"#;
+
+/// A command that stops (`kill -STOP $$`, or Ctrl-Z in its terminal) stops `run` as
+/// a job of the caller's shell, which takes the terminal back; `fg` resumes both.
+#[test]
+fn ctrl_z_stops_run_as_a_job_and_fg_resumes_it() {
+    let ws = Ws::new();
+    let o = Command::new(python())
+        .args(["-c", JOB_DRIVER, VEILFS])
+        .arg(&ws.dir)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        !out.contains("MISSING"),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        out.contains("ctrl-c after fg ok"),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

@@ -49,13 +49,34 @@ pub(super) fn block_signals() -> io::Result<()> {
 enum Event {
     Signal(i32),
     Ended(io::Result<sys::Exit>),
+    /// Init says the command stopped.
+    Stopped,
 }
 
 /// Waits for init (and so the command) to end, handling signals as described above.
 /// Returns the status `run` exits with.
-pub(super) fn wait(init: i32, on_winch: impl Fn()) -> io::Result<i32> {
+/// `stops`: init writes a byte there each time the command stops; `on_stop` then
+/// suspends `run` (returning once it is continued), and when it says so the command
+/// gets `SIGCONT`.
+pub(super) fn wait(
+    init: i32,
+    stops: std::os::fd::OwnedFd,
+    on_winch: impl Fn(),
+    on_stop: impl Fn() -> bool,
+) -> io::Result<i32> {
     let (tx, rx) = mpsc::channel();
     let signals = tx.clone();
+    let stopped = tx.clone();
+    std::thread::Builder::new()
+        .name("veilfs-stops".into())
+        .spawn(move || {
+            use std::os::fd::AsFd;
+            while let Ok(Some(_)) = sys::read_byte(stops.as_fd()) {
+                if stopped.send(Event::Stopped).is_err() {
+                    return;
+                }
+            }
+        })?;
     std::thread::Builder::new()
         .name("veilfs-signals".into())
         .spawn(move || {
@@ -105,6 +126,11 @@ pub(super) fn wait(init: i32, on_winch: impl Fn()) -> io::Result<i32> {
         };
         match ev {
             Event::Signal(libc::SIGWINCH) => on_winch(),
+            Event::Stopped => {
+                if on_stop() {
+                    let _ = sys::kill(init, libc::SIGCONT);
+                }
+            }
             Event::Signal(sig) if ENDING.contains(&sig) => match (first, killed) {
                 (None, None) => {
                     let _ = sys::kill(init, sig);

@@ -18,13 +18,14 @@ pub(super) fn init_main(
     user: Option<(u32, u32)>,
     tty: Option<CommandTty>,
     real_root: bool,
+    stops: OwnedFd,
 ) -> ! {
     let fail = |what: &str, e: std::io::Error| -> ! {
         eprintln!("veilfs run: {what}: {e}");
         sys::exit_now(126)
     };
     let _ = sys::die_with_parent(libc::SIGKILL);
-    let mut keep = vec![ready.as_raw_fd()];
+    let mut keep = vec![ready.as_raw_fd(), stops.as_raw_fd()];
     keep.extend(tty.as_ref().map(CommandTty::raw));
     sys::close_from(3, &keep);
     // Leave the caller's session (and controlling terminal); the pty's slave takes
@@ -33,7 +34,7 @@ pub(super) fn init_main(
         fail("cannot start a session", e.into());
     }
     if let Some(t) = &tty
-        && let Err(e) = t.install()
+        && let Err(e) = t.install().and_then(|_| t.attach())
     {
         fail("cannot set up the terminal", e);
     }
@@ -58,11 +59,12 @@ pub(super) fn init_main(
             e,
         );
     }
-    const FORWARD: [i32; 5] = [
+    const FORWARD: [i32; 6] = [
         libc::SIGTERM,
         libc::SIGHUP,
         libc::SIGINT,
         libc::SIGQUIT,
+        libc::SIGCONT,
         libc::SIGCHLD,
     ];
     for s in FORWARD {
@@ -75,17 +77,18 @@ pub(super) fn init_main(
         Err(e) => fail("cannot start the command", e),
     };
     if child == 0 {
+        // No controlling terminal but its pty, if any, so no terminal outside can
+        // be written into (TIOCSTI): on a pty, init's session (whose terminal the
+        // pty is) with a group of its own in the foreground; else a session of its
+        // own, without a terminal.
+        let session = match tty {
+            Some(t) => t.take_foreground(),
+            None => nix::unistd::setsid().map(drop).map_err(Into::into),
+        };
+        if let Err(e) = session {
+            fail("cannot start a session", e);
+        }
         sys::reset_signals();
-        // A session of its own: no controlling terminal but its pty, if any, so no
-        // terminal outside can be written into (TIOCSTI).
-        if let Err(e) = nix::unistd::setsid() {
-            fail("cannot start a session", e.into());
-        }
-        if let Some(t) = tty
-            && let Err(e) = t.attach()
-        {
-            fail("cannot attach the terminal", e);
-        }
         if let Err(e) = sys::chdir(cwd) {
             fail(&format!("cannot enter {}", cwd.display()), e);
         }
@@ -109,9 +112,31 @@ pub(super) fn init_main(
         let Ok(sig) = sys::wait_signal(&FORWARD) else {
             continue;
         };
+        if sig == libc::SIGCONT {
+            // `run` was continued after the command stopped: its whole group goes on.
+            let _ = sys::kill(-child, sig);
+            continue;
+        }
         if sig != libc::SIGCHLD {
             let _ = sys::kill(child, sig);
             continue;
+        }
+        // The command stopped (Ctrl-Z in its pty, SIGSTOP): tell the daemon, which
+        // stops `run` as a job of the caller's shell.
+        {
+            use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+            match waitpid(
+                nix::unistd::Pid::from_raw(child),
+                Some(WaitPidFlag::WNOHANG | WaitPidFlag::WUNTRACED),
+            ) {
+                Ok(WaitStatus::Stopped(..)) => {
+                    let _ = sys::write_byte(stops.as_fd(), 1);
+                }
+                // Reaped here: leave with its status, as the loop below would.
+                Ok(WaitStatus::Exited(_, code)) => sys::exit_now(code),
+                Ok(WaitStatus::Signaled(_, sig, _)) => sys::exit_now(128 + sig as i32),
+                _ => {}
+            }
         }
         // Reap everything; leave when the command itself is gone.
         while let Ok(Some((pid, exit))) = sys::wait(-1, libc::WNOHANG) {

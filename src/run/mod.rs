@@ -162,6 +162,8 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     }
 
     let (ready_r, ready_w) = sys::pipe()?;
+    // Init says there when the command stops (see `ending::wait`).
+    let (stops_r, stops_w) = sys::pipe()?;
     let (tty, master) = match pty::open().context("opening a pty for the command")? {
         Some(p) => {
             let (t, m) = p.split();
@@ -175,9 +177,11 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         drop(ready_w);
         drop(root_fd);
         drop(master);
-        init::init_main(ready_r, &cwd, &command, opts.user, tty, real_root);
+        drop(stops_r);
+        init::init_main(ready_r, &cwd, &command, opts.user, tty, real_root, stops_w);
     }
     drop(ready_r);
+    drop(stops_w);
     drop(tty);
 
     let source = loaded.source();
@@ -227,11 +231,24 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     sys::write_byte(ready_w.as_fd(), 1).context("starting the command")?;
     drop(ready_w);
 
-    let status = ending::wait(init, || {
-        if let Some(r) = &relay {
-            r.resize();
-        }
-    });
+    let status = ending::wait(
+        init,
+        stops_r,
+        || {
+            if let Some(r) = &relay {
+                r.resize();
+            }
+        },
+        || match &relay {
+            Some(r) => {
+                r.suspend();
+                true
+            }
+            // No terminal: nobody to hand control to; whoever stopped the command
+            // continues it.
+            None => false,
+        },
+    );
     if let Some(r) = relay {
         r.finish(ending::TEARDOWN);
     }

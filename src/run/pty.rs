@@ -28,8 +28,12 @@
 //! When `veilfs run` starts in the background of the caller's terminal, the
 //! terminal is left as it is and its input is not relayed.
 //!
-//! Not done: Ctrl-Z of a command that does not handle job control itself stops it
-//! inside the pty, but `veilfs run` does not stop with it (sudo does).
+//! Ctrl-Z, as sudo's `use_pty` does it: the pty is the controlling terminal of
+//! init's session and the command runs in a process group of its own in the pty's
+//! foreground (so the group is not orphaned, and the terminal's `SIGTSTP` reaches
+//! it). When the command stops, init tells the daemon, which gives the caller's
+//! terminal back in its own mode and stops its own job; `fg` continues the daemon,
+//! which sets raw mode again and continues the command's group.
 
 use std::io::{self, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
@@ -138,10 +142,24 @@ impl CommandTty {
         Ok(())
     }
 
-    /// In the command, before `exec`: the slave becomes its controlling terminal
-    /// (the caller has just called `setsid()`).
-    pub(super) fn attach(self) -> io::Result<()> {
+    /// In init, after `setsid()`: the slave becomes the controlling terminal of
+    /// init's session, the session the command runs in.
+    pub(super) fn attach(&self) -> io::Result<()> {
         sys::set_controlling_tty(self.slave.as_fd())
+    }
+
+    /// In the command, before `exec`: a process group of its own, in the terminal's
+    /// foreground. Its parent (init) is in the same session but another group, so the
+    /// group is not orphaned and the terminal's Ctrl-Z stops it (the kernel discards
+    /// `SIGTSTP` from the terminal to an orphaned group); init sees the stop and
+    /// `run` stops as a job of the caller's shell.
+    pub(super) fn take_foreground(self) -> io::Result<()> {
+        use nix::unistd::{Pid, getpid, setpgid, tcsetpgrp};
+        setpgid(Pid::from_raw(0), Pid::from_raw(0))?;
+        // From a background group, `tcsetpgrp` raises SIGTTOU: blocked here.
+        sys::block_signals(&[libc::SIGTTOU])?;
+        tcsetpgrp(self.slave.as_fd(), getpid())?;
+        Ok(())
     }
 }
 
@@ -169,6 +187,7 @@ impl Master {
             master: master.clone(),
             size_from,
             restore: None,
+            raw: None,
             output: None,
         };
         if foreground {
@@ -177,10 +196,11 @@ impl Master {
             termios::cfmakeraw(&mut raw);
             termios::tcsetattr(fd(0), SetArg::TCSADRAIN, &raw)?;
             relay.restore = Some(saved);
+            relay.raw = Some(raw);
             let m = master.clone();
             std::thread::Builder::new()
                 .name("veilfs-tty-in".into())
-                .spawn(move || copy(fd(0), &*m))?;
+                .spawn(move || copy_input(&*m))?;
         }
         relay.output = Some(
             std::thread::Builder::new()
@@ -188,6 +208,34 @@ impl Master {
                 .spawn(move || copy(&*master, fd(out)))?,
         );
         Ok(relay)
+    }
+}
+
+/// Copies the caller's terminal to the pty until either fails or ends. While `run`
+/// is a stopped or background job, reading the terminal fails with `EIO` (`SIGTTIN`
+/// is blocked): wait and read again, so input flows once it is back in front.
+fn copy_input(master: &OwnedFd) {
+    let mut buf = [0u8; 8192];
+    loop {
+        let n = match nix::unistd::read(fd(0).as_fd(), &mut buf) {
+            Ok(0) => return,
+            Ok(n) => n,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(nix::errno::Errno::EIO) => {
+                std::thread::sleep(Duration::from_millis(100));
+                continue;
+            }
+            Err(_) => return,
+        };
+        let mut rest = &buf[..n];
+        while !rest.is_empty() {
+            match nix::unistd::write(master.as_fd(), rest) {
+                Ok(0) => return,
+                Ok(w) => rest = &rest[w..],
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(_) => return,
+            }
+        }
     }
 }
 
@@ -220,6 +268,8 @@ pub(super) struct Relay {
     master: Arc<OwnedFd>,
     size_from: RawFd,
     restore: Option<Termios>,
+    /// The raw mode set while relaying (to set again when `run` is resumed).
+    raw: Option<Termios>,
     output: Option<JoinHandle<()>>,
 }
 
@@ -229,6 +279,28 @@ impl Relay {
         if let Ok(ws) = sys::window_size(fd(self.size_from).as_fd()) {
             let _ = sys::set_window_size(self.master.as_fd(), &ws);
         }
+    }
+
+    /// The command stopped (Ctrl-Z, or `SIGSTOP`): gives the caller's terminal back in
+    /// its own mode and stops this job as the terminal's Ctrl-Z would, so the
+    /// caller's shell takes over. Returns when the job is continued (`fg`/`bg`); the
+    /// terminal goes raw again if `run` is then in the foreground.
+    pub(super) fn suspend(&self) {
+        if let Some(saved) = &self.restore
+            && let Err(e) = termios::tcsetattr(fd(0), SetArg::TCSADRAIN, saved)
+        {
+            log::warn!("cannot restore the terminal: {e}");
+        }
+        let _ = std::io::stdout().flush();
+        // SIGTSTP to our own process group: the whole job stops (init and the
+        // command are in a session of their own).
+        let _ = nix::sys::signal::killpg(nix::unistd::getpgrp(), nix::sys::signal::SIGTSTP);
+        // Continued.
+        let foreground = nix::unistd::tcgetpgrp(fd(0)).ok() == Some(nix::unistd::getpgrp());
+        if foreground && let Some(raw) = &self.raw {
+            let _ = termios::tcsetattr(fd(0), SetArg::TCSADRAIN, raw);
+        }
+        self.resize();
     }
 
     /// Once the command's namespace is gone: writes out what the command left in the
