@@ -14,9 +14,10 @@
 //! caller's controlling one needs `CAP_SYS_ADMIN`, which the command does not have).
 //!
 //! * Some of fds 0–2 are terminals: the daemon opens a pty with the caller's termios
-//!   and window size before forking init. The command calls `setsid()`, makes the
-//!   slave its controlling terminal, and gets the slave in place of each of fds 0–2
-//!   that was a terminal (pipes and files stay as they are). The daemon puts the
+//!   and window size before forking init. Init calls `setsid()` and makes the slave
+//!   the controlling terminal of its new session; the slave takes the place of each
+//!   of fds 0–2 that was a terminal (pipes and files stay as they are), and the
+//!   command runs in that session, in a process group of its own in the foreground. The daemon puts the
 //!   caller's terminal in raw mode when it is in the foreground, relays its input to
 //!   the master and the master's output to it, passes on window size changes
 //!   (`SIGWINCH`), and always restores the caller's termios. Ctrl-C is the byte
@@ -200,7 +201,7 @@ impl Master {
             let m = master.clone();
             std::thread::Builder::new()
                 .name("veilfs-tty-in".into())
-                .spawn(move || copy_input(&*m))?;
+                .spawn(move || copy_input(&m))?;
         }
         relay.output = Some(
             std::thread::Builder::new()
