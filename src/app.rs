@@ -217,6 +217,15 @@ fn mount(
         }
     };
     let source = loaded.source();
+    if let Some(log) = &opts.audit
+        && let Err(e) = crate::audit::check_outside(
+            log,
+            &src.canonicalize().unwrap_or_else(|_| src.to_path_buf()),
+        )
+    {
+        eprintln!("veilfs: {e}");
+        return Ok(ExitCode::from(2));
+    }
     // Block the signals before any thread starts, so they reach `wait_signal` only.
     crate::sys::block_signals(&SIGNALS)?;
     let live = match crate::mount::session(src, mnt, loaded.policy, loaded.path.as_deref(), opts) {

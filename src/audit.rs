@@ -58,13 +58,69 @@ impl Writer {
     }
 }
 
+/// Opens the log file for appending: never through a symbolic link (someone who
+/// could plant one would have the daemon append to any file it can write), and only
+/// a regular file of this user's.
+fn open_log(target: &Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let f = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(target)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => io::Error::other(format!(
+                "{} is a symbolic link: the audit log is never written through one",
+                target.display()
+            )),
+            _ => e,
+        })?;
+    let meta = f.metadata()?;
+    if !meta.is_file() {
+        return Err(io::Error::other(format!(
+            "{} is not a regular file",
+            target.display()
+        )));
+    }
+    if meta.uid() != crate::sys::euid() {
+        return Err(io::Error::other(format!(
+            "{} is owned by uid {}, not by this user",
+            target.display(),
+            meta.uid()
+        )));
+    }
+    Ok(f)
+}
+
+/// Refuses an audit log inside the workspace `ws` (canonical): what the mount serves
+/// can be changed by whoever uses the mount, so a confined command could rewrite its
+/// own log (or have it replaced by a link beforehand).
+pub fn check_outside(target: &Path, ws: &Path) -> Result<(), String> {
+    if target == Path::new("-") {
+        return Ok(());
+    }
+    let abs = std::path::absolute(target).map_err(|e| e.to_string())?;
+    let dir = abs.parent().unwrap_or(Path::new("/"));
+    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    if dir.starts_with(ws) {
+        return Err(format!(
+            "the audit log {} is inside the workspace {}: the command could rewrite it; \
+             write it outside",
+            target.display(),
+            ws.display()
+        ));
+    }
+    Ok(())
+}
+
 impl Audit {
     /// Opens `target` (`-` for stderr) for appending and starts the writer.
     pub fn start(target: &Path, all: bool, queue: usize) -> io::Result<(Audit, Writer)> {
         let out: Box<dyn Write + Send> = if target == Path::new("-") {
             Box::new(io::stderr())
         } else {
-            Box::new(OpenOptions::new().create(true).append(true).open(target)?)
+            Box::new(open_log(target)?)
         };
         let (tx, rx) = sync_channel(queue);
         let dropped = Arc::new(AtomicU64::new(0));
@@ -160,7 +216,11 @@ fn write_loop(
         rows.sort_by(|a, b| b.1.0.cmp(&a.1.0).then(a.0.cmp(&b.0)));
         eprintln!("veilfs: refused during this mount:");
         for (path, (n, why)) in rows {
-            eprintln!("  {n:>6}× {}  ({why})", String::from_utf8_lossy(&path));
+            eprintln!(
+                "  {n:>6}× {}  ({})",
+                crate::printable::printable(&path),
+                crate::printable::escape(&why)
+            );
         }
     }
 }

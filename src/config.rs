@@ -98,8 +98,18 @@ pub fn find_workspace(start: &Path) -> (PathBuf, Found, Vec<String>) {
         }
         // The outermost one: a `.git` made inside a project (by a command confined
         // in it, say) must not narrow what a later run started below it covers.
-        if dir.join(".git").symlink_metadata().is_ok() {
-            git_top = Some(dir.to_path_buf());
+        // Ours or root's only, as for `.veilfs.toml`: another user must not move the
+        // workspace by making a `.git` in a shared parent such as `/tmp`.
+        if let Ok(m) = dir.join(".git").symlink_metadata() {
+            if m.uid() == me || m.uid() == 0 {
+                git_top = Some(dir.to_path_buf());
+            } else {
+                warnings.push(format!(
+                    "ignoring {} (owned by uid {}, not by you or root)",
+                    dir.join(".git").display(),
+                    m.uid()
+                ));
+            }
         }
     }
     match git_top {

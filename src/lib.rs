@@ -25,6 +25,7 @@ pub mod doctor;
 pub mod fs;
 pub mod mount;
 pub mod policy;
+pub mod printable;
 pub mod run;
 pub mod sys;
 

@@ -536,6 +536,7 @@ try "mv .git/hooks .git/hooks.old" "move hooks"
 try "ln -s /tmp .git/hooks/pre-commit" "symlink hook"
 try "printf '[core]\n\tfsmonitor = \"{cmd}\"\n' >> .git/modules/sub/config" "submodule config"
 try "mkdir .git/modules/sub/hooks/x" "submodule hook dir"
+try "mkdir -p .git/evil && printf '[core]\n\tfsmonitor = \"{cmd}\"\n' > .git/evil/config && echo evil > .git/commondir" "commondir"
 try "mv .git .git.old" "move .git"
 try "rmdir .git" "remove .git"
 echo more >> a.txt
@@ -583,4 +584,155 @@ git -c user.email=t@t -c user.name=t commit -qam two && echo committed
         .output()
         .unwrap();
     assert!(text(&o.stdout).contains("ok"), "{}", show(&o));
+}
+
+/// The confined command cannot write into an editor's temporary file and have it
+/// loaded once the person renames it over the policy (attacker finding: `sed -i`
+/// writes `sedXXXX` beside the policy; the command held it open for writing and
+/// rewrote it after the rename). A file opened for writing through the mount is
+/// never loaded as policy.
+#[test]
+fn an_editors_temporary_file_written_through_the_mount_is_not_loaded() {
+    use std::io::{BufRead, BufReader};
+    let ws = Ws::new();
+    std::fs::write(ws.dir.join(".veilfs.toml"), DENY_ENV).unwrap();
+    let rt = ws.outside("rt");
+    let attacker = r#"
+import os, sys, time
+while not os.path.exists("tmp.toml"): time.sleep(0.02)
+fd = os.open("tmp.toml", os.O_WRONLY)
+print("held", flush=True)
+while "a.txt" not in open(".veilfs.toml").read(): time.sleep(0.01)
+try:
+    os.ftruncate(fd, 0)
+    os.write(fd, b'default = "allow"\n')
+    print("wrote", flush=True)
+except OSError as e:
+    print("wrote", "(refused:", e, ")", flush=True)
+os.close(fd)
+while not os.path.exists("done"):
+    try:
+        print("LEAK", open(".env").read(), flush=True)
+        break
+    except OSError:
+        time.sleep(0.02)
+"#;
+    let mut child = ws
+        .run(&ws.dir, &["-q", "--", "python3", "-c", attacker])
+        .env("VEILFS_RUNTIME_DIR", &rt)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    // The person edits the policy as `sed -i` does: a new file beside it, renamed over.
+    std::fs::write(ws.dir.join("tmp.toml"), DENY_ENV_AND_A).unwrap();
+    let held = lines.next().map(|l| l.unwrap());
+    if held.as_deref() != Some("held") {
+        let o = finish(child, Duration::from_secs(20));
+        panic!("{held:?}: {}", show(&o));
+    }
+    std::fs::rename(ws.dir.join("tmp.toml"), ws.dir.join(".veilfs.toml")).unwrap();
+    let wrote = lines.next().map(|l| l.unwrap()).unwrap_or_default();
+    assert!(wrote.starts_with("wrote"), "{wrote:?}");
+    // An explicit reload says why the file is not taken.
+    let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
+        .arg("reload")
+        .arg(&ws.dir)
+        .env("VEILFS_RUNTIME_DIR", &rt)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+    assert!(
+        text(&o.stderr).contains("opened for writing through the mount"),
+        "{}",
+        show(&o)
+    );
+    std::fs::write(ws.dir.join("done"), "").unwrap();
+    let o = finish(child, Duration::from_secs(20));
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(
+        !rest.iter().any(|l| l.contains("LEAK")),
+        "{rest:?} {}",
+        show(&o)
+    );
+}
+
+/// Names the command chooses reach the person's terminal escaped: a refusal notice
+/// for a name holding an escape sequence or a newline prints `\x1b`, never the byte
+/// (attacker finding: `ESC[6n` made the terminal answer into the invoking shell).
+#[test]
+fn names_in_notices_are_escaped() {
+    let ws = Ws::new();
+    let o = ws.sh(
+        &[],
+        "cat \"$(printf 'q\\033[6n\\nveilfs: reloaded.key')\" 2>/dev/null; echo done",
+    );
+    assert!(text(&o.stdout).contains("done"), "{}", show(&o));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("q\\x1b[6n\\x0aveilfs: reloaded.key"),
+        "{}",
+        show(&o)
+    );
+    assert!(!o.stderr.contains(&0x1b), "{}", show(&o));
+    assert!(
+        !err.lines().any(|l| l.starts_with("veilfs: reloaded")),
+        "{}",
+        show(&o)
+    );
+}
+
+/// The audit log is never written through a symbolic link, nor inside the workspace
+/// (attacker finding: a link planted as `audit.log` had the daemon append to a
+/// root-owned file of the attacker's choosing).
+#[test]
+fn the_audit_log_is_not_written_through_a_link_or_inside_the_workspace() {
+    let ws = Ws::new();
+    let victim = ws.outside("victim.sh");
+    std::fs::write(&victim, "echo hi\n").unwrap();
+    let inside = ws.dir.join("audit.log");
+    std::os::unix::fs::symlink(&victim, &inside).unwrap();
+    let link = ws.outside("audit-link.log");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    for log in [&inside, &link] {
+        let o = ws.sh(
+            &["-q", "--audit", log.to_str().unwrap()],
+            "cat .env; echo ran",
+        );
+        assert_eq!(o.status.code(), Some(2), "{}: {}", log.display(), show(&o));
+        assert!(!text(&o.stdout).contains("ran"), "{}", show(&o));
+    }
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "echo hi\n");
+    // A plain file outside is fine.
+    let log = ws.outside("audit.log");
+    let o = ws.sh(
+        &["-q", "--audit", log.to_str().unwrap()],
+        "cat .env; echo ran",
+    );
+    assert!(text(&o.stdout).contains("ran"), "{}", show(&o));
+    assert!(std::fs::read_to_string(&log).unwrap().contains(".env"));
+}
+
+/// A `.git` another user made in a shared parent does not move the workspace
+/// (attacker finding: `git init --bare ../.git` from a `--user nobody` command made
+/// the parent the next run's workspace, and anchored rules stopped matching).
+#[test]
+fn another_users_git_directory_is_passed_over() {
+    let ws = Ws::new();
+    std::fs::create_dir(ws.dir.join(".git")).unwrap();
+    let planted = ws.tmp.path().join(".git");
+    std::fs::create_dir(&planted).unwrap();
+    std::os::unix::fs::chown(&planted, Some(65534), Some(65534)).unwrap();
+    let o = ws.run(&ws.dir, &["--", "true"]).output().unwrap();
+    let err = text(&o.stderr);
+    assert!(
+        err.contains(&format!(
+            "in {} (top of the git work tree)",
+            ws.dir.display()
+        )),
+        "{}",
+        show(&o)
+    );
+    assert!(err.contains("ignoring"), "{}", show(&o));
 }

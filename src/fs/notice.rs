@@ -102,8 +102,8 @@ impl Notices {
             inner.seen.insert(path.to_vec());
             format!(
                 "veilfs: {}: {op} refused: {}",
-                String::from_utf8_lossy(path),
-                decision.why()
+                crate::printable::printable(path),
+                crate::printable::escape(&decision.why())
             )
         };
         if self.quiet.load(std::sync::atomic::Ordering::Relaxed) {

@@ -209,7 +209,8 @@ mod tests {
 /// (`core.fsmonitor`, `core.hooksPath`, `core.pager`, aliases, filters and hooks).
 ///
 /// Set once, before mounting, from what the workspace root holds:
-/// * a `.git` **directory**: `.git/config`, `.git/config.worktree`, `.git/hooks/`
+/// * a `.git` **directory**: `.git/config`, `.git/config.worktree`, `.git/commondir`,
+///   `.git/hooks/`
 ///   and everything in it, and the same in each submodule's repository under
 ///   `.git/modules/` and each linked worktree's `config.worktree`, are read-only; the
 ///   `.git` directory itself is not renamed or removed (a new `.git`, or a `.git`
@@ -248,15 +249,17 @@ impl GitGuard {
     }
 }
 
-/// `.git/config`, `.git/config.worktree`, `.git/hooks[/…]`, and under
-/// `.git/modules/…/` a submodule's `config`, `config.worktree` and `hooks[/…]`, and
-/// `.git/worktrees/*/config.worktree`.
+/// `.git/config`, `.git/config.worktree`, `.git/commondir` (it names the directory
+/// whose `config` git reads), `.git/hooks[/…]`, and under `.git/modules/…/` a
+/// submodule's `config`, `config.worktree`, `commondir` and `hooks[/…]`, and
+/// `.git/worktrees/*/{config.worktree,commondir}`.
 fn git_control_path(path: &[u8]) -> bool {
     let Some(rest) = path.strip_prefix(b".git/") else {
         return false;
     };
     let hooks = |p: &[u8]| p == b"hooks" || p.starts_with(b"hooks/");
-    let config = |p: &[u8]| p == b"config" || p == b"config.worktree";
+    // `commondir` names the directory whose `config` git reads.
+    let config = |p: &[u8]| p == b"config" || p == b"config.worktree" || p == b"commondir";
     if config(rest) || hooks(rest) {
         return true;
     }
@@ -268,7 +271,7 @@ fn git_control_path(path: &[u8]) -> bool {
         });
     }
     if let Some(wt) = rest.strip_prefix(b"worktrees/") {
-        return wt.ends_with(b"/config.worktree");
+        return wt.ends_with(b"/config.worktree") || wt.ends_with(b"/commondir");
     }
     false
 }
@@ -307,6 +310,9 @@ mod git_tests {
             ".git/modules/sub/hooks/post-checkout",
             ".git/modules/a/modules/b/config",
             ".git/worktrees/w/config.worktree",
+            ".git/commondir",
+            ".git/worktrees/w/commondir",
+            ".git/modules/sub/commondir",
         ] {
             assert!(c(p.as_bytes()), "{p}");
         }

@@ -82,6 +82,23 @@ impl Reloader {
         // Whatever the name holds now is what the next reload reads: protect it
         // (the file an editor renamed over the old one, say), loaded or not.
         self.protected.set(read.dev, read.ino);
+        // A file opened for writing through the mount is never loaded: an editor's
+        // temporary file in the workspace (`sed -i`, atomic saves) is writable by the
+        // confined command until it is renamed over the policy, and a descriptor it
+        // held could still write into it afterwards.
+        if self
+            .inodes
+            .find((read.dev, read.ino))
+            .is_some_and(|n| n.written.load(Ordering::Relaxed))
+        {
+            return Err(format!(
+                "{}: this file was opened for writing through the mount, so the confined \
+                 command may have written it; keeping the old policy. Write the policy \
+                 file anew outside the mount (e.g. `cp` it to a new name outside the \
+                 workspace, edit, and `mv` it back), then reload",
+                file.display()
+            ));
+        }
         // A file truncated on its way to being rewritten (`echo ... > policy.toml`)
         // would parse as "allow everything": never take an empty one on reload.
         if read.text.trim().is_empty() {

@@ -126,6 +126,11 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         Ok(l) => l,
         Err(e) => return refuse(e),
     };
+    if let Some(log) = &opts.mount.audit
+        && let Err(e) = crate::audit::check_outside(log, &ws)
+    {
+        return refuse(e);
+    }
     if let Err(e) = crate::mount::check_fuse_device() {
         return refuse(e);
     }

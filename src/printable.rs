@@ -1,0 +1,41 @@
+//! Text from the workspace (file names) on a terminal: a confined command chooses
+//! those names, so control characters are shown escaped, never sent raw (an escape
+//! sequence could retitle, rewrite or query the person's terminal, and a newline
+//! could forge a line of veilfs's own).
+
+/// `bytes` as text for a terminal: invalid UTF-8 as U+FFFD, and every control
+/// character (C0, DEL, C1) as `\xNN` or `\u{NNNN}`.
+pub fn printable(bytes: &[u8]) -> String {
+    escape(&String::from_utf8_lossy(bytes))
+}
+
+/// `text` with every control character escaped (see [`printable`]).
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            let n = c as u32;
+            if n < 0x100 {
+                out.push_str(&format!("\\x{n:02x}"));
+            } else {
+                out.push_str(&format!("\\u{{{n:04x}}}"));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(printable(b"a\x1b]0;x\x07\nb"), "a\\x1b]0;x\\x07\\x0ab");
+        assert_eq!(printable(b"caf\xc3\xa9 \x7f"), "café \\x7f");
+        assert_eq!(escape("\u{9b}6n"), "\\x9b6n");
+        assert_eq!(printable(b"\xff"), "\u{fffd}");
+    }
+}
