@@ -398,7 +398,7 @@ fn the_policy_answers_before_the_disk() {
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
     for d in ["sealed", "bare"] {
-        std::fs::set_permissions(src.join(d), std::fs::Permissions::from_mode(0)).unwrap();
+        std::fs::set_permissions(src.join(d), std::fs::Permissions::from_mode(0o000)).unwrap();
     }
     let o = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])

@@ -1204,10 +1204,10 @@ impl VeilFs {
             let d = self.decide(policy, &place.decision, &path, || match e.kind {
                 libc::DT_DIR => true,
                 // Not known, or gone: read as a directory (see `unseen`).
-                libc::DT_UNKNOWN => !std::ffi::CString::new(e.name.clone())
+                libc::DT_UNKNOWN => std::ffi::CString::new(e.name.clone())
                     .ok()
                     .and_then(|c| sys::statat(node.dir_fd().ok()?, &c).ok())
-                    .is_some_and(|st| st.st_mode & libc::S_IFMT != libc::S_IFDIR),
+                    .is_none_or(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR),
                 _ => false,
             });
             if d.action.visible() {

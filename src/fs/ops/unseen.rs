@@ -26,7 +26,7 @@ use crate::policy::{Decision, Policy};
 use crate::sys;
 
 /// The link count shown for an object of type `mode` whose backing count is `nlink`.
-pub fn shown_nlink(mode: u32, nlink: u64) -> u64 {
+pub fn shown_nlink(mode: u32, nlink: libc::nlink_t) -> libc::nlink_t {
     if mode & libc::S_IFMT == libc::S_IFDIR {
         1
     } else {
