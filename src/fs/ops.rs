@@ -1355,8 +1355,8 @@ impl Io {
 }
 
 /// Where a new node is being registered: its parent, the parent's node, and the
-/// epoch read before its decision was taken (so that a policy reloaded meanwhile
-/// makes the cached decision stale, never current).
+/// epoch of the snapshot its decision was taken under (see [`super::snapshot`]: a
+/// policy reloaded meanwhile makes the cached decision stale, never current).
 #[derive(Clone, Copy)]
 struct Entering<'a> {
     parent: u64,
