@@ -173,3 +173,79 @@ fn a_paused_listing_keeps_stable_offsets() {
     assert_eq!(sorted.len(), seen.len(), "an entry was listed twice");
     assert_eq!(seen.len(), 200, "entries lost or added mid-listing");
 }
+
+/// `secrets/` is directory-only: through the mount, no entry and a directory of
+/// that name answer the same `EACCES` (stat, open, create, mkdir); a file of that
+/// name is served.
+#[test]
+fn a_directory_only_pattern_never_says_whether_the_directory_exists() {
+    let f = fixture();
+    f.dir("empty").file("has-file/secrets", "a plain file\n");
+    for (rel, what) in [("secrets", "a directory"), ("empty/secrets", "no entry")] {
+        assert_errno(fs::metadata(f.m(rel)), libc::EACCES, what);
+        assert_errno(fs::symlink_metadata(f.m(rel)), libc::EACCES, what);
+        assert_errno(fs::read_dir(f.m(rel)), libc::EACCES, what);
+        assert_errno(fs::File::open(f.m(rel)), libc::EACCES, what);
+        assert_errno(fs::create_dir(f.m(rel)), libc::EACCES, what);
+    }
+    let before = f.snapshot();
+    assert_errno(
+        fs::File::create(f.m("empty/secrets")),
+        libc::EACCES,
+        "create",
+    );
+    assert_errno(
+        std::os::unix::fs::symlink("x", f.m("empty/secrets")),
+        libc::EACCES,
+        "symlink",
+    );
+    assert_eq!(before, f.snapshot(), "nothing was made");
+    assert!(!f.s("empty/secrets").exists());
+    assert_eq!(
+        fs::read_to_string(f.m("has-file/secrets")).unwrap(),
+        "a plain file\n"
+    );
+}
+
+/// A directory's link count would count its hidden subdirectories: every
+/// directory shows 1 ("not counted"), and `find` still walks everything.
+#[test]
+fn directories_show_one_link_and_find_walks_them_all() {
+    let f = fixture();
+    f.file("deep/er/est/leaf.txt", "x\n").dir("deep/er/secrets");
+    for rel in ["", "deep", "deep/er", "deep/er/est"] {
+        let m = fs::metadata(f.m(rel)).unwrap();
+        assert_eq!(
+            std::os::unix::fs::MetadataExt::nlink(&m),
+            1,
+            "link count of /{rel}"
+        );
+    }
+    let all = no_secret(&f, "find . | sort");
+    assert_eq!(all, no_secret(&f, "find . -noleaf | sort"));
+    for want in [
+        "./deep/er/est/leaf.txt",
+        "./deep/er/code.rs",
+        "./src/main.rs",
+    ] {
+        assert!(all.lines().any(|l| l == want), "{want} missing:\n{all}");
+    }
+    assert!(!all.contains("secrets\n"), "{all}");
+    let dirs = f.sh_ok("find . -type d | sort");
+    assert!(dirs.lines().any(|l| l == "./deep/er/est"), "{dirs}");
+}
+
+/// The documented limit: `rmdir` of a directory whose entries are all hidden
+/// answers `ENOTEMPTY` (it says something is hidden there, never what), and the
+/// hidden entries stay.
+#[test]
+fn rmdir_of_a_directory_holding_only_hidden_entries_is_enotempty() {
+    let f = fixture();
+    f.file("only-hidden/.env", "TOPSECRET\n");
+    assert_eq!(fs::read_dir(f.m("only-hidden")).unwrap().count(), 0);
+    assert_errno(fs::remove_dir(f.m("only-hidden")), libc::ENOTEMPTY, "rmdir");
+    assert_eq!(
+        fs::read_to_string(f.s("only-hidden/.env")).unwrap(),
+        "TOPSECRET\n"
+    );
+}

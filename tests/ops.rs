@@ -297,3 +297,274 @@ fn create_as_nobody_child() {
     fs.write(node.ino, fh, 0, b"written by nobody").unwrap();
     fs.release(fh);
 }
+
+const DIR_ONLY: &str = r#"
+[[rules]]
+action = "deny"
+paths = [".env", "secrets/"]
+"#;
+
+/// A directory-only deny pattern: no entry and a directory of that name answer
+/// alike, on every path that names it; a file of that name is served.
+#[test]
+fn a_directory_only_deny_never_says_whether_the_directory_exists() {
+    let ws = Ws::new(
+        DIR_ONLY,
+        &[
+            ("a/secrets/t", "TOPSECRET"),
+            ("b/secrets", "a file"),
+            ("c/", ""),
+        ],
+    );
+    let (b, c) = (ws.walk("b").unwrap(), ws.walk("c").unwrap());
+    refused(ws.walk("a/secrets"), "a/secrets");
+    refused(ws.walk("c/secrets"), "c/secrets");
+    assert!(
+        ws.walk("b/secrets").is_ok(),
+        "a file of that name is served"
+    );
+    let new = |dir| {
+        ws.fs.create(
+            dir,
+            OsStr::new("secrets"),
+            0o644,
+            0,
+            libc::O_WRONLY,
+            ROOT_CALLER,
+        )
+    };
+    refused(new(c), "c/secrets");
+    refused(
+        ws.fs.mknod(
+            c,
+            OsStr::new("secrets"),
+            libc::S_IFREG | 0o644,
+            0,
+            0,
+            ROOT_CALLER,
+        ),
+        "c/secrets",
+    );
+    refused(
+        ws.fs
+            .symlink(c, OsStr::new("secrets"), OsStr::new("x"), ROOT_CALLER),
+        "c/secrets",
+    );
+    refused(
+        ws.fs.mkdir(c, OsStr::new("secrets"), 0o755, 0, ROOT_CALLER),
+        "c/secrets",
+    );
+    refused(ws.fs.unlink(c, OsStr::new("secrets")), "c/secrets");
+    assert!(!ws.s("c/secrets").exists());
+    refused(
+        ws.fs
+            .mkdir(b, OsStr::new("x"), 0o755, 0, ROOT_CALLER)
+            .and_then(|_| {
+                ws.fs.mkdir(
+                    ws.walk("b/x")?,
+                    OsStr::new("secrets"),
+                    0o755,
+                    0,
+                    ROOT_CALLER,
+                )
+            }),
+        "b/x/secrets",
+    );
+    // The file that exists is opened (`O_CREAT` without `O_EXCL`) as usual.
+    let (_, _, fh) = new(b).expect("create of an existing file named like the pattern");
+    ws.fs.release(fh);
+    assert_eq!(ws.names("c"), Vec::<String>::new());
+    assert_eq!(ws.names("b"), ["secrets", "x"]);
+}
+
+/// Set for the child process of the test below: the workspace it works in.
+const SEALED: &str = "VEILFS_OPS_SEALED";
+
+#[test]
+fn the_policy_answers_before_the_disk() {
+    // The daemon runs as uid 65534 in a child process (this test binary again), and
+    // `sealed` is a directory it may not search: any backing access of a name in it
+    // fails with the disk's own `EACCES`, not a policy refusal.
+    let tmp = tempfile::Builder::new()
+        .prefix("veilfs-ops")
+        .tempdir()
+        .unwrap();
+    let src = tmp.path().join("src");
+    std::fs::create_dir_all(src.join("sealed/secrets")).unwrap();
+    std::fs::create_dir_all(src.join("bare")).unwrap();
+    std::fs::write(src.join("sealed/.env"), "TOPSECRET").unwrap();
+    std::fs::write(src.join("sealed/open.txt"), "x").unwrap();
+    for p in [tmp.path(), &src] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    for d in ["sealed", "bare"] {
+        std::fs::set_permissions(src.join(d), std::fs::Permissions::from_mode(0o000)).unwrap();
+    }
+    let o = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(std::env::current_exe().unwrap())
+        .args(["--exact", "sealed_child", "--nocapture"])
+        .env(SEALED, &src)
+        .output()
+        .unwrap();
+    let out = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        o.status.success() && out.contains("1 passed"),
+        "the child failed:\n{out}"
+    );
+}
+
+/// The child of the test above; does nothing unless that test started it.
+#[test]
+fn sealed_child() {
+    let Some(src) = std::env::var_os(SEALED) else {
+        return;
+    };
+    let p = Policy::parse("policy.toml", DIR_ONLY).unwrap();
+    let fs = VeilFs::new(Path::new(&src), p, None).unwrap();
+    let sealed = fs.lookup(ROOT, OsStr::new("sealed")).unwrap().0.ino;
+    // The disk would refuse: this is its own EACCES, not the policy's.
+    let e = fs.lookup(sealed, OsStr::new("open.txt")).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EACCES), "{e}");
+    assert!(
+        e.get_ref()
+            .and_then(|x| x.downcast_ref::<Refusal>())
+            .is_none(),
+        "{e}"
+    );
+    // A denied name is refused by the policy without the disk being asked, where
+    // it exists (`sealed/.env`) and where it does not (`bare/.env`).
+    for dir in ["sealed", "bare"] {
+        let ino = fs.lookup(ROOT, OsStr::new(dir)).unwrap().0.ino;
+        refused(fs.lookup(ino, OsStr::new(".env")), &format!("{dir}/.env"));
+    }
+    // A directory-only pattern needs the type; one that cannot be read is refused.
+    refused(fs.lookup(sealed, OsStr::new("secrets")), "sealed/secrets");
+}
+
+/// A policy reloaded while a lookup is between the directory's decision and the
+/// name's: the answer is the old policy's or the new one's, never a mix.
+const MID_OLD: &str = "default = \"deny\"\n[[rules]]\naction = \"allow\"\npaths = [\"d/\"]\n[[rules]]\naction = \"deny\"\npaths = [\"d/x\"]\n";
+const MID_NEW: &str = "default = \"deny\"\n[[rules]]\naction = \"allow\"\npaths = [\"d/keep\"]\n";
+
+/// A workspace under `MID_OLD` whose next lookup or listing reloads `MID_NEW`
+/// mid-request (once), and the node of `d`.
+fn mid_request_reload() -> (Ws, u64) {
+    let ws = Ws::new(MID_OLD, &[("d/x", "hidden by both"), ("d/keep", "k")]);
+    let reloader = ws.fs.reloader();
+    let file = ws.policy_file.clone();
+    let armed = std::sync::atomic::AtomicBool::new(false);
+    let d = ws.walk("d").unwrap();
+    ws.fs.set_mid_request_hook(move || {
+        if !armed.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            std::fs::write(&file, MID_NEW).unwrap();
+            reloader.reload().unwrap();
+        }
+    });
+    (ws, d)
+}
+
+#[test]
+fn a_reload_mid_lookup_never_mixes_two_policies() {
+    let (ws, d) = mid_request_reload();
+    // Hidden under each policy; a mix (the directory's decision from the old one,
+    // the name's from the new) would admit it.
+    refused(ws.fs.lookup(d, OsStr::new("x")), "d/x");
+    refused(ws.fs.lookup(d, OsStr::new("x")), "d/x");
+    let keep = ws.walk("d/keep").unwrap();
+    assert!(ws.fs.getattr(keep, None).is_ok());
+}
+
+#[test]
+fn a_reload_mid_listing_never_mixes_two_policies() {
+    let (ws, d) = mid_request_reload();
+    let names = || -> Vec<String> {
+        let (listing, _) = ws.fs.listing_at(d, 0).unwrap();
+        let mut v: Vec<String> = listing
+            .entries
+            .iter()
+            .map(|e| String::from_utf8_lossy(&e.name).into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(names(), ["keep"], "the listing the reload landed in");
+    assert_eq!(names(), ["keep"], "a listing taken after it");
+}
+
+#[test]
+fn a_decision_taken_before_a_reload_is_cached_as_stale() {
+    let ws = Ws::new("default = \"allow\"\n", &[("d/a.txt", "a")]);
+    let reloader = ws.fs.reloader();
+    let file = ws.policy_file.clone();
+    let armed = std::sync::atomic::AtomicBool::new(false);
+    let d = ws.walk("d").unwrap();
+    ws.fs.set_mid_request_hook(move || {
+        if !armed.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            std::fs::write(&file, "[[rules]]\naction = \"deny\"\npaths = [\"a.txt\"]\n").unwrap();
+            reloader.reload().unwrap();
+        }
+    });
+    // Answered under one of the two policies (the one the lookup started with);
+    // an admission under the old one is never served as current afterwards.
+    match ws.fs.lookup(d, OsStr::new("a.txt")) {
+        Ok((a, _)) => refused(ws.fs.getattr(a.ino, None), "d/a.txt"),
+        r => refused(r, "d/a.txt"),
+    }
+    refused(ws.fs.lookup(d, OsStr::new("a.txt")), "d/a.txt");
+}
+
+/// An editor's save (write a temporary, rename it over the file) keeps every other
+/// cached decision; a directory rename recomputes the moved subtree's.
+#[test]
+fn an_editor_save_keeps_the_other_cached_decisions() {
+    let mut files: Vec<(String, &str)> = (0..50).map(|i| (format!("src/f{i}.rs"), "x")).collect();
+    files.push(("notes/a.txt".into(), "a"));
+    let files: Vec<(&str, &str)> = files.iter().map(|(p, b)| (p.as_str(), *b)).collect();
+    let ws = Ws::new(SECRETS, &files);
+    let inos: Vec<u64> = files.iter().map(|(p, _)| ws.walk(p).unwrap()).collect();
+    let src = ws.walk("src").unwrap();
+    let stat_all = || {
+        for &ino in &inos {
+            ws.fs.getattr(ino, None).unwrap();
+        }
+    };
+    stat_all();
+    let before = ws.fs.decisions_recomputed();
+    let (tmp, _, fh) = ws
+        .fs
+        .create(
+            src,
+            OsStr::new(".f0.rs.swp"),
+            0o644,
+            0,
+            libc::O_WRONLY,
+            ROOT_CALLER,
+        )
+        .unwrap();
+    ws.fs.write(tmp.ino, fh, 0, b"saved").unwrap();
+    ws.fs.release(fh);
+    ws.fs
+        .rename(src, OsStr::new(".f0.rs.swp"), src, OsStr::new("f0.rs"), 0)
+        .unwrap();
+    stat_all();
+    let after_save = ws.fs.decisions_recomputed() - before;
+    assert!(
+        after_save <= 1,
+        "an editor save recomputed {after_save} cached decisions"
+    );
+    // The saved file is decided under its new name.
+    assert_eq!(ws.walk("src/f0.rs").unwrap(), tmp.ino);
+    assert!(ws.fs.getattr(tmp.ino, None).is_ok());
+    // A directory rename still recomputes what it moved.
+    let before = ws.fs.decisions_recomputed();
+    ws.fs
+        .rename(ROOT, OsStr::new("notes"), ROOT, OsStr::new("notes2"), 0)
+        .unwrap();
+    stat_all();
+    assert!(ws.fs.decisions_recomputed() > before);
+}

@@ -133,7 +133,8 @@ impl VeilFs {
             crtime: UNIX_EPOCH,
             kind: kind(st.st_mode & libc::S_IFMT),
             perm: (st.st_mode & 0o7777) as u16,
-            nlink: st.st_nlink as u32,
+            // Never counting hidden subdirectories (see `ops::shown_nlink`).
+            nlink: super::ops::shown_nlink(st.st_mode, st.st_nlink) as u32,
             uid: st.st_uid,
             gid: st.st_gid,
             rdev: st.st_rdev as u32,

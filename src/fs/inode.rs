@@ -32,8 +32,8 @@
 //!   ever walked (the soft `RLIMIT_NOFILE` is raised to the hard limit at start).
 //! * A node's policy path and decision are derived from its parent's and its name.
 //!   They are cached with the filesystem's `epoch`; a directory rename or a policy
-//!   reload bumps the epoch, and a stale cache is recomputed from the parent chain
-//!   before it is used. Only one node's `place` lock is held at a time.
+//!   reload bumps the epoch (a file's rename marks only the moved nodes stale), and
+//!   a stale cache is recomputed from the parent chain before it is used. Only one node's `place` lock is held at a time.
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};

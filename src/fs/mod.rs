@@ -11,6 +11,7 @@ pub mod notice;
 pub mod ops;
 pub mod protect;
 pub mod reload;
+pub mod snapshot;
 pub mod watch;
 
 use parking_lot::RwLock;
@@ -113,6 +114,10 @@ pub struct VeilFs {
     pub(crate) audit: Option<crate::audit::Audit>,
     /// Refused names said once on stderr.
     pub(crate) notices: notice::Notices,
+    /// Stale decisions recomputed (see [`VeilFs::decisions_recomputed`]).
+    pub(crate) recomputed: AtomicU64,
+    /// See [`VeilFs::set_mid_request_hook`].
+    pub(crate) seam: snapshot::Seam,
 }
 
 impl VeilFs {
@@ -195,6 +200,8 @@ impl VeilFs {
             ttl: DEFAULT_TTL,
             audit: None,
             notices: notice::Notices::default(),
+            recomputed: AtomicU64::new(0),
+            seam: snapshot::Seam::default(),
         })
     }
 

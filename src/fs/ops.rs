@@ -13,8 +13,12 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 mod exposure;
+mod unseen;
+
+pub use unseen::shown_nlink;
 
 use super::inode::{Key, Node, Place};
+use super::snapshot::Snapshot;
 use super::{FileHandle, VeilFs};
 use crate::policy::{Decision, Policy};
 use crate::sys;
@@ -113,10 +117,6 @@ fn join(parent: &[u8], name: &[u8]) -> Vec<u8> {
 }
 
 impl VeilFs {
-    fn policy(&self) -> Arc<Policy> {
-        self.policy.read().clone()
-    }
-
     fn node(&self, ino: u64) -> io::Result<Arc<Node>> {
         self.inodes.get(ino).ok_or_else(|| errno(libc::ESTALE))
     }
@@ -139,13 +139,13 @@ impl VeilFs {
     /// the node's name in a parent the kernel still holds: its decision name, else
     /// another of its links; a node none of whose parents is held any more (the kernel
     /// forgot them) is decided from its last known path.
-    fn place(&self, node: &Node) -> io::Result<Place> {
-        let epoch = self.epoch.load(Ordering::Acquire);
+    fn place(&self, s: &Snapshot, node: &Node) -> io::Result<Place> {
+        let epoch = s.epoch;
         let place = node.place();
         if place.epoch == epoch || node.ino == super::inode::ROOT {
             return Ok(place);
         }
-        let policy = self.policy();
+        let policy = &*s.policy;
         // Stale nodes from `node` up, each with the parent it is decided under.
         let mut stale: Vec<(Option<Arc<Node>>, Place)> = vec![(None, place)];
         let mut base: Option<Place> = None;
@@ -177,13 +177,14 @@ impl VeilFs {
             match &above {
                 Some(pp) => {
                     let path = join(&pp.path, &p.name);
-                    p.decision = self.decide(&policy, &pp.decision, &path, || is_dir);
+                    p.decision = self.decide(policy, &pp.decision, &path, || is_dir);
                     p.path = Arc::from(path);
                 }
                 None => {
-                    p.decision = self.decide_path(&policy, &p.path, is_dir);
+                    p.decision = self.decide_path(policy, &p.path, is_dir);
                 }
             }
+            self.recomputed.fetch_add(1, Ordering::Relaxed);
             p.epoch = epoch;
             let target: &Node = n.as_deref().unwrap_or(node);
             {
@@ -220,7 +221,11 @@ impl VeilFs {
     }
 
     fn visible(&self, node: &Node) -> io::Result<Place> {
-        let p = self.place(node)?;
+        self.visible_in(&self.snapshot(), node)
+    }
+
+    fn visible_in(&self, s: &Snapshot, node: &Node) -> io::Result<Place> {
+        let p = self.place(s, node)?;
         if p.decision.action.visible() {
             Ok(p)
         } else {
@@ -229,7 +234,11 @@ impl VeilFs {
     }
 
     fn writable(&self, node: &Node) -> io::Result<Place> {
-        let p = self.place(node)?;
+        self.writable_in(&self.snapshot(), node)
+    }
+
+    fn writable_in(&self, s: &Snapshot, node: &Node) -> io::Result<Place> {
+        let p = self.place(s, node)?;
         if p.decision.action.writable() {
             self.guard_key(node.key, &p.path)?;
             Ok(p)
@@ -241,10 +250,9 @@ impl VeilFs {
     /// The node's own attributes may be changed (see
     /// [`Decision::for_own_attributes`]).
     fn attributes_writable(&self, node: &Node) -> io::Result<Place> {
-        let p = self.writable(node)?;
-        let d = p
-            .decision
-            .for_own_attributes(self.policy().default_action());
+        let s = self.snapshot();
+        let p = self.writable_in(&s, node)?;
+        let d = p.decision.for_own_attributes(s.policy.default_action());
         if d.action.writable() {
             Ok(p)
         } else {
@@ -253,17 +261,25 @@ impl VeilFs {
     }
 
     /// The decision for a name in a directory, asking the disk for the entry's type
-    /// only if a directory-only pattern needs it.
-    fn child(&self, dir: &Node, dp: &Place, name: &CStr, kind: Kind) -> (Vec<u8>, Decision) {
+    /// only if a directory-only pattern needs it (see [`unseen`] for a name that is
+    /// not there).
+    fn child(
+        &self,
+        s: &Snapshot,
+        dir: &Node,
+        dp: &Place,
+        name: &CStr,
+        kind: Kind,
+    ) -> (Vec<u8>, Decision) {
         let path = join(&dp.path, name.to_bytes());
-        let d = self.decide(&self.policy(), &dp.decision, &path, || match kind {
-            Kind::Dir => true,
-            Kind::NotDir => false,
-            Kind::OnDisk => dir
-                .dir_fd()
-                .and_then(|fd| sys::statat(fd, name))
-                .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR),
-        });
+        let d = match kind {
+            Kind::Dir => self.decide(&s.policy, &dp.decision, &path, || true),
+            Kind::NotDir => self.decide(&s.policy, &dp.decision, &path, || false),
+            Kind::OnDisk => {
+                self.decide_on_disk(&s.policy, dir, &dp.decision, &path, name)
+                    .0
+            }
+        };
         (path, d)
     }
 
@@ -428,20 +444,27 @@ impl VeilFs {
     }
 
     pub fn lookup(&self, parent: u64, name: &OsStr) -> io::Result<(Arc<Node>, libc::stat)> {
-        let epoch = self.epoch.load(Ordering::Acquire);
+        let s = self.snapshot();
         let dir = self.node(parent)?;
-        let dp = self.visible(&dir)?;
+        let dp = self.visible_in(&s, &dir)?;
         let cname = sys::name(name)?;
-        let (path, d) = self.child(&dir, &dp, &cname, Kind::OnDisk);
+        self.seam.run();
+        let path = join(&dp.path, cname.to_bytes());
+        let (d, as_file) = self.decide_on_disk(&s.policy, &dir, &dp.decision, &path, &cname);
         if !d.action.visible() {
             return Err(refuse(&path, &d));
         }
         let at = Entering {
             parent,
             dir: &dir,
-            epoch,
+            epoch: s.epoch,
         };
-        self.enter(at, &cname, path, d)
+        let recheck = as_file.then(|| path.clone());
+        let (node, st) = self.enter(at, &cname, path, d)?;
+        if let Some(path) = recheck {
+            self.same_kind(&s, &node, &dp, &path)?;
+        }
+        Ok((node, st))
     }
 
     pub fn forget(&self, ino: u64, n: u64) {
@@ -595,12 +618,18 @@ impl VeilFs {
 
     /// A name in a directory that is about to be made, removed or replaced: the
     /// directory is visible and the name's own decision (for `kind`) allows changes.
-    fn changeable(&self, parent: u64, name: &OsStr, kind: Kind) -> io::Result<Changing> {
-        let epoch = self.epoch.load(Ordering::Acquire);
+    fn changeable(
+        &self,
+        s: &Snapshot,
+        parent: u64,
+        name: &OsStr,
+        kind: Kind,
+    ) -> io::Result<Changing> {
+        let epoch = s.epoch;
         let dir = self.node(parent)?;
-        let dp = self.visible(&dir)?;
+        let dp = self.visible_in(s, &dir)?;
         let cname = sys::name(name)?;
-        let (path, d) = self.child(&dir, &dp, &cname, kind);
+        let (path, d) = self.child(s, &dir, &dp, &cname, kind);
         if !d.action.writable() {
             return Err(refuse(&path, &d));
         }
@@ -616,14 +645,18 @@ impl VeilFs {
 
     /// The checks shared by every operation that makes a new name (of a directory
     /// when `is_dir`), and the note of its change through the mount (`done` once
-    /// the name is made).
+    /// the name is made). A name made as a non-directory is decided by what is on
+    /// disk (see [`unseen`]: where it is not there yet, a directory-only deny
+    /// pattern refuses it, as a lookup of it would).
     fn new_name(
         &self,
+        s: &Snapshot,
         parent: u64,
         name: &OsStr,
         is_dir: bool,
     ) -> io::Result<(Changing, super::watch::Own<'_>)> {
-        let made = self.changeable(parent, name, kind_of(is_dir))?;
+        let kind = if is_dir { Kind::Dir } else { Kind::OnDisk };
+        let made = self.changeable(s, parent, name, kind)?;
         let own = self.own(parent, made.name.to_bytes());
         Ok((made, own))
     }
@@ -662,7 +695,7 @@ impl VeilFs {
         caller: Caller,
     ) -> io::Result<(Arc<Node>, libc::stat)> {
         let _names = self.names.read();
-        let (c, own) = self.new_name(parent, name, false)?;
+        let (c, own) = self.new_name(&self.snapshot(), parent, name, false)?;
         sys::mknodat(c.dir.dir_fd()?, &c.name, mode & !umask, rdev as u64)?;
         own.done_if(self.made(c, caller))
     }
@@ -676,7 +709,7 @@ impl VeilFs {
         caller: Caller,
     ) -> io::Result<(Arc<Node>, libc::stat)> {
         let _names = self.names.read();
-        let (c, own) = self.new_name(parent, name, true)?;
+        let (c, own) = self.new_name(&self.snapshot(), parent, name, true)?;
         sys::mkdirat(c.dir.dir_fd()?, &c.name, mode & !umask)?;
         own.done_if(self.made(c, caller))
     }
@@ -689,7 +722,7 @@ impl VeilFs {
         caller: Caller,
     ) -> io::Result<(Arc<Node>, libc::stat)> {
         let _names = self.names.read();
-        let (c, own) = self.new_name(parent, name, false)?;
+        let (c, own) = self.new_name(&self.snapshot(), parent, name, false)?;
         sys::symlinkat(target, c.dir.dir_fd()?, &c.name)?;
         own.done_if(self.made(c, caller))
     }
@@ -706,8 +739,9 @@ impl VeilFs {
         // read-only inode a writable alias: the source must be writable too, under
         // a name that still reaches it.
         self.still_named(&node)?;
-        self.writable(&node)?;
-        let (c, own) = self.new_name(newparent, newname, node.is_dir())?;
+        let s = self.snapshot();
+        self.writable_in(&s, &node)?;
+        let (c, own) = self.new_name(&s, newparent, newname, node.is_dir())?;
         sys::linkat(
             self.proc_fd.as_fd(),
             self.fd_of(&node)?.as_fd(),
@@ -719,7 +753,7 @@ impl VeilFs {
 
     fn remove(&self, parent: u64, name: &OsStr, is_dir: bool) -> io::Result<()> {
         let kind = if is_dir { Kind::Dir } else { Kind::OnDisk };
-        let c = self.changeable(parent, name, kind)?;
+        let c = self.changeable(&self.snapshot(), parent, name, kind)?;
         let st = sys::statat(c.dir.dir_fd()?, &c.name)?;
         self.guard_key(super::inode::key_of(&st), &c.path)?;
         self.guard_holder(&c.path)?;
@@ -774,17 +808,21 @@ impl VeilFs {
     ) -> io::Result<bool> {
         // Checked and made as one step (see `VeilFs::names`).
         let _names = self.names.write();
-        let policy = self.policy();
+        let s = self.snapshot();
+        let policy = &*s.policy;
         let (from_dir, to_dir) = (self.node(parent)?, self.node(newparent)?);
-        let (fp, tp) = (self.visible(&from_dir)?, self.visible(&to_dir)?);
+        let (fp, tp) = (
+            self.visible_in(&s, &from_dir)?,
+            self.visible_in(&s, &to_dir)?,
+        );
         let (from, to) = (sys::name(name)?, sys::name(newname)?);
         let from_st = sys::statat(from_dir.dir_fd()?, &from)?;
         let from_is_dir = from_st.st_mode & libc::S_IFMT == libc::S_IFDIR;
         let exchange = flags & libc::RENAME_EXCHANGE != 0;
 
         // The source as it is, and as it would be at the destination.
-        let (from_path, from_now) = self.child(&from_dir, &fp, &from, kind_of(from_is_dir));
-        let (to_path, from_then) = self.child(&to_dir, &tp, &to, kind_of(from_is_dir));
+        let (from_path, from_now) = self.child(&s, &from_dir, &fp, &from, kind_of(from_is_dir));
+        let (to_path, from_then) = self.child(&s, &to_dir, &tp, &to, kind_of(from_is_dir));
         if !from_now.action.writable() {
             return Err(refuse(&from_path, &from_now));
         }
@@ -801,19 +839,19 @@ impl VeilFs {
         if let Some(st) = &to_st {
             self.guard_key(super::inode::key_of(st), &to_path)?;
             let to_is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
-            let (_, to_now) = self.child(&to_dir, &tp, &to, kind_of(to_is_dir));
+            let (_, to_now) = self.child(&s, &to_dir, &tp, &to, kind_of(to_is_dir));
             if !to_now.action.writable() {
                 return Err(refuse(&to_path, &to_now));
             }
             if exchange {
-                let (_, to_then) = self.child(&from_dir, &fp, &from, kind_of(to_is_dir));
+                let (_, to_then) = self.child(&s, &from_dir, &fp, &from, kind_of(to_is_dir));
                 if !to_then.action.writable() {
                     return Err(refuse(&from_path, &to_then));
                 }
                 if to_is_dir {
                     let fd =
                         sys::openat(to_dir.dir_fd()?, &to, libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
-                    self.no_exposure(&policy, fd, &to_path, &to_now, &from_path, &to_then)?;
+                    self.no_exposure(policy, fd, &to_path, &to_now, &from_path, &to_then)?;
                 }
             }
         }
@@ -824,7 +862,7 @@ impl VeilFs {
                 libc::O_RDONLY | libc::O_DIRECTORY,
                 0,
             )?;
-            self.no_exposure(&policy, fd, &from_path, &from_now, &to_path, &from_then)?;
+            self.no_exposure(policy, fd, &from_path, &from_now, &to_path, &from_then)?;
         }
 
         // A moved directory takes its kernel-cached subtree along under a new path
@@ -846,8 +884,10 @@ impl VeilFs {
             to_own.done();
         }
 
-        // Keep the moved nodes' places in step, then invalidate every cached decision
-        // (descendants of a moved directory now live under another path).
+        // Keep the moved nodes' places in step (each is decided again under its new
+        // name); a moved directory takes descendants along under another path, so
+        // then every cached decision is invalidated. A file's rename (an editor's
+        // save: write a temporary, rename it over the file) changes no other path.
         self.moved(
             parent,
             from.to_bytes(),
@@ -863,11 +903,14 @@ impl VeilFs {
             Some(st) => self.unlinked(newparent, to.to_bytes(), super::inode::key_of(&st)),
             None => {}
         }
-        self.epoch.fetch_add(1, Ordering::AcqRel);
+        if moves_dir {
+            self.epoch.fetch_add(1, Ordering::AcqRel);
+        }
         Ok(moves_dir)
     }
 
-    /// The entry `old_parent/old` (backing object `key`) is now `new_parent/new`.
+    /// The entry `old_parent/old` (backing object `key`) is now `new_parent/new`: its
+    /// cached decision (taken for the old name) is stale.
     fn moved(&self, old_parent: u64, old: &[u8], new_parent: u64, new: &[u8], key: Key) {
         if let Some(n) = self.inodes.find(key) {
             let mut p = n.place.lock();
@@ -876,6 +919,7 @@ impl VeilFs {
             p.links.insert(0, to);
             p.parent = new_parent;
             p.name = new.to_vec();
+            p.epoch = u64::MAX;
         }
     }
 
@@ -955,7 +999,7 @@ impl VeilFs {
         caller: Caller,
     ) -> io::Result<(Arc<Node>, libc::stat, u64)> {
         let _names = self.names.read();
-        let (c, own) = self.new_name(parent, name, false)?;
+        let (c, own) = self.new_name(&self.snapshot(), parent, name, false)?;
         let (dfd, mode) = (c.dir.dir_fd()?, mode & !umask);
         // Without `O_EXCL` an existing name is opened (and maybe truncated): never
         // the policy file's (see `protect`).
@@ -1110,8 +1154,9 @@ impl VeilFs {
     /// kept until the kernel forgets the directory. A listing is taken anew when the
     /// directory's mtime or the policy epoch has changed since the newest one.
     pub fn listing_at(&self, ino: u64, offset: u64) -> io::Result<(Arc<Listing>, u64)> {
+        let s = self.snapshot();
         let node = self.node(ino)?;
-        let place = self.visible(&node)?;
+        let place = self.visible_in(&s, &node)?;
         let (generation, pos) = ((offset >> 32) as u32, offset & 0xffff_ffff);
         if offset != 0
             && let Some(l) = self
@@ -1123,11 +1168,7 @@ impl VeilFs {
             return Ok((l, pos));
         }
         let st = sys::stat(node.dir_fd()?)?;
-        let stamp = (
-            st.st_mtime,
-            st.st_mtime_nsec,
-            self.epoch.load(Ordering::Acquire),
-        );
+        let stamp = (st.st_mtime, st.st_mtime_nsec, s.epoch);
         if let Some(l) = self
             .listings
             .lock()
@@ -1139,7 +1180,7 @@ impl VeilFs {
         let listing = Arc::new(Listing {
             generation: self.next_listing.fetch_add(1, Ordering::Relaxed),
             stamp,
-            entries: self.read_listing(&node, &place)?,
+            entries: self.read_listing(&s.policy, &node, &place)?,
         });
         let mut all = self.listings.lock();
         let kept = all.entry(ino).or_default();
@@ -1151,23 +1192,24 @@ impl VeilFs {
     }
 
     /// The admitted entries of a directory, read now under one policy.
-    fn read_listing(&self, node: &Node, place: &Place) -> io::Result<Vec<Listed>> {
+    fn read_listing(&self, policy: &Policy, node: &Node, place: &Place) -> io::Result<Vec<Listed>> {
         let reader = sys::reopen(
             self.proc_fd.as_fd(),
             node.dir_fd()?,
             libc::O_RDONLY | libc::O_DIRECTORY,
         )?;
         let dev = node.key.0;
-        let policy = self.policy();
+        self.seam.run();
         let mut entries = Vec::new();
         for e in sys::read_dir(reader)? {
             let path = join(&place.path, &e.name);
-            let d = self.decide(&policy, &place.decision, &path, || match e.kind {
+            let d = self.decide(policy, &place.decision, &path, || match e.kind {
                 libc::DT_DIR => true,
+                // Not known, or gone: read as a directory (see `unseen`).
                 libc::DT_UNKNOWN => std::ffi::CString::new(e.name.clone())
                     .ok()
                     .and_then(|c| sys::statat(node.dir_fd().ok()?, &c).ok())
-                    .is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR),
+                    .is_none_or(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR),
                 _ => false,
             });
             if d.action.visible() {
@@ -1315,8 +1357,8 @@ impl Io {
 }
 
 /// Where a new node is being registered: its parent, the parent's node, and the
-/// epoch read before its decision was taken (so that a policy reloaded meanwhile
-/// makes the cached decision stale, never current).
+/// epoch of the snapshot its decision was taken under (see [`super::snapshot`]: a
+/// policy reloaded meanwhile makes the cached decision stale, never current).
 #[derive(Clone, Copy)]
 struct Entering<'a> {
     parent: u64,

@@ -2,11 +2,12 @@
 //!
 //! A reload parses the policy file again; if it does not load, the old policy stays
 //! in force and the error (with `file:line:col`) is returned. Otherwise the new
-//! policy replaces the old one in one store (each decision is made by exactly one of
-//! them, never a mix), every cached decision is marked stale (the epoch), and the
-//! kernel is told to forget every entry, attribute and listing it cached, so a newly
-//! denied path answers `EACCES` and leaves listings at once, and a newly allowed one
-//! appears. Descriptors already open keep working, as with Unix permissions.
+//! policy replaces the old one in one store, with the epoch bumped under the same
+//! lock (each request decides under exactly one of them, never a mix: see
+//! [`super::snapshot`]), so every cached decision is stale, and the kernel is told
+//! to forget every entry, attribute and listing it cached, so a newly denied path
+//! answers `EACCES` and leaves listings at once, and a newly allowed one appears.
+//! Descriptors already open keep working, as with Unix permissions.
 
 use parking_lot::{Mutex, RwLock};
 use std::path::Path;
@@ -116,8 +117,13 @@ impl Reloader {
             p.patterns().len(),
             p.default_action()
         );
-        *self.policy.write() = Arc::new(loaded.policy);
-        self.epoch.fetch_add(1, Ordering::AcqRel);
+        {
+            // Both under the write lock, so a request's snapshot reads the policy
+            // with the epoch it is in force at (see `super::snapshot`).
+            let mut policy = self.policy.write();
+            *policy = Arc::new(loaded.policy);
+            self.epoch.fetch_add(1, Ordering::AcqRel);
+        }
         self.invalidate_kernel_caches();
         Ok(summary)
     }
