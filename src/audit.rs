@@ -60,14 +60,14 @@ impl Writer {
 
 /// Opens the log file for appending: never through a symbolic link (someone who
 /// could plant one would have the daemon append to any file it can write), and only
-/// a regular file of this user's.
+/// a regular file or a FIFO (a log collector's) of this user's.
 fn open_log(target: &Path) -> io::Result<std::fs::File> {
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let f = OpenOptions::new()
         .create(true)
         .append(true)
         .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(target)
         .map_err(|e| match e.raw_os_error() {
             Some(libc::ELOOP) => io::Error::other(format!(
@@ -77,9 +77,10 @@ fn open_log(target: &Path) -> io::Result<std::fs::File> {
             _ => e,
         })?;
     let meta = f.metadata()?;
-    if !meta.is_file() {
+    use std::os::unix::fs::FileTypeExt;
+    if !meta.is_file() && !meta.file_type().is_fifo() {
         return Err(io::Error::other(format!(
-            "{} is not a regular file",
+            "{} is neither a regular file nor a FIFO",
             target.display()
         )));
     }
