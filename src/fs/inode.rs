@@ -91,9 +91,6 @@ pub struct Node {
     pub lookups: AtomicU64,
     /// How the kernel does I/O on this inode while handles are open.
     pub io: Mutex<IoMode>,
-    /// The object was opened for writing (or created) through the mount: a policy
-    /// file that has been is never loaded (see [`super::reload`]).
-    pub written: std::sync::atomic::AtomicBool,
 }
 
 /// The kernel keeps one I/O mode per inode while any handle is open: cached (the
@@ -124,7 +121,6 @@ impl Node {
             place: Mutex::new(place),
             lookups: AtomicU64::new(0),
             io: Mutex::new(IoMode::default()),
-            written: std::sync::atomic::AtomicBool::new(false),
         }
     }
 

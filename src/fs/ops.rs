@@ -966,7 +966,7 @@ impl VeilFs {
         let writes = opens_for_writing(flags);
         let own = if writes {
             let place = self.writable(&node)?;
-            node.written.store(true, Ordering::Relaxed);
+            self.protected.written(node.key);
             self.own(place.parent, &place.name)
         } else {
             self.visible(&node)?;
@@ -1030,7 +1030,7 @@ impl VeilFs {
         // Pinned like a file opened (see `pin`), within the cap.
         let path_fd = (self.inodes.pinned() < self.pin_cap).then_some(path_fd);
         let (node, _) = self.adopt(c.at(), &c.name, path_fd, st, path, c.decision.clone())?;
-        node.written.store(true, Ordering::Relaxed);
+        self.protected.written(node.key);
         let nfd = self.fd_of(&node)?;
         self.give(dfd, nfd.as_fd(), caller)?;
         let st = sys::stat(nfd.as_fd())?;

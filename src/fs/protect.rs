@@ -33,9 +33,49 @@ use crate::policy::Decision;
 #[derive(Debug, Default)]
 pub struct ProtectedFiles {
     key: RwLock<Option<Key>>,
+    /// The objects opened for writing or created through the mount lately, and when
+    /// (see [`ProtectedFiles::written`]).
+    written: parking_lot::Mutex<Written>,
+}
+
+/// How long a write through the mount disqualifies a file from becoming the policy.
+pub const WRITTEN_WINDOW: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
+#[derive(Debug, Default)]
+struct Written {
+    at: std::collections::HashMap<Key, std::time::Instant>,
+    /// Prune once the map holds this many (doubles with what stays).
+    prune_at: usize,
 }
 
 impl ProtectedFiles {
+    /// Records that `key` was opened for writing or created through the mount. A file
+    /// so written in the last [`WRITTEN_WINDOW`] is never loaded as policy: an
+    /// editor's temporary file beside the policy (`sed -i`, atomic saves) can be
+    /// written by the confined command before the person renames it over the policy.
+    /// Kept by key (not on the node, which the kernel may forget as soon as the
+    /// command closes the file), and by time, so that no amount of other writes
+    /// pushes an entry out early.
+    pub fn written(&self, key: Key) {
+        let now = std::time::Instant::now();
+        let mut w = self.written.lock();
+        w.at.insert(key, now);
+        if w.at.len() >= w.prune_at.max(4096) {
+            w.at.retain(|_, t| now.duration_since(*t) < WRITTEN_WINDOW);
+            w.prune_at = w.at.len() * 2;
+        }
+    }
+
+    /// Whether `key` was opened for writing or created through the mount in the
+    /// last [`WRITTEN_WINDOW`].
+    pub fn written_lately(&self, key: Key) -> bool {
+        self.written
+            .lock()
+            .at
+            .get(&key)
+            .is_some_and(|t| t.elapsed() < WRITTEN_WINDOW)
+    }
+
     /// Protects the object `(dev, ino)` (the policy file just read, from `fstat` of
     /// the descriptor it was read through), in place of the one protected before.
     pub fn set(&self, dev: u64, ino: u64) {

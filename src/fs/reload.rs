@@ -87,11 +87,7 @@ impl Reloader {
         // temporary file in the workspace (`sed -i`, atomic saves) is writable by the
         // confined command until it is renamed over the policy, and a descriptor it
         // held could still write into it afterwards.
-        if self
-            .inodes
-            .find((read.dev, read.ino))
-            .is_some_and(|n| n.written.load(Ordering::Relaxed))
-        {
+        if self.protected.written_lately((read.dev, read.ino)) {
             return Err(format!(
                 "{}: this file was opened for writing through the mount, so the confined \
                  command may have written it; keeping the old policy. Write the policy \
