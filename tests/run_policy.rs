@@ -75,6 +75,25 @@ fn show(o: &Output) -> String {
     )
 }
 
+/// Kills a `veilfs run` (by pid; its namespace goes with it) if the test fails
+/// before waiting for it: [`Armed::disarm`] once it has been reaped.
+struct Armed(Option<u32>);
+
+impl Armed {
+    fn disarm(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Armed {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0 {
+            // SAFETY: signalling our own child, not yet reaped, by pid.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+    }
+}
+
 /// Waits for a `veilfs run` started with piped output; kills it (by pid) when it
 /// does not end within the deadline, so a hang is a failure, not a stuck suite.
 fn finish(mut child: Child, limit: Duration) -> Output {
@@ -629,6 +648,7 @@ while not os.path.exists("done"):
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let mut armed = Armed(Some(child.id()));
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     // The person edits the policy as `sed -i` does: a new file beside it, renamed over.
     std::fs::write(ws.dir.join("tmp.toml"), DENY_ENV_AND_A).unwrap();
@@ -655,6 +675,7 @@ while not os.path.exists("done"):
     );
     std::fs::write(ws.dir.join("done"), "").unwrap();
     let o = finish(child, Duration::from_secs(20));
+    armed.disarm();
     let rest: Vec<String> = lines.map_while(Result::ok).collect();
     assert!(
         !rest.iter().any(|l| l.contains("LEAK")),

@@ -287,6 +287,15 @@ impl Relay {
     /// caller's shell takes over. Returns when the job is continued (`fg`/`bg`); the
     /// terminal goes raw again if `run` is then in the foreground.
     pub(super) fn suspend(&self) {
+        // What the command wrote before it stopped reaches the terminal first: wait
+        // (a little) until the output relay has read everything the pty holds.
+        for _ in 0..50 {
+            if !sys::poll_readable(self.master.as_fd(), 0).unwrap_or(false) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        std::thread::sleep(Duration::from_millis(20));
         if let Some(saved) = &self.restore
             && let Err(e) = termios::tcsetattr(fd(0), SetArg::TCSADRAIN, saved)
         {
