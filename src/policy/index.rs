@@ -230,13 +230,16 @@ mod tests {
         assert_eq!(keys_of(r"a\*b"), Keys::Exact(lits(&["a*b"])));
         assert_eq!(keys_of("x{1,2}y"), Keys::Exact(lits(&["x1y", "x2y"])));
         assert_eq!(keys_of("*.pem"), Keys::Contains(lits(&[".pem"])));
-        assert_eq!(keys_of("vendor/**/*.go"), Keys::Contains(lits(&["vendor/"])));
+        assert_eq!(
+            keys_of("vendor/**/*.go"),
+            Keys::Contains(lits(&["vendor/"]))
+        );
         // A POSIX class is one class, not a `]` literal (issue 13).
         assert_eq!(
             keys_of("*[[:digit:]].key"),
             Keys::Contains(lits(&[
-                "0.key", "1.key", "2.key", "3.key", "4.key", "5.key", "6.key", "7.key",
-                "8.key", "9.key"
+                "0.key", "1.key", "2.key", "3.key", "4.key", "5.key", "6.key", "7.key", "8.key",
+                "9.key"
             ]))
         );
         assert_eq!(keys_of("[[:upper:]]*.pem"), Keys::Contains(lits(&[".pem"])));

@@ -19,18 +19,89 @@ pub const ACTIONS: [(&str, Action); 3] = [
 /// `]` first, ranges, alternatives with nested classes and `/`, escapes, `**`,
 /// separators), some malformed on purpose (those must be refused, never ignored).
 pub const TOKENS: &[&str] = &[
-    "a", "b", "ab", ".", "-", "k", "A", "5", "é", ".key", ".pem", "*", "*", "?", "**", "**",
-    "/", "/", "/", "[ab]", "[!ab]", "[^a]", "[]a]", "[!]a]", "[a-c]", "[0-9]",
-    "[[:digit:]]", "[[:upper:]]", "[![:alpha:]]", "[[:alpha:][:digit:]]", "[-a]", "[a-]",
-    "[/]", "[.-0]", "[é]", "{a,b}", "{a*,[0-9]}", "{[[:digit:]],x/y}", "{,a}", "{a,{b,c}}",
-    "{**/a,b}", r"\*", r"\[", r"\{", r"\\", r"\a", r"\]", "[", "]", "{", "}", ",", r"\",
+    "a",
+    "b",
+    "ab",
+    ".",
+    "-",
+    "k",
+    "A",
+    "5",
+    "é",
+    ".key",
+    ".pem",
+    "*",
+    "*",
+    "?",
+    "**",
+    "**",
+    "/",
+    "/",
+    "/",
+    "[ab]",
+    "[!ab]",
+    "[^a]",
+    "[]a]",
+    "[!]a]",
+    "[a-c]",
+    "[0-9]",
+    "[[:digit:]]",
+    "[[:upper:]]",
+    "[![:alpha:]]",
+    "[[:alpha:][:digit:]]",
+    "[-a]",
+    "[a-]",
+    "[/]",
+    "[.-0]",
+    "[é]",
+    "{a,b}",
+    "{a*,[0-9]}",
+    "{[[:digit:]],x/y}",
+    "{,a}",
+    "{a,{b,c}}",
+    "{**/a,b}",
+    r"\*",
+    r"\[",
+    r"\{",
+    r"\\",
+    r"\a",
+    r"\]",
+    "[",
+    "]",
+    "{",
+    "}",
+    ",",
+    r"\",
 ];
 
 /// Pieces a path's names are made of: what the tokens can match, and bytes that are
 /// not UTF-8.
 pub const NAME_PIECES: &[&[u8]] = &[
-    b"a", b"b", b"c", b"ab", b".", b"-", b"k", b"A", b"5", b"0", b".key", b".pem", b"]",
-    b"[", b"{", b"}", b",", b"*", b"?", b"\\", b"x", b"y", "é".as_bytes(), b"\xff", b"\xc3",
+    b"a",
+    b"b",
+    b"c",
+    b"ab",
+    b".",
+    b"-",
+    b"k",
+    b"A",
+    b"5",
+    b"0",
+    b".key",
+    b".pem",
+    b"]",
+    b"[",
+    b"{",
+    b"}",
+    b",",
+    b"*",
+    b"?",
+    b"\\",
+    b"x",
+    b"y",
+    "é".as_bytes(),
+    b"\xff",
+    b"\xc3",
 ];
 
 #[derive(Clone, Debug)]
@@ -119,7 +190,11 @@ pub fn split(p: &str) -> (&str, bool, bool) {
 /// never name a workspace path (empty, `//`, `.` or `..` segments).
 pub fn refused(p: &str) -> bool {
     let (body, _, _) = split(p);
-    if body.is_empty() || body.split('/').any(|s| s.is_empty() || s == "." || s == "..") {
+    if body.is_empty()
+        || body
+            .split('/')
+            .any(|s| s.is_empty() || s == "." || s == "..")
+    {
         return true;
     }
     glob(body).is_none()
@@ -156,7 +231,14 @@ impl Reference {
                 }
                 let (body, anchored, dir_only) = split(p);
                 let m = glob(body)?;
-                patterns.push((i, ACTIONS[r.action % 3].1, anchored, dir_only, m, body.into()));
+                patterns.push((
+                    i,
+                    ACTIONS[r.action % 3].1,
+                    anchored,
+                    dir_only,
+                    m,
+                    body.into(),
+                ));
             }
         }
         Some(Reference {
