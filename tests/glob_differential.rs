@@ -126,3 +126,19 @@ fn class_and_brace_edge_cases_equal_globset() {
         }
     }
 }
+
+/// A glob globset parses but cannot compile (its regex is past globset's size limit)
+/// is refused when the policy loads, with its location. The old index compiled it on
+/// the first request that met it, where globset's own `expect` panicked.
+#[test]
+fn a_glob_too_large_to_compile_is_refused_at_load() {
+    let pattern = "*".to_string() + &"[[:alpha:]]?".repeat(200_000);
+    let text = format!("\n[[rules]]\naction = \"deny\"\npaths = [\"{pattern}\"]\n");
+    let e = Policy::parse("big.toml", &text).expect_err("refused");
+    let msg = e.to_string();
+    assert!(
+        msg.starts_with("big.toml:4:10: error: rule 1: pattern") && msg.contains("invalid glob"),
+        "{}",
+        &msg[..msg.len().min(300)]
+    );
+}
