@@ -148,11 +148,71 @@ pub fn load_policy(explicit: Option<&Path>, workspace: &Path) -> Result<LoadedPo
 
 /// Loads and compiles one policy file.
 pub fn load_file(path: &Path) -> Result<LoadedPolicy, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+    let (text, _) = read_policy_text(path).map_err(|source| ConfigError::Read {
         path: path.to_path_buf(),
         source,
     })?;
     parse_file(path, &text)
+}
+
+/// The largest policy file read: a policy is text a person writes, so anything
+/// bigger is refused rather than read until memory runs out.
+pub const MAX_POLICY_BYTES: u64 = 4 << 20;
+
+/// Reads a policy file's text: only a regular file (a FIFO, a device such as
+/// `/dev/zero`, a socket or a directory is refused without reading, and opening never
+/// waits for a writer), of at most [`MAX_POLICY_BYTES`], in UTF-8.
+fn read_policy_text(path: &Path) -> std::io::Result<(String, std::fs::Metadata)> {
+    use std::io::{Error, ErrorKind, Read};
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer. It
+    // changes nothing for a regular file.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    let meta = file.metadata()?;
+    let ft = meta.file_type();
+    if !ft.is_file() {
+        let what = if ft.is_dir() {
+            "a directory"
+        } else if ft.is_fifo() {
+            "a FIFO (named pipe)"
+        } else if ft.is_char_device() {
+            "a character device"
+        } else if ft.is_block_device() {
+            "a block device"
+        } else if ft.is_socket() {
+            "a socket"
+        } else {
+            "not a regular file"
+        };
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
+            format!("it is {what}: a policy must be a regular file"),
+        ));
+    }
+    let too_big = || {
+        Error::new(
+            ErrorKind::InvalidInput,
+            format!(
+                "larger than {} MiB: a policy file is at most that",
+                MAX_POLICY_BYTES >> 20
+            ),
+        )
+    };
+    if meta.len() > MAX_POLICY_BYTES {
+        return Err(too_big());
+    }
+    // The cap holds even if the file grows while being read.
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(MAX_POLICY_BYTES + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_POLICY_BYTES {
+        return Err(too_big());
+    }
+    let text = String::from_utf8(bytes)
+        .map_err(|e| Error::new(ErrorKind::InvalidData, format!("not UTF-8 text: {e}")))?;
+    Ok((text, meta))
 }
 
 /// Compiles the text of the policy file `path` (named in error messages).
@@ -229,20 +289,14 @@ impl PolicyFile {
         &self.name
     }
 
-    /// Reads the file through its directory descriptor.
+    /// Reads the file through its directory descriptor, as [`load_file`] reads it:
+    /// a regular file of at most [`MAX_POLICY_BYTES`], or an error (never a wait).
     pub fn read(&self) -> std::io::Result<PolicyText> {
-        use std::io::Read;
         use std::os::fd::AsRawFd;
         use std::os::unix::fs::MetadataExt;
         let mut p = PathBuf::from(format!("/proc/self/fd/{}", self.dir.as_raw_fd()));
         p.push(&self.name);
-        let mut f = std::fs::File::open(&p)?;
-        let meta = f.metadata()?;
-        if !meta.is_file() {
-            return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
-        }
-        let mut text = String::new();
-        f.read_to_string(&mut text)?;
+        let (text, meta) = read_policy_text(&p)?;
         Ok(PolicyText {
             text,
             dev: meta.dev(),

@@ -100,7 +100,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
-use index::{GlobIndex, GlobIndexBuilder, build_glob};
+use index::{GlobIndex, GlobIndexBuilder};
 
 pub use file::{LoadError, Location, PolicyError, RawPolicy, RawRule};
 pub use lint::Warning;
@@ -468,21 +468,21 @@ impl Policy {
                     None => (body, body.contains('/')),
                 };
                 let id = patterns.len();
-                let added = build_glob(body).and_then(|_| match body.strip_prefix("**/") {
-                    Some(name) if !name.contains('/') => names.add(name, id),
-                    _ if anchored => paths.add(body, id),
-                    _ => names.add(body, id),
-                });
-                if let Err(e) = added {
-                    errors.push(PolicyError {
-                        at: at.clone(),
-                        message: format!(
-                            "rule {}: pattern {text:?}: invalid glob: {}",
-                            i + 1,
-                            e.kind()
-                        ),
-                    });
-                    continue;
+                // Compiled now, by globset: a request never compiles a glob.
+                match index::compile(body) {
+                    Ok((glob, matcher)) if anchored => paths.add(&glob, matcher, id),
+                    Ok((glob, matcher)) => names.add(&glob, matcher, id),
+                    Err(e) => {
+                        errors.push(PolicyError {
+                            at: at.clone(),
+                            message: format!(
+                                "rule {}: pattern {text:?}: invalid glob: {}",
+                                i + 1,
+                                e.kind()
+                            ),
+                        });
+                        continue;
+                    }
                 }
                 patterns.push(Arc::new(Pattern {
                     rule: i + 1,
