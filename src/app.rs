@@ -169,11 +169,20 @@ fn explain_one(
     json: bool,
 ) -> Result<String> {
     use std::os::unix::ffi::OsStrExt;
+    // As the mount decides it: a directory or a symbolic link is decided as a
+    // directory, and a name that is not there as one where that denies it (so that
+    // the answer never says whether a hidden directory exists).
+    let meta = workspace
+        .join(std::ffi::OsStr::from_bytes(&rel.bytes))
+        .symlink_metadata();
     let is_dir = rel.trailing_slash
-        || workspace
-            .join(std::ffi::OsStr::from_bytes(&rel.bytes))
-            .symlink_metadata()
-            .is_ok_and(|m| m.is_dir());
+        || match &meta {
+            Ok(m) => m.is_dir() || m.file_type().is_symlink(),
+            Err(_) => {
+                !rel.bytes.is_empty()
+                    && policy.decide(&rel.bytes, true).action == crate::policy::Action::Deny
+            }
+        };
     let decision = if rel.bytes.is_empty() {
         crate::Decision::root()
     } else {

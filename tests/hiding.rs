@@ -249,3 +249,38 @@ fn rmdir_of_a_directory_holding_only_hidden_entries_is_enotempty() {
         "TOPSECRET\n"
     );
 }
+
+/// A symbolic link named as a directory-only deny pattern (`.aws`, `secrets`, as
+/// dotfile managers make them) is denied like the directory it leads to, and none
+/// can be made (attacker finding: `ln -s store/creds .aws` served `.aws/credentials`).
+#[test]
+fn a_link_named_like_a_denied_directory_is_denied() {
+    let mut f = Fixture::new();
+    f.file("store/creds/credentials", "aws_secret=XYZ\n");
+    std::os::unix::fs::symlink("store/creds", f.s(".aws")).unwrap();
+    std::os::unix::fs::symlink("store/creds", f.s("secrets")).unwrap();
+    f.mount(veilfs::policy::DEFAULT_POLICY);
+    for p in [".aws/credentials", "secrets/credentials", ".aws", "secrets"] {
+        assert_errno(std::fs::read(f.m(p)), libc::EACCES, p);
+    }
+    let listed = common::listing(&f.mnt);
+    assert!(
+        !listed.contains(".aws") && !listed.contains("secrets"),
+        "{listed}"
+    );
+    assert_errno(
+        std::os::unix::fs::symlink("store", f.m(".ssh")),
+        libc::EACCES,
+        "symlink .ssh",
+    );
+    assert!(f.s(".ssh").symlink_metadata().is_err());
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_veilfs"))
+        .args(["explain", "--workspace"])
+        .arg(&f.src)
+        .args([".aws", "nothere/.ssh"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("deny      .aws/"), "{out}");
+    assert!(out.contains("deny      nothere/.ssh/"), "{out}");
+}

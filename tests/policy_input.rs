@@ -232,3 +232,27 @@ fn a_reload_refuses_a_fifo_and_a_huge_file_and_keeps_the_old_policy() {
         assert_eq!(fs::read(f.m("plain.txt")).unwrap(), b"p\n");
     }
 }
+
+/// A policy with more patterns than anyone writes by hand is refused before it is
+/// compiled, with where (attacker finding: 380,000 patterns in 3.7 MB took
+/// 29 s and gigabytes to check, and stalled the mount for half a minute on reload).
+#[test]
+fn a_policy_with_too_many_patterns_is_refused_before_compiling() {
+    let t = tempfile::tempdir().unwrap();
+    let pats: Vec<String> = (0..60_000).map(|i| format!("'*{i:x}?'")).collect();
+    let text = format!(
+        "default = \"allow\"\n[[rules]]\naction = \"deny\"\npaths = [{}]\n",
+        pats.join(",")
+    );
+    let p = t.path().join("p.toml");
+    std::fs::write(&p, text).unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_veilfs"))
+        .arg("check")
+        .arg(&p)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("at most 50000"), "{err}");
+    assert!(err.contains("p.toml:4:"), "{err}");
+}

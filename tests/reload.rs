@@ -288,3 +288,94 @@ fn an_empty_policy_file_is_not_loaded_by_a_reload() {
         "the old policy stays",
     );
 }
+
+/// Every entry of a directory listing with its `d_off`, read with `getdents64` from
+/// the descriptor's current position.
+fn getdents(fd: i32) -> Vec<(i64, Vec<u8>)> {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut out = Vec::new();
+    loop {
+        // SAFETY: `buf` is writable for its length; `fd` is an open directory.
+        let n = unsafe { libc::syscall(libc::SYS_getdents64, fd, buf.as_mut_ptr(), buf.len()) };
+        assert!(n >= 0, "getdents64: {}", std::io::Error::last_os_error());
+        if n == 0 {
+            return out;
+        }
+        let mut i = 0usize;
+        while i < n as usize {
+            let off = i64::from_ne_bytes(buf[i + 8..i + 16].try_into().unwrap());
+            let reclen = u16::from_ne_bytes(buf[i + 16..i + 18].try_into().unwrap()) as usize;
+            let name = &buf[i + 19..i + reclen];
+            let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+            out.push((off, name[..end].to_vec()));
+            i += reclen;
+        }
+    }
+}
+
+/// A listing taken before a reload cannot be read back afterwards by seeking to its
+/// offsets (attacker finding: `lseek` to an old listing's cookie listed the names a
+/// reload had just denied); a reader paused mid-listing continues under the new
+/// policy too.
+#[test]
+fn a_listing_taken_before_a_reload_shows_only_what_the_new_policy_admits() {
+    let (f, file) = mounted(ALLOW_ALL);
+    for i in 0..50 {
+        fs::write(f.s(&format!("d/secret.{i}")), "s").unwrap();
+    }
+    fs::write(f.s("d/keep"), "k").unwrap();
+    let dir = fs::File::open(f.m("d")).unwrap();
+    use std::os::fd::AsRawFd;
+    let fd = dir.as_raw_fd();
+    // Paused after the first few entries of a listing of the old policy.
+    let mut first = Vec::new();
+    {
+        let mut buf = vec![0u8; 256];
+        // SAFETY: as in `getdents`.
+        let n = unsafe { libc::syscall(libc::SYS_getdents64, fd, buf.as_mut_ptr(), buf.len()) };
+        assert!(n > 0);
+        let mut i = 0usize;
+        while i < n as usize {
+            let off = i64::from_ne_bytes(buf[i + 8..i + 16].try_into().unwrap());
+            let reclen = u16::from_ne_bytes(buf[i + 16..i + 18].try_into().unwrap()) as usize;
+            first.push(off);
+            i += reclen;
+        }
+    }
+    let old_cookie = *first.last().unwrap();
+    fs::write(
+        &file,
+        "[[rules]]\naction = \"deny\"\npaths = [\"d/secret.*\"]\n",
+    )
+    .unwrap();
+    f.mount.as_ref().unwrap().reload().unwrap();
+    // The paused reader goes on.
+    let rest = getdents(fd);
+    // Seeking back into the old listing from the start.
+    // SAFETY: lseek on an open directory descriptor.
+    assert!(unsafe { libc::lseek(fd, old_cookie, libc::SEEK_SET) } >= 0);
+    let again = getdents(fd);
+    // A fresh listing, and every older listing id near it.
+    let fresh = getdents(fs::File::open(f.m("d")).unwrap().as_raw_fd());
+    let generation = fresh.iter().map(|(o, _)| o >> 32).max().unwrap();
+    let mut seeked = Vec::new();
+    for g in generation.saturating_sub(8)..=generation {
+        // SAFETY: as above.
+        unsafe { libc::lseek(fd, (g << 32) | 2, libc::SEEK_SET) };
+        seeked.extend(getdents(fd));
+    }
+    for (what, entries) in [
+        ("paused", &rest),
+        ("seeked back", &again),
+        ("fresh", &fresh),
+        ("old ids", &seeked),
+    ] {
+        let leaked: Vec<String> = entries
+            .iter()
+            .map(|(_, n)| String::from_utf8_lossy(n).into_owned())
+            .filter(|n| n.starts_with("secret."))
+            .collect();
+        assert!(leaked.is_empty(), "{what}: {leaked:?}");
+    }
+    assert!(fresh.iter().any(|(_, n)| n == b"keep"));
+}

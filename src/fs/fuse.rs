@@ -718,6 +718,10 @@ impl Filesystem for VeilFs {
                 pos = 2;
             }
             for (i, e) in listing.entries.iter().enumerate().skip((pos - 2) as usize) {
+                // Refused since the listing was taken (see `listing_at`).
+                if e.name.is_empty() {
+                    continue;
+                }
                 if reply.add(
                     INodeNo(e.ino),
                     cookie(i as u64 + 3),
@@ -780,6 +784,9 @@ impl Filesystem for VeilFs {
                 pos = 2;
             }
             for (i, e) in listing.entries.iter().enumerate().skip((pos - 2) as usize) {
+                if e.name.is_empty() {
+                    continue;
+                }
                 let name = OsStr::from_bytes(&e.name);
                 let offset = cookie(i as u64 + 3);
                 let full = match VeilFs::lookup(self, ino.0, name) {

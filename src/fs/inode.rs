@@ -124,6 +124,12 @@ impl Node {
         }
     }
 
+    /// Whether a directory-only pattern applies to this node: a directory, or a
+    /// symbolic link (see [`super::ops::decided_as_dir`]).
+    pub fn decided_as_dir(&self) -> bool {
+        self.fmt == libc::S_IFDIR || self.fmt == libc::S_IFLNK
+    }
+
     pub fn is_dir(&self) -> bool {
         self.fmt == libc::S_IFDIR
     }

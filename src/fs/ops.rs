@@ -173,7 +173,9 @@ impl VeilFs {
         let mut above = base;
         let mut result = None;
         while let Some((n, mut p)) = stale.pop() {
-            let is_dir = n.as_ref().map_or(node.is_dir(), |n| n.is_dir());
+            let is_dir = n
+                .as_ref()
+                .map_or(node.decided_as_dir(), |n| n.decided_as_dir());
             match &above {
                 Some(pp) => {
                     let path = join(&pp.path, &p.name);
@@ -722,7 +724,8 @@ impl VeilFs {
         caller: Caller,
     ) -> io::Result<(Arc<Node>, libc::stat)> {
         let _names = self.names.read();
-        let (c, own) = self.new_name(&self.snapshot(), parent, name, false)?;
+        // A link is decided as a directory would be (see `decided_as_dir`).
+        let (c, own) = self.new_name(&self.snapshot(), parent, name, true)?;
         sys::symlinkat(target, c.dir.dir_fd()?, &c.name)?;
         own.done_if(self.made(c, caller))
     }
@@ -741,7 +744,7 @@ impl VeilFs {
         self.still_named(&node)?;
         let s = self.snapshot();
         self.writable_in(&s, &node)?;
-        let (c, own) = self.new_name(&s, newparent, newname, node.is_dir())?;
+        let (c, own) = self.new_name(&s, newparent, newname, node.decided_as_dir())?;
         sys::linkat(
             self.proc_fd.as_fd(),
             self.fd_of(&node)?.as_fd(),
@@ -818,11 +821,12 @@ impl VeilFs {
         let (from, to) = (sys::name(name)?, sys::name(newname)?);
         let from_st = sys::statat(from_dir.dir_fd()?, &from)?;
         let from_is_dir = from_st.st_mode & libc::S_IFMT == libc::S_IFDIR;
+        let from_as_dir = decided_as_dir(from_st.st_mode);
         let exchange = flags & libc::RENAME_EXCHANGE != 0;
 
         // The source as it is, and as it would be at the destination.
-        let (from_path, from_now) = self.child(&s, &from_dir, &fp, &from, kind_of(from_is_dir));
-        let (to_path, from_then) = self.child(&s, &to_dir, &tp, &to, kind_of(from_is_dir));
+        let (from_path, from_now) = self.child(&s, &from_dir, &fp, &from, kind_of(from_as_dir));
+        let (to_path, from_then) = self.child(&s, &to_dir, &tp, &to, kind_of(from_as_dir));
         if !from_now.action.writable() {
             return Err(refuse(&from_path, &from_now));
         }
@@ -839,12 +843,13 @@ impl VeilFs {
         if let Some(st) = &to_st {
             self.guard_key(super::inode::key_of(st), &to_path)?;
             let to_is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
-            let (_, to_now) = self.child(&s, &to_dir, &tp, &to, kind_of(to_is_dir));
+            let to_as_dir = decided_as_dir(st.st_mode);
+            let (_, to_now) = self.child(&s, &to_dir, &tp, &to, kind_of(to_as_dir));
             if !to_now.action.writable() {
                 return Err(refuse(&to_path, &to_now));
             }
             if exchange {
-                let (_, to_then) = self.child(&s, &from_dir, &fp, &from, kind_of(to_is_dir));
+                let (_, to_then) = self.child(&s, &from_dir, &fp, &from, kind_of(to_as_dir));
                 if !to_then.action.writable() {
                     return Err(refuse(&from_path, &to_then));
                 }
@@ -1165,7 +1170,12 @@ impl VeilFs {
                 .get(&ino)
                 .and_then(|v| v.iter().find(|l| l.generation == generation).cloned())
         {
-            return Ok((l, pos));
+            if l.stamp.2 == s.epoch {
+                return Ok((l, pos));
+            }
+            // Taken under an older policy: a reader continuing it (or seeking back
+            // into it) sees only what the policy in force admits now.
+            return Ok((Arc::new(self.refiltered(&s, &place, &l)), pos));
         }
         let st = sys::stat(node.dir_fd()?)?;
         let stamp = (st.st_mtime, st.st_mtime_nsec, s.epoch);
@@ -1191,6 +1201,35 @@ impl VeilFs {
         Ok((listing, pos))
     }
 
+    /// `listing` (taken under an older policy) as the policy of `s` admits it: the
+    /// same positions, with each entry it refuses blanked (an empty name, skipped
+    /// when served). An entry of unknown type is decided as a directory.
+    fn refiltered(&self, s: &Snapshot, place: &Place, listing: &Listing) -> Listing {
+        let entries = listing
+            .entries
+            .iter()
+            .map(|e| {
+                let path = join(&place.path, &e.name);
+                let as_dir = matches!(e.kind, libc::DT_DIR | libc::DT_LNK | libc::DT_UNKNOWN);
+                let d = self.decide(&s.policy, &place.decision, &path, || as_dir);
+                if d.action.visible() {
+                    e.clone()
+                } else {
+                    Listed {
+                        ino: 0,
+                        kind: libc::DT_UNKNOWN,
+                        name: Vec::new(),
+                    }
+                }
+            })
+            .collect();
+        Listing {
+            generation: listing.generation,
+            stamp: (listing.stamp.0, listing.stamp.1, s.epoch),
+            entries,
+        }
+    }
+
     /// The admitted entries of a directory, read now under one policy.
     fn read_listing(&self, policy: &Policy, node: &Node, place: &Place) -> io::Result<Vec<Listed>> {
         let reader = sys::reopen(
@@ -1204,12 +1243,12 @@ impl VeilFs {
         for e in sys::read_dir(reader)? {
             let path = join(&place.path, &e.name);
             let d = self.decide(policy, &place.decision, &path, || match e.kind {
-                libc::DT_DIR => true,
+                libc::DT_DIR | libc::DT_LNK => true,
                 // Not known, or gone: read as a directory (see `unseen`).
                 libc::DT_UNKNOWN => std::ffi::CString::new(e.name.clone())
                     .ok()
                     .and_then(|c| sys::statat(node.dir_fd().ok()?, &c).ok())
-                    .is_none_or(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR),
+                    .is_none_or(|st| decided_as_dir(st.st_mode)),
                 _ => false,
             });
             if d.action.visible() {
@@ -1335,6 +1374,15 @@ pub const MAX_COPY: u64 = (u32::MAX as u64) & !0xfff;
 /// The handle number of a file opened for reading without a handle (see
 /// [`VeilFs::set_light_open`]).
 pub const NO_HANDLE: u64 = 0;
+
+/// Whether a directory-only pattern applies to an object of type `mode`: a
+/// directory, or a symbolic link. A link named `.aws` or `secrets` (as dotfile
+/// managers make them) leads to a directory, and following it must meet the rule
+/// that names it; deciding it as a file would serve the link and let the kernel walk
+/// through it to what the rule hides.
+pub fn decided_as_dir(mode: u32) -> bool {
+    matches!(mode & libc::S_IFMT, libc::S_IFDIR | libc::S_IFLNK)
+}
 
 /// Whether an open with `flags` may change the file: it writes, or truncates.
 pub fn opens_for_writing(flags: i32) -> bool {

@@ -109,6 +109,9 @@ pub use lint::Warning;
 /// `explain`). Read-only at every depth (see the module documentation).
 pub const POLICY_FILE_NAME: &str = ".veilfs.toml";
 
+/// The most patterns a policy may hold (see [`Policy::parse`]).
+pub const MAX_PATTERNS: usize = 50_000;
+
 /// The built-in default policy, shipped as `policy-examples/default.toml`.
 pub const DEFAULT_POLICY: &str = include_str!("../../policy-examples/default.toml");
 
@@ -435,6 +438,28 @@ impl Policy {
     /// Parses and compiles policy text; `name` is what locations print as the file.
     pub fn parse(name: &str, text: &str) -> Result<Policy, LoadError> {
         let (raw, mut errors) = file::parse(name, text)?;
+        // Compiling costs time and memory per pattern: refuse, before compiling, a
+        // policy far beyond anything written by hand (the bench measures 10,000).
+        let count: usize = raw.rules.iter().map(|r| r.patterns.len()).sum();
+        if count > MAX_PATTERNS {
+            let at = raw
+                .rules
+                .iter()
+                .flat_map(|r| r.patterns.iter())
+                .nth(MAX_PATTERNS)
+                .map(|(_, at)| at.clone());
+            if let Some(at) = at {
+                errors.push(file::PolicyError {
+                    at,
+                    message: format!(
+                        "{count} patterns: a policy holds at most {MAX_PATTERNS} (this is \
+                         pattern {})",
+                        MAX_PATTERNS + 1
+                    ),
+                });
+                return Err(LoadError { errors });
+            }
+        }
         match Policy::compile(raw) {
             Ok(p) if errors.is_empty() => Ok(p),
             Ok(_) => Err(LoadError { errors }),

@@ -141,8 +141,15 @@ impl<'a> Walk<'a> {
             };
             push_name(&mut self.old_path, &e.name);
             push_name(&mut self.new_path, &e.name);
-            let od = self.fs.decide(self.policy, old, &self.old_path, || is_dir);
-            let nd = self.fs.decide(self.policy, new, &self.new_path, || is_dir);
+            // Decided as a directory if it is one or a symbolic link (see
+            // `decided_as_dir`); walked only if it is one.
+            let as_dir = is_dir
+                || e.kind == libc::DT_LNK
+                || (e.kind == libc::DT_UNKNOWN
+                    && sys::statat(fd.as_fd(), &cname)
+                        .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFLNK));
+            let od = self.fs.decide(self.policy, old, &self.old_path, || as_dir);
+            let nd = self.fs.decide(self.policy, new, &self.new_path, || as_dir);
             if nd.action < od.action {
                 // Report the descendant that would be exposed, as it is now.
                 return Err(refuse(&self.old_path, &od));

@@ -56,7 +56,7 @@ impl VeilFs {
                 .dir_fd()
                 .and_then(|fd| sys::statat(fd, name))
                 .ok()
-                .map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR);
+                .map(|st| super::decided_as_dir(st.st_mode));
             seen = Some(t);
             t.unwrap_or(false)
         });
