@@ -179,8 +179,10 @@ fn explain_one(
         || match &meta {
             Ok(m) => m.is_dir() || m.file_type().is_symlink(),
             Err(_) => {
+                use crate::policy::Action::Deny;
                 !rel.bytes.is_empty()
-                    && policy.decide(&rel.bytes, true).action == crate::policy::Action::Deny
+                    && policy.decide(&rel.bytes, true).action == Deny
+                    && policy.decide(&rel.bytes, false).action != Deny
             }
         };
     let decision = if rel.bytes.is_empty() {
