@@ -359,14 +359,19 @@ impl VeilFs {
     /// renamed outside the mount to a name the policy denies, and reopened through
     /// `/proc/self/fd` or linked from a descriptor, would otherwise be decided under
     /// its old, allowed name. Its decision name, else another of its names (which
-    /// then takes the decision over); `EACCES` when none reaches it any more.
+    /// then takes the decision over); `ESTALE` when none reaches it any more.
     fn still_named(&self, node: &Node) -> io::Result<()> {
         if node.ino == super::inode::ROOT {
             return Ok(());
         }
         let ((), (parent, name)) = self
             .reach(node, |dir, name| sys::statat(dir, name).map(|st| (st, ())))
-            .map_err(|_| eacces())?;
+            // `ESTALE`: the kernel's entry for this name is out of date (the name
+            // now holds another file, say, and the watcher has not told it yet); the
+            // VFS then looks the name up again (`LOOKUP_REVAL`) and opens what it
+            // holds now. Through `/proc/self/fd` there is no name to look up again,
+            // and the open fails.
+            .map_err(|_| errno(libc::ESTALE))?;
         let mut p = node.place.lock();
         if (p.parent, &p.name) != (parent, &name) {
             p.parent = parent;
