@@ -228,14 +228,8 @@ fn copy_input(master: &OwnedFd) {
             }
             Err(_) => return,
         };
-        let mut rest = &buf[..n];
-        while !rest.is_empty() {
-            match nix::unistd::write(master.as_fd(), rest) {
-                Ok(0) => return,
-                Ok(w) => rest = &rest[w..],
-                Err(nix::errno::Errno::EINTR) => continue,
-                Err(_) => return,
-            }
+        if !write_all(master.as_fd(), &buf[..n]) {
+            return;
         }
     }
 }
@@ -251,16 +245,23 @@ fn copy(from: impl AsFd, to: impl AsFd) {
             Err(nix::errno::Errno::EINTR) => continue,
             Err(_) => return,
         };
-        let mut rest = &buf[..n];
-        while !rest.is_empty() {
-            match nix::unistd::write(to.as_fd(), rest) {
-                Ok(0) => return,
-                Ok(w) => rest = &rest[w..],
-                Err(nix::errno::Errno::EINTR) => continue,
-                Err(_) => return,
-            }
+        if !write_all(to.as_fd(), &buf[..n]) {
+            return;
         }
     }
+}
+
+/// Writes all of `bytes` to `to`; `false` when it fails or takes no more.
+fn write_all(to: BorrowedFd, mut bytes: &[u8]) -> bool {
+    while !bytes.is_empty() {
+        match nix::unistd::write(to, bytes) {
+            Ok(0) => return false,
+            Ok(w) => bytes = &bytes[w..],
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return false,
+        }
+    }
+    true
 }
 
 /// The relay between the caller's terminal and the pty; the caller's termios is
