@@ -2,11 +2,14 @@
 //! naive reference evaluator written straight from the documented semantics (one
 //! `GlobMatcher` per pattern, rules scanned top to bottom, no glob sets, no caching).
 
-use globset::{GlobBuilder, GlobMatcher};
+use globset::GlobBuilder;
 use proptest::prelude::*;
-use std::ffi::OsStr;
-use std::os::unix::ffi::OsStrExt;
 use veilfs::{Action, Decision, Policy};
+
+#[path = "support/glob_reference.rs"]
+#[allow(dead_code)]
+mod glob_reference;
+use glob_reference::Reference;
 
 const ACTIONS: [(&str, Action); 3] = [
     ("allow", Action::Allow),
@@ -100,115 +103,35 @@ fn path() -> impl Strategy<Value = (Vec<Vec<u8>>, bool)> {
     (prop::collection::vec(seg, 1..7), any::<bool>())
 }
 
-/// The reference: the semantics of the module docs, evaluated the slow, obvious way.
-struct Reference {
-    default: Action,
-    /// (rule index, action, anchored, dir_only, matcher, glob text)
-    patterns: Vec<(usize, Action, bool, bool, GlobMatcher, String)>,
-}
-
-impl Reference {
-    fn new(spec: &Spec) -> Reference {
-        let mut patterns = Vec::new();
-        for (i, r) in spec.rules.iter().enumerate() {
-            for p in &r.patterns {
-                let (body, dir_only) = p
-                    .strip_suffix('/')
-                    .map_or((p.as_str(), false), |b| (b, true));
-                let (body, anchored) = body
-                    .strip_prefix('/')
-                    .map_or((body, body.contains('/')), |b| (b, true));
-                let m = GlobBuilder::new(body)
-                    .literal_separator(true)
-                    .backslash_escape(true)
-                    .build()
-                    .unwrap()
-                    .compile_matcher();
-                patterns.push((
-                    i,
-                    ACTIONS[r.action].1,
-                    anchored,
-                    dir_only,
-                    m,
-                    body.to_string(),
-                ));
-            }
-        }
-        Reference {
-            default: ACTIONS[spec.default].1,
-            patterns,
+/// The naive evaluator (shared with `tests/glob_differential.rs`) over `spec`'s
+/// patterns, one `GlobMatcher` each.
+fn reference(spec: &Spec) -> Reference {
+    let mut patterns = Vec::new();
+    for (i, r) in spec.rules.iter().enumerate() {
+        for p in &r.patterns {
+            let (body, dir_only) = p
+                .strip_suffix('/')
+                .map_or((p.as_str(), false), |b| (b, true));
+            let (body, anchored) = body
+                .strip_prefix('/')
+                .map_or((body, body.contains('/')), |b| (b, true));
+            let m = GlobBuilder::new(body)
+                .literal_separator(true)
+                .backslash_escape(true)
+                .build()
+                .unwrap()
+                .compile_matcher();
+            patterns.push((
+                i,
+                ACTIONS[r.action].1,
+                anchored,
+                dir_only,
+                m,
+                body.to_string(),
+            ));
         }
     }
-
-    fn own(&self, path: &[u8], name: &[u8], is_dir: bool) -> Option<Action> {
-        let mut best: Option<(usize, Action)> = None;
-        for (rule, action, anchored, dir_only, m, _) in &self.patterns {
-            if *dir_only && !is_dir {
-                continue;
-            }
-            let subject = if *anchored { path } else { name };
-            if m.is_match(OsStr::from_bytes(subject)) && best.is_none_or(|(r, _)| *rule >= r) {
-                best = Some((*rule, *action));
-            }
-        }
-        best.map(|(_, a)| a)
-    }
-
-    /// The most permissive action of the non-deny anchored patterns whose literal
-    /// directory prefix includes `dir`.
-    fn admitted(&self, dir: &[u8]) -> Option<Action> {
-        if self.default == Action::Allow {
-            return None;
-        }
-        let mut out: Option<Action> = None;
-        for (_, action, anchored, _, _, glob) in &self.patterns {
-            if !anchored || *action == Action::Deny {
-                continue;
-            }
-            let segs: Vec<&str> = glob.split('/').collect();
-            let mut prefix = String::new();
-            for seg in &segs[..segs.len() - 1] {
-                if seg.contains(['*', '?', '[', ']', '{', '}', '\\']) {
-                    break;
-                }
-                if !prefix.is_empty() {
-                    prefix.push('/');
-                }
-                prefix += seg;
-                if prefix.as_bytes() == dir {
-                    out = Some(out.map_or(*action, |o| o.min(*action)));
-                }
-            }
-        }
-        out
-    }
-
-    fn decide(&self, segs: &[Vec<u8>], is_dir: bool) -> Action {
-        let mut constraint = Action::Allow;
-        let mut ruled = false;
-        for i in 0..segs.len() {
-            if constraint == Action::Deny {
-                return Action::Deny;
-            }
-            let path = segs[..=i].join(&b'/');
-            let dir = i + 1 < segs.len() || is_dir;
-            match self.own(&path, &segs[i], dir) {
-                Some(a) => {
-                    constraint = constraint.max(a);
-                    ruled = true;
-                }
-                None if ruled => {}
-                None => {
-                    let act = constraint.max(self.default);
-                    constraint = match self.admitted(&path) {
-                        Some(a) if act != Action::Allow && dir => constraint.max(a),
-                        _ => act,
-                    };
-                }
-            }
-        }
-        constraint
-    }
+    Reference::from_patterns(ACTIONS[spec.default].1, patterns)
 }
 
 proptest! {
@@ -219,7 +142,7 @@ proptest! {
         let policy = Policy::parse("prop.toml", &spec.toml()).unwrap();
         let full = segs.join(&b'/');
         let got = policy.decide(&full, is_dir);
-        let want = Reference::new(&spec).decide(&segs, is_dir);
+        let want = reference(&spec).decide(&segs, is_dir);
         prop_assert_eq!(got.action, want, "policy:\n{}\npath {:?}: {}", spec.toml(), String::from_utf8_lossy(&full), got.why());
     }
 

@@ -212,7 +212,7 @@ fn glob(body: &str) -> Option<GlobMatcher> {
 }
 
 /// (rule index, action, anchored, dir_only, matcher, glob text)
-type RefPattern = (usize, Action, bool, bool, GlobMatcher, String);
+pub type RefPattern = (usize, Action, bool, bool, GlobMatcher, String);
 
 /// The semantics of the README, evaluated the slow, obvious way.
 pub struct Reference {
@@ -221,6 +221,14 @@ pub struct Reference {
 }
 
 impl Reference {
+    /// The evaluator for patterns already compiled (one matcher each), for tests
+    /// that build their own (`tests/policy_props.rs`; unused where the file is
+    /// included elsewhere).
+    #[allow(dead_code)]
+    pub fn from_patterns(default: Action, patterns: Vec<RefPattern>) -> Reference {
+        Reference { default, patterns }
+    }
+
     /// `None` when some pattern must be refused.
     pub fn new(spec: &Spec) -> Option<Reference> {
         let mut patterns = Vec::new();
