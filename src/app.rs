@@ -34,6 +34,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             policy,
             workspace,
             quiet,
+            home_policy,
+            no_home,
             cache,
             user,
             command,
@@ -45,6 +47,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 workspace,
                 quiet,
                 user,
+                home_policy,
+                no_home,
                 command,
                 mount,
             })
@@ -54,9 +58,14 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Check {
             policy,
             print_default,
+            print_default_home,
         } => {
             if print_default {
                 std::io::stdout().write_all(DEFAULT_POLICY.as_bytes())?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            if print_default_home {
+                std::io::stdout().write_all(crate::policy::HOME_DEFAULT_POLICY.as_bytes())?;
                 return Ok(ExitCode::SUCCESS);
             }
             check(policy.as_deref())

@@ -39,11 +39,14 @@ pub struct Event {
 }
 
 /// The request side of the log.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Audit {
-    tx: SyncSender<Event>,
+    tx: SyncSender<(Option<&'static str>, Event)>,
     dropped: Arc<AtomicU64>,
     all: bool,
+    /// Which root the events are about (`veilfs run`'s `"workspace"` or `"home"`),
+    /// written as the event's `root`.
+    root: Option<&'static str>,
 }
 
 /// The writer thread; join it after the filesystem is gone to flush the log and
@@ -129,7 +132,25 @@ impl Audit {
         let thread = std::thread::Builder::new()
             .name("veilfs-audit".into())
             .spawn(move || write_loop(rx, BufWriter::new(out), d))?;
-        Ok((Audit { tx, dropped, all }, Writer { thread }))
+        Ok((
+            Audit {
+                tx,
+                dropped,
+                all,
+                root: None,
+            },
+            Writer { thread },
+        ))
+    }
+
+    /// The same log, for the mount of another root: its events carry `"root":
+    /// root` (`veilfs run` serves the workspace and the home directory into one
+    /// log).
+    pub fn for_root(&self, root: &'static str) -> Audit {
+        Audit {
+            root: Some(root),
+            ..self.clone()
+        }
     }
 
     /// Whether allowed operations are logged too.
@@ -139,7 +160,7 @@ impl Audit {
 
     /// Queues an event without ever waiting.
     pub fn record(&self, e: Event) {
-        match self.tx.try_send(e) {
+        match self.tx.try_send((self.root, e)) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
                 self.dropped.fetch_add(1, Ordering::Relaxed);
@@ -179,7 +200,7 @@ pub fn comm(pid: u32) -> String {
 }
 
 fn write_loop(
-    rx: Receiver<Event>,
+    rx: Receiver<(Option<&'static str>, Event)>,
     mut out: BufWriter<Box<dyn Write + Send>>,
     dropped: Arc<AtomicU64>,
 ) {
@@ -192,9 +213,12 @@ fn write_loop(
             let _ = writeln!(out, "{line}");
         }
     };
-    while let Ok(e) = rx.recv() {
+    while let Ok((root, e)) = rx.recv() {
         flush_dropped(&mut out);
         let mut v = e.decision.to_json(&e.path);
+        if let Some(r) = root {
+            v["root"] = r.into();
+        }
         v["time"] = rfc3339(e.time).into();
         v["op"] = e.op.into();
         v["result"] = if e.refused { "refused" } else { "allowed" }.into();
@@ -204,7 +228,11 @@ fn write_loop(
         v["comm"] = e.comm.into();
         let _ = writeln!(out, "{v}");
         if e.refused {
-            let slot = refused.entry(e.path).or_insert((0, e.decision.why()));
+            let shown = match root {
+                Some("home") => [b"~/".as_slice(), &e.path].concat(),
+                _ => e.path,
+            };
+            let slot = refused.entry(shown).or_insert((0, e.decision.why()));
             slot.0 += 1;
         }
         // One line at a time, so `tail -f` shows refusals as they happen.

@@ -62,6 +62,15 @@ pub enum Command {
         /// Do not print the start-up line.
         #[arg(long, short)]
         quiet: bool,
+        /// The home policy (paths relative to the home directory). Default:
+        /// `~/.config/veilfs/home.toml` (`$XDG_CONFIG_HOME/veilfs/home.toml`) of the
+        /// user running veilfs if present, else the built-in default home policy
+        /// (`veilfs check --print-default-home`).
+        #[arg(long, value_name = "FILE", conflicts_with = "no_home")]
+        home_policy: Option<PathBuf>,
+        /// Do not mount veilfs over the home directory of the user CMD runs as.
+        #[arg(long)]
+        no_home: bool,
         #[command(flatten)]
         cache: CacheArgs,
         /// Run CMD as `USER[:GROUP]`, names or numbers (root only). Without a group:
@@ -100,6 +109,9 @@ pub enum Command {
         /// Print the built-in default policy and exit.
         #[arg(long, conflicts_with = "policy")]
         print_default: bool,
+        /// Print the built-in default home policy of `veilfs run` and exit.
+        #[arg(long, conflicts_with_all = ["policy", "print_default"])]
+        print_default_home: bool,
     },
     /// Say, for each PATH, the action the policy takes (allow, read-only, deny) and
     /// the rule (file:line:col) or other reason that decided it.

@@ -375,3 +375,98 @@ mod tests {
         assert!(r("/elsewhere/x").is_err());
     }
 }
+
+/// The home policy's name in veilfs's configuration directory ([`config_dir`]).
+pub const HOME_POLICY: &str = "home.toml";
+
+/// veilfs's configuration directory for the user running veilfs:
+/// `$XDG_CONFIG_HOME/veilfs` when that is an absolute path, else
+/// `$HOME/.config/veilfs`; `None` without either.
+pub fn config_dir() -> Option<PathBuf> {
+    let absolute = |v: Option<std::ffi::OsString>| v.map(PathBuf::from).filter(|p| p.is_absolute());
+    if let Some(x) = absolute(std::env::var_os("XDG_CONFIG_HOME")) {
+        return Some(x.join("veilfs"));
+    }
+    absolute(std::env::var_os("HOME")).map(|h| h.join(".config").join("veilfs"))
+}
+
+/// Loads the home policy of `veilfs run`: `explicit` if given, else
+/// [`HOME_POLICY`] in [`config_dir`] if it exists (refused unless this user or root
+/// owns it: it is never taken from the workspace, whose files a cloned repository
+/// chooses), else the built-in default home policy.
+pub fn load_home_policy(explicit: Option<&Path>) -> Result<LoadedPolicy, ConfigError> {
+    use std::os::unix::fs::MetadataExt;
+    let path = match explicit {
+        Some(p) => p.to_path_buf(),
+        None => {
+            let Some(candidate) = config_dir().map(|d| d.join(HOME_POLICY)) else {
+                return Ok(builtin_home());
+            };
+            let Ok(meta) = candidate.symlink_metadata() else {
+                return Ok(builtin_home());
+            };
+            if meta.uid() != crate::sys::euid() && meta.uid() != 0 {
+                return Err(ConfigError::NotOwned {
+                    path: candidate,
+                    uid: meta.uid(),
+                });
+            }
+            candidate
+        }
+    };
+    load_file(&path)
+}
+
+fn builtin_home() -> LoadedPolicy {
+    LoadedPolicy {
+        policy: Policy::builtin_home(),
+        path: None,
+    }
+}
+
+/// The rules of a loaded policy, uncompiled (to stack another policy on them, see
+/// [`Policy::parse_on`]): the file read again, or the built-in text `builtin`
+/// (name, text) for a built-in policy.
+pub fn raw_of(
+    loaded: &LoadedPolicy,
+    builtin: (&str, &str),
+) -> Result<crate::policy::RawPolicy, ConfigError> {
+    match &loaded.path {
+        None => Ok(Policy::raw(builtin.0, builtin.1)?),
+        Some(p) => {
+            let (text, _) = read_policy_text(p).map_err(|source| ConfigError::Read {
+                path: p.clone(),
+                source,
+            })?;
+            Ok(Policy::raw(&p.display().to_string(), &text)?)
+        }
+    }
+}
+
+/// Loads the workspace policy as [`load_policy`] does, stacked on `base` (see
+/// [`Policy::parse_on`]).
+pub fn load_policy_on(
+    base: &crate::policy::RawPolicy,
+    explicit: Option<&Path>,
+    workspace: &Path,
+) -> Result<LoadedPolicy, ConfigError> {
+    let plain = load_policy(explicit, workspace)?;
+    let policy = match &plain.path {
+        None => Policy::parse_on(
+            Some(base),
+            crate::policy::BUILTIN_NAME,
+            crate::policy::DEFAULT_POLICY,
+        )?,
+        Some(p) => {
+            let (text, _) = read_policy_text(p).map_err(|source| ConfigError::Read {
+                path: p.clone(),
+                source,
+            })?;
+            Policy::parse_on(Some(base), &p.display().to_string(), &text)?
+        }
+    };
+    Ok(LoadedPolicy {
+        policy,
+        path: plain.path,
+    })
+}

@@ -64,6 +64,12 @@ pub struct VeilFs {
     /// The policy file's workspace-relative paths (as given, and resolved), when it
     /// lies inside the source (see [`protect`]).
     pub(crate) policy_paths: Vec<Vec<u8>>,
+    /// Directories kept read-only whatever the policy says (see
+    /// [`VeilFs::guard_config_dir`]).
+    pub(crate) config_dirs: Vec<Vec<u8>>,
+    /// Rules every reload puts before the policy file's (see
+    /// [`VeilFs::set_policy_base`]).
+    policy_base: Option<crate::policy::RawPolicy>,
     /// The policy file read, by identity (see [`protect`]).
     pub(crate) protected: Arc<protect::ProtectedFiles>,
     /// What git runs or obeys, under `veilfs run` (see [`protect::GitGuard`]).
@@ -181,6 +187,8 @@ impl VeilFs {
             epoch: Arc::new(AtomicU64::new(0)),
             policy_source: parking_lot::Mutex::new(policy_source),
             policy_paths,
+            config_dirs: Vec::new(),
+            policy_base: None,
             protected,
             git_guard: protect::GitGuard::default(),
             proc_fd,
@@ -228,6 +236,13 @@ impl VeilFs {
         Ok(w)
     }
 
+    /// Has every reload of the policy file put `base`'s rules before the file's
+    /// (see [`crate::policy::Policy::parse_on`]): the home policy under a workspace
+    /// that is the home directory. Set before [`VeilFs::reloader`].
+    pub fn set_policy_base(&mut self, base: crate::policy::RawPolicy) {
+        self.policy_base = Some(base);
+    }
+
     /// The handle that reloads the policy of this filesystem while it is mounted.
     /// Call it once: the policy file's descriptor moves into it.
     pub fn reloader(&self) -> Arc<reload::Reloader> {
@@ -237,6 +252,7 @@ impl VeilFs {
             self.inodes.clone(),
             self.policy_source.lock().take(),
             self.protected.clone(),
+            self.policy_base.clone(),
         ))
     }
 

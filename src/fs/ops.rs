@@ -703,6 +703,7 @@ impl VeilFs {
     ) -> io::Result<(Arc<Node>, libc::stat)> {
         let _names = self.names.read();
         let (c, own) = self.new_name(&self.snapshot(), parent, name, false)?;
+        self.guard_config_way(&c.path)?;
         sys::mknodat(c.dir.dir_fd()?, &c.name, mode & !umask, rdev as u64)?;
         own.done_if(self.made(c, caller))
     }
@@ -731,6 +732,7 @@ impl VeilFs {
         let _names = self.names.read();
         // A link is decided as a directory would be (see `decided_as_dir`).
         let (c, own) = self.new_name(&self.snapshot(), parent, name, true)?;
+        self.guard_config_way(&c.path)?;
         sys::symlinkat(target, c.dir.dir_fd()?, &c.name)?;
         own.done_if(self.made(c, caller))
     }
@@ -750,6 +752,7 @@ impl VeilFs {
         let s = self.snapshot();
         self.writable_in(&s, &node)?;
         let (c, own) = self.new_name(&s, newparent, newname, node.decided_as_dir())?;
+        self.guard_config_way(&c.path)?;
         sys::linkat(
             self.proc_fd.as_fd(),
             self.fd_of(&node)?.as_fd(),
@@ -1010,6 +1013,7 @@ impl VeilFs {
     ) -> io::Result<(Arc<Node>, libc::stat, u64)> {
         let _names = self.names.read();
         let (c, own) = self.new_name(&self.snapshot(), parent, name, false)?;
+        self.guard_config_way(&c.path)?;
         let (dfd, mode) = (c.dir.dir_fd()?, mode & !umask);
         // Without `O_EXCL` an existing name is opened (and maybe truncated): never
         // the policy file's (see `protect`).

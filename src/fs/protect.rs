@@ -120,6 +120,8 @@ impl VeilFs {
             d.guard_policy_file()
         } else if self.git_guard.controls(path) {
             d.guard_git_control()
+        } else if self.config_dirs.iter().any(|c| at_or_under(path, c)) {
+            d.guard_veilfs_config()
         } else {
             d
         }
@@ -135,6 +137,18 @@ impl VeilFs {
         }
     }
 
+    /// Refuses to make anything but a directory at `path` when it leads to a guarded
+    /// configuration directory (see [`VeilFs::guard_config_dir`]): a symbolic link
+    /// made at `~/.config` would send the next run's search for its home policy to a
+    /// directory the command chose.
+    pub(crate) fn guard_config_way(&self, path: &[u8]) -> io::Result<()> {
+        if self.config_dirs.iter().any(|c| at_or_under(c, path)) {
+            Err(refuse(path, &Decision::veilfs_config()))
+        } else {
+            Ok(())
+        }
+    }
+
     /// Refuses to rename or remove `path` when the policy file lies beneath it.
     pub(crate) fn guard_holder(&self, path: &[u8]) -> io::Result<()> {
         let holds =
@@ -143,8 +157,31 @@ impl VeilFs {
             Err(refuse(path, &Decision::holds_policy_file()))
         } else if self.git_guard.holds(path) {
             Err(refuse(path, &Decision::git_control()))
+        } else if self.config_dirs.iter().any(|c| at_or_under(c, path)) {
+            Err(refuse(path, &Decision::veilfs_config()))
         } else {
             Ok(())
+        }
+    }
+}
+
+/// Whether `path` is `dir` or lies beneath it (both relative to the mount's root;
+/// the root itself, empty, holds everything).
+fn at_or_under(path: &[u8], dir: &[u8]) -> bool {
+    dir.is_empty()
+        || path == dir
+        || (path.len() > dir.len() && path.starts_with(dir) && path[dir.len()] == b'/')
+}
+
+impl VeilFs {
+    /// Keeps `dir` (relative to the mount's root; need not exist) and everything
+    /// beneath it read-only whatever the policy says, and the directories that lead
+    /// to it from being renamed or removed: veilfs's own configuration directory in
+    /// the home mount of `veilfs run` (see [`crate::policy::Reason::VeilfsConfig`]).
+    /// Set before mounting.
+    pub fn guard_config_dir(&mut self, dir: &[u8]) {
+        if !dir.is_empty() && !self.config_dirs.iter().any(|d| d.as_slice() == dir) {
+            self.config_dirs.push(dir.to_vec());
         }
     }
 }

@@ -31,6 +31,8 @@ pub struct Reloader {
     notifier: Mutex<Option<fuser::Notifier>>,
     /// One reload at a time.
     busy: Mutex<()>,
+    /// Rules put before the file's on every reload.
+    base: Option<crate::policy::RawPolicy>,
 }
 
 impl Reloader {
@@ -40,6 +42,7 @@ impl Reloader {
         inodes: Arc<Inodes>,
         file: Option<config::PolicyFile>,
         protected: Arc<super::protect::ProtectedFiles>,
+        base: Option<crate::policy::RawPolicy>,
     ) -> Reloader {
         Reloader {
             policy,
@@ -49,6 +52,7 @@ impl Reloader {
             protected,
             notifier: Mutex::new(None),
             busy: Mutex::new(()),
+            base,
         }
     }
 
@@ -104,7 +108,12 @@ impl Reloader {
                 file.display()
             ));
         }
-        let loaded = config::parse_file(file, &read.text).map_err(|e| e.to_string())?;
+        let policy = Policy::parse_on(self.base.as_ref(), &file.display().to_string(), &read.text)
+            .map_err(|e| e.to_string())?;
+        let loaded = config::LoadedPolicy {
+            policy,
+            path: Some(file.to_path_buf()),
+        };
         let p = &loaded.policy;
         let summary = format!(
             "{}: reloaded: {} rules, {} patterns, default \"{}\"",

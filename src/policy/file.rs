@@ -81,6 +81,8 @@ pub struct RawPolicy {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileShape {
+    /// A built-in policy whose rules come first (see [`parse`]).
+    extends: Option<Spanned<String>>,
     default: Option<Spanned<String>>,
     #[serde(default)]
     rules: Vec<Spanned<RuleShape>>,
@@ -124,6 +126,18 @@ impl<'a> LineIndex<'a> {
 
 const ACTIONS: &str = r#""allow", "read-only" or "deny""#;
 
+const EXTENDS: &str = r#""default" (the built-in workspace policy) or "home-default" (the built-in home policy of `veilfs run`)"#;
+
+/// The text of a built-in policy a file may extend, and the name its locations
+/// print as.
+fn builtin_text(name: &str) -> Option<(&'static str, &'static str)> {
+    match name {
+        "default" => Some((super::BUILTIN_NAME, super::DEFAULT_POLICY)),
+        "home-default" => Some((super::BUILTIN_HOME_NAME, super::HOME_DEFAULT_POLICY)),
+        _ => None,
+    }
+}
+
 fn parse_action(s: &str) -> Option<Action> {
     match s {
         "allow" => Some(Action::Allow),
@@ -149,8 +163,30 @@ pub fn parse(name: &str, text: &str) -> Result<(RawPolicy, Vec<PolicyError>), Lo
     })?;
 
     let mut errors = Vec::new();
+    let base = match &shape.extends {
+        None => None,
+        Some(e) => match builtin_text(e.get_ref()) {
+            Some((base_name, text)) => match parse(base_name, text) {
+                Ok((raw, _)) => Some(raw),
+                Err(e) => return Err(e),
+            },
+            None => {
+                errors.push(PolicyError {
+                    at: index.at(e.span().start),
+                    message: format!(
+                        "unknown built-in policy {:?} in `extends`: expected {EXTENDS}",
+                        e.get_ref()
+                    ),
+                });
+                None
+            }
+        },
+    };
     let (default, default_at) = match &shape.default {
-        None => (Action::Allow, None),
+        None => match &base {
+            Some(b) => (b.default, b.default_at.clone()),
+            None => (Action::Allow, None),
+        },
         Some(d) => {
             let at = index.at(d.span().start);
             match parse_action(d.get_ref()) {
@@ -169,7 +205,9 @@ pub fn parse(name: &str, text: &str) -> Result<(RawPolicy, Vec<PolicyError>), Lo
         }
     };
 
-    let mut rules = Vec::new();
+    // The base's rules first: the file's own rules come later, so they win where
+    // both match (last match wins), and `explain` names the base's by its location.
+    let mut rules = base.map(|b| b.rules).unwrap_or_default();
     for (i, rule) in shape.rules.iter().enumerate() {
         let r = rule.get_ref();
         let action_at = index.at(r.action.span().start);

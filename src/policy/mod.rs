@@ -115,6 +115,16 @@ pub const MAX_PATTERNS: usize = 50_000;
 /// The built-in default policy, shipped as `policy-examples/default.toml`.
 pub const DEFAULT_POLICY: &str = include_str!("../../policy-examples/default.toml");
 
+/// The built-in default home policy of `veilfs run` (paths relative to the home
+/// directory), shipped as `policy-examples/home-default.toml`.
+pub const HOME_DEFAULT_POLICY: &str = include_str!("../../policy-examples/home-default.toml");
+
+/// The name locations in the built-in default policy print as.
+pub const BUILTIN_NAME: &str = "<built-in>";
+
+/// The name locations in the built-in default home policy print as.
+pub const BUILTIN_HOME_NAME: &str = "<built-in home>";
+
 /// What may be done to a path. Ordered from most permissive to most restrictive.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Action {
@@ -216,6 +226,10 @@ pub enum Reason {
     /// (`.git/config`, `.git/hooks/`, a submodule's, a `.git` file): read-only, so
     /// the command cannot plant code the person's own git runs later.
     GitControl,
+    /// Under `veilfs run`, in the home mount: veilfs's own configuration directory
+    /// (`~/.config/veilfs`, where the home policy lives), read-only so that the
+    /// command cannot choose the policy of a later run.
+    VeilfsConfig,
 }
 
 /// The effective action for one path, and why.
@@ -305,6 +319,25 @@ impl Decision {
         }
     }
 
+    /// This decision made at least read-only because the path is veilfs's own
+    /// configuration (see [`Reason::VeilfsConfig`]); a denied path stays denied.
+    pub fn guard_veilfs_config(self) -> Decision {
+        if self.action >= Action::ReadOnly {
+            return self;
+        }
+        Self::veilfs_config()
+    }
+
+    /// The decision refusing a change to veilfs's configuration directory, or to a
+    /// directory that holds it (see [`Reason::VeilfsConfig`]).
+    pub fn veilfs_config() -> Decision {
+        Decision {
+            action: Action::ReadOnly,
+            reason: Reason::VeilfsConfig,
+            ruled: true,
+        }
+    }
+
     /// This decision made at least read-only because the path's name is
     /// [`POLICY_FILE_NAME`].
     fn guard_policy_name(self) -> Decision {
@@ -342,6 +375,7 @@ impl Decision {
             Reason::PolicyName => ("policy-name", None, None),
             Reason::HoldsPolicyFile => ("holds-policy-file", None, None),
             Reason::GitControl => ("git-control", None, None),
+            Reason::VeilfsConfig => ("veilfs-config", None, None),
             Reason::Ancestor { path, cause } => {
                 let p = match &**cause {
                     Reason::Rule(p) | Reason::Admitted(p) => Some(p),
@@ -398,6 +432,10 @@ fn write_reason(s: &mut String, action: Action, reason: &Reason) {
              read-only under `veilfs run`, so the command cannot plant code your own \
              git runs later",
         ),
+        Reason::VeilfsConfig => s.push_str(
+            "veilfs's own configuration (the home policy): read-only under `veilfs run`, \
+             so the command cannot choose the policy of a later run",
+        ),
         Reason::Ancestor { path, cause } => {
             let _ = write!(
                 s,
@@ -437,7 +475,20 @@ pub struct Policy {
 impl Policy {
     /// Parses and compiles policy text; `name` is what locations print as the file.
     pub fn parse(name: &str, text: &str) -> Result<Policy, LoadError> {
-        let (raw, mut errors) = file::parse(name, text)?;
+        Policy::parse_on(None, name, text)
+    }
+
+    /// Parses and compiles policy text on top of `base`: the base's rules come
+    /// first, so the text's rules win where both match (last match wins); the
+    /// default is the text's. `veilfs run` stacks the workspace policy on the home
+    /// policy this way when the workspace is the home directory.
+    pub fn parse_on(base: Option<&RawPolicy>, name: &str, text: &str) -> Result<Policy, LoadError> {
+        let (mut raw, mut errors) = file::parse(name, text)?;
+        if let Some(b) = base {
+            let mut rules = b.rules.clone();
+            rules.append(&mut raw.rules);
+            raw.rules = rules;
+        }
         // Compiling costs time and memory per pattern: refuse, before compiling, a
         // policy far beyond anything written by hand (the bench measures 10,000).
         let count: usize = raw.rules.iter().map(|r| r.patterns.len()).sum();
@@ -471,9 +522,23 @@ impl Policy {
         }
     }
 
+    /// Parses policy text without compiling it (for [`Policy::parse_on`]'s base).
+    pub fn raw(name: &str, text: &str) -> Result<RawPolicy, LoadError> {
+        match file::parse(name, text)? {
+            (raw, errors) if errors.is_empty() => Ok(raw),
+            (_, errors) => Err(LoadError { errors }),
+        }
+    }
+
     /// The built-in default policy.
     pub fn builtin() -> Policy {
-        Policy::parse("<built-in>", DEFAULT_POLICY).expect("the built-in policy compiles")
+        Policy::parse(BUILTIN_NAME, DEFAULT_POLICY).expect("the built-in policy compiles")
+    }
+
+    /// The built-in default home policy of `veilfs run`.
+    pub fn builtin_home() -> Policy {
+        Policy::parse(BUILTIN_HOME_NAME, HOME_DEFAULT_POLICY)
+            .expect("the built-in home policy compiles")
     }
 
     /// Compiles parsed rules into glob sets.

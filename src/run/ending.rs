@@ -14,7 +14,6 @@
 //!   goes with it).
 
 use std::io;
-use std::path::Path;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -154,22 +153,23 @@ pub(super) fn wait(
 /// Unmounts the workspace, joins the session and finishes the audit log, in at most
 /// [`TEARDOWN`].
 pub(super) fn unmount(
-    session: fuser::BackgroundSession,
+    sessions: Vec<(fuser::BackgroundSession, std::path::PathBuf)>,
     audit: Option<crate::audit::Writer>,
-    ws: &Path,
 ) {
     let (tx, rx) = mpsc::channel();
-    let ws = ws.to_path_buf();
     let spawned = std::thread::Builder::new()
         .name("veilfs-unmount".into())
         .spawn(move || {
-            if let Err(e) = session.umount_and_join() {
-                // Busy: something in the daemon still holds the mount. Abort the
-                // connection (the request threads then end) and detach the mount.
-                log::info!("unmounting {} failed ({e}); aborting it", ws.display());
-                use nix::mount::{MntFlags, umount2};
-                if umount2(&ws, MntFlags::MNT_FORCE | MntFlags::MNT_DETACH).is_err() {
-                    let _ = umount2(&ws, MntFlags::MNT_DETACH);
+            // Inner mounts first.
+            for (session, root) in sessions {
+                if let Err(e) = session.umount_and_join() {
+                    // Busy: something in the daemon still holds the mount. Abort the
+                    // connection (the request threads then end) and detach the mount.
+                    log::info!("unmounting {} failed ({e}); aborting it", root.display());
+                    use nix::mount::{MntFlags, umount2};
+                    if umount2(&root, MntFlags::MNT_FORCE | MntFlags::MNT_DETACH).is_err() {
+                        let _ = umount2(&root, MntFlags::MNT_DETACH);
+                    }
                 }
             }
             // The filesystem (and its end of the audit queue) is gone with the session.

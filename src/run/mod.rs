@@ -35,6 +35,7 @@ use crate::sys;
 
 mod confine;
 mod ending;
+mod home;
 mod init;
 mod pty;
 
@@ -60,6 +61,11 @@ pub struct RunOptions {
     pub workspace: Option<PathBuf>,
     pub quiet: bool,
     pub user: Option<(u32, u32)>,
+    /// The home policy file (`None`: `~/.config/veilfs/home.toml`, else the
+    /// built-in default home policy).
+    pub home_policy: Option<PathBuf>,
+    /// Do not mount over the home directory.
+    pub no_home: bool,
     pub command: Vec<OsString>,
     /// Caching and passthrough (the other fields are not used by `run`).
     pub mount: crate::mount::MountOptions,
@@ -122,10 +128,45 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
             (ws, found)
         }
     };
-    let loaded = match config::load_policy(opts.policy.as_deref(), &ws) {
+    let layout = if opts.no_home {
+        home::Layout::Uncovered("--no-home".into())
+    } else {
+        home::layout(home::home_of(opts.user), &ws)
+    };
+    let home_loaded = match &layout {
+        home::Layout::Uncovered(_) => None,
+        _ => match home::load_policy(opts.home_policy.as_deref()) {
+            Ok(l) => Some(l),
+            Err(e) => return refuse(e),
+        },
+    };
+    // The workspace is the home directory: one mount, the workspace policy stacked
+    // on the home policy.
+    let home_base = match (&layout, &home_loaded) {
+        (home::Layout::Same(_), Some(h)) => match home::raw_policy(h) {
+            Ok(raw) => Some(raw),
+            Err(e) => return refuse(e),
+        },
+        _ => None,
+    };
+    let loaded = match &home_base {
+        Some(base) => config::load_policy_on(base, opts.policy.as_deref(), &ws),
+        None => config::load_policy(opts.policy.as_deref(), &ws),
+    };
+    let loaded = match loaded {
         Ok(l) => l,
         Err(e) => return refuse(e),
     };
+    if let (home::Layout::Separate(h), Some(hp)) = (&layout, &home_loaded) {
+        let reach = if ws.starts_with(h) {
+            home::check_reachable(h, &hp.policy, &ws)
+        } else {
+            home::check_reachable(&ws, &loaded.policy, h)
+        };
+        if let Err(e) = reach {
+            return refuse(e);
+        }
+    }
     if let Some(log) = &opts.mount.audit
         && let Err(e) = crate::audit::check_outside(log, &ws)
     {
@@ -152,17 +193,18 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     let real_root = sys::euid() == 0;
     // The real workspace, opened before anything covers it.
     let root_fd = sys::open_dir_path(&ws).with_context(|| format!("opening {}", ws.display()))?;
+    let home_fd = match &layout {
+        home::Layout::Separate(h) => {
+            Some(sys::open_dir_path(h).with_context(|| format!("opening {}", h.display()))?)
+        }
+        _ => None,
+    };
 
     // `veilfs reload WS` from outside: bound while this process still sees the
     // caller's runtime directory as the caller does.
     let control = crate::control::bind_for_run(&ws);
 
     if let Err(e) = enter_namespaces() {
-        return refuse(e);
-    }
-    if let Some(file) = &loaded.path
-        && let Err(e) = confine::protect_policy_file(file, &ws)
-    {
         return refuse(e);
     }
 
@@ -181,6 +223,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     if init == 0 {
         drop(ready_w);
         drop(root_fd);
+        drop(home_fd);
         drop(master);
         drop(stops_r);
         init::init_main(ready_r, &cwd, &command, opts.user, tty, real_root, stops_w);
@@ -190,7 +233,8 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     drop(tty);
 
     let source = loaded.source();
-    let fs = match VeilFs::from_fd(root_fd, &ws, loaded.policy, loaded.path.as_deref()) {
+    let ws_policy_file = loaded.path.clone();
+    let mut fs = match VeilFs::from_fd(root_fd, &ws, loaded.policy, loaded.path.as_deref()) {
         Ok(fs) => fs,
         Err(e) => {
             let _ = sys::kill(init, libc::SIGKILL);
@@ -199,35 +243,134 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     };
     fs.set_quiet_notices(opts.quiet);
     fs.guard_git();
+    if let Some(base) = home_base {
+        fs.set_policy_base(base);
+        for dir in home::config_dirs_under(&ws) {
+            fs.guard_config_dir(&dir);
+        }
+    }
+    let home_source = home_loaded.as_ref().map(|h| h.source());
+    let home_policy_file = home_loaded.as_ref().and_then(|h| h.path.clone());
+    let mut home_fs = match (&layout, home_fd, home_loaded) {
+        (home::Layout::Separate(h), Some(fd), Some(hp)) => {
+            match VeilFs::from_fd(fd, h, hp.policy, hp.path.as_deref()) {
+                Ok(mut hfs) => {
+                    hfs.set_quiet_notices(opts.quiet);
+                    for dir in home::config_dirs_under(h) {
+                        hfs.guard_config_dir(&dir);
+                    }
+                    Some((h.clone(), hfs))
+                }
+                Err(e) => {
+                    let _ = sys::kill(init, libc::SIGKILL);
+                    return refuse(format!("cannot serve {}: {e}", h.display()));
+                }
+            }
+        }
+        _ => None,
+    };
     // Taken by the waiting loop (see `ending`); blocked before any thread starts,
     // so that every thread inherits the mask.
     ending::block_signals()?;
     // Only processes in this private namespace can reach the mount; the command may
     // run under another uid (`--user`).
+    // One audit log for both mounts, each event naming its root.
     let mount_opts = crate::mount::MountOptions {
         allow_other: true,
         reports: crate::mount::Reports::Log,
+        audit: None,
         ..opts.mount.clone()
     };
-    let cfg = crate::mount::config(&ws, &mount_opts);
-    let (session, audit, reloader) = match crate::mount::start(fs, &ws, &cfg, &mount_opts) {
-        Ok(live) => (live.session, live.audit, live.reloader),
-        Err(e) => {
+    let audit = match &opts.mount.audit {
+        Some(target) => {
+            match crate::audit::Audit::start(target, opts.mount.audit_all, crate::audit::QUEUE) {
+                Ok((a, w)) => {
+                    fs.set_audit(a.for_root("workspace"));
+                    if let Some((_, hfs)) = &mut home_fs {
+                        hfs.set_audit(a.for_root("home"));
+                    }
+                    Some(w)
+                }
+                Err(e) => {
+                    let _ = sys::kill(init, libc::SIGKILL);
+                    let _ = sys::wait(init, 0);
+                    return refuse(format!("audit log {}: {e}", target.display()));
+                }
+            }
+        }
+        None => None,
+    };
+    // The outer root first: the inner one is mounted through it.
+    let mut roots = vec![(ws.clone(), fs)];
+    if let Some(h) = home_fs {
+        if ws.starts_with(&h.0) {
+            roots.insert(0, h);
+        } else {
+            roots.push(h);
+        }
+    }
+    // Inner first when unmounting.
+    let mut sessions: Vec<(fuser::BackgroundSession, PathBuf)> = Vec::new();
+    let mut reloader = None;
+    for (root, fs) in roots {
+        let cfg = crate::mount::config(&root, &mount_opts);
+        let live = match crate::mount::start(fs, &root, &cfg, &mount_opts) {
+            Ok(live) => live,
+            Err(e) => {
+                let _ = sys::kill(init, libc::SIGKILL);
+                let _ = sys::wait(init, 0);
+                ending::unmount(sessions, audit);
+                return refuse(format!("mounting over {} failed: {e}", root.display()));
+            }
+        };
+        if root == ws {
+            reloader = Some(live.reloader);
+        }
+        match live.session.spawn() {
+            Ok(bg) => sessions.insert(0, (bg, root)),
+            Err(e) => {
+                let _ = sys::kill(init, libc::SIGKILL);
+                let _ = sys::wait(init, 0);
+                ending::unmount(sessions, audit);
+                return refuse(format!("serving {} failed: {e}", root.display()));
+            }
+        }
+    }
+    let Some(reloader) = reloader else {
+        anyhow::bail!("the workspace was not mounted");
+    };
+    // The policy files outside their own mount: read-only onto themselves in the
+    // command's namespace (bound through whichever mount now covers them).
+    for (file, root) in [
+        (ws_policy_file.as_deref(), Some(ws.as_path())),
+        (home_policy_file.as_deref(), home_root(&layout)),
+    ] {
+        if let (Some(file), Some(root)) = (file, root)
+            && let Err(e) = confine::protect_policy_file(file, root)
+        {
             let _ = sys::kill(init, libc::SIGKILL);
             let _ = sys::wait(init, 0);
-            return refuse(format!("mounting over {} failed: {e}", ws.display()));
+            ending::unmount(sessions, audit);
+            return refuse(e);
         }
+    }
+    let home_note = match (&layout, &home_source) {
+        (home::Layout::Uncovered(why), _) => format!("; home not covered: {why}"),
+        (home::Layout::Same(_), Some(src)) => format!(" stacked on the home policy {src}"),
+        (home::Layout::Separate(h), Some(src)) => {
+            format!("; home {} with policy {src}", h.display())
+        }
+        _ => String::new(),
     };
     if !opts.quiet {
         eprintln!(
-            "veilfs: running {} in {} ({found}) with policy {}{as_root}",
+            "veilfs: running {} in {} ({found}) with policy {}{home_note}{as_root}",
             command[0].to_string_lossy(),
             ws.display(),
             source
         );
     }
 
-    let bg = session.spawn().context("starting the request loop")?;
     let _control = control.and_then(|c| c.serve_run(reloader, init));
     let relay = match master {
         Some(m) => Some(m.relay().context("relaying the terminal")?),
@@ -257,9 +400,18 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     if let Some(r) = relay {
         r.finish(ending::TEARDOWN);
     }
-    ending::unmount(bg, audit, &ws);
+    ending::unmount(sessions, audit);
     let status = status.context("waiting for the command")?;
     Ok(ExitCode::from(status.clamp(0, 255) as u8))
+}
+
+/// The root the home policy file is protected under: the home mount's, or the
+/// workspace's when the workspace is the home directory.
+fn home_root(layout: &home::Layout) -> Option<&std::path::Path> {
+    match layout {
+        home::Layout::Same(h) | home::Layout::Separate(h) => Some(h),
+        home::Layout::Uncovered(_) => None,
+    }
 }
 
 /// A private mount namespace, inside a new user namespace (mapping the caller to

@@ -1,0 +1,157 @@
+//! The home directory under `veilfs run`: a second veilfs mount over the home
+//! directory of the user the command runs as, with a home policy in the same
+//! language (paths relative to the home directory), so that the command meets the
+//! same rule in `~/.ssh` as in the workspace.
+//!
+//! The home policy comes from `--home-policy FILE`, else
+//! `~/.config/veilfs/home.toml` of the user who runs veilfs (never from the
+//! workspace: a cloned repository must not decide what of your home the command
+//! sees), else the built-in default home policy. veilfs's configuration directory
+//! is read-only through the mount, so the command cannot choose the policy of a
+//! later run.
+//!
+//! Layouts: the workspace inside the home directory (the home is mounted first, the
+//! workspace over its place in it), outside it (two mounts side by side), equal to
+//! it (one mount: the workspace policy stacked on the home policy, see
+//! [`crate::policy::Policy::parse_on`]), the home directory inside the workspace
+//! (the workspace first), or no usable home directory (no home mount; the start-up
+//! line says why).
+
+use std::path::{Path, PathBuf};
+
+use crate::config::{self, LoadedPolicy};
+use crate::policy::Policy;
+
+/// Where the home directory stands to the workspace.
+#[derive(Debug)]
+pub(super) enum Layout {
+    /// No home mount, and why (for the start-up line).
+    Uncovered(String),
+    /// The workspace is the home directory: one mount, both policies.
+    Same(PathBuf),
+    /// A mount of its own at this (canonical) path.
+    Separate(PathBuf),
+}
+
+/// The home directory of the user the command runs as: `--user`'s from the
+/// password database, else `$HOME` (absolute), else this user's from the password
+/// database.
+pub(super) fn home_of(user: Option<(u32, u32)>) -> Option<PathBuf> {
+    use nix::unistd::{Uid, User};
+    let from_db = |uid: u32| {
+        User::from_uid(Uid::from_raw(uid))
+            .ok()
+            .flatten()
+            .map(|u| u.dir)
+    };
+    match user {
+        Some((uid, _)) => from_db(uid),
+        None => std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .or_else(|| from_db(crate::sys::euid())),
+    }
+}
+
+/// Decides the layout for `home` (as found) and the workspace `ws` (canonical).
+pub(super) fn layout(home: Option<PathBuf>, ws: &Path) -> Layout {
+    let Some(home) = home else {
+        return Layout::Uncovered("no home directory is known ($HOME unset)".into());
+    };
+    let canon = match home.canonicalize() {
+        Ok(c) if c.is_dir() => c,
+        Ok(_) => {
+            return Layout::Uncovered(format!("home {} is not a directory", home.display()));
+        }
+        Err(e) => {
+            return Layout::Uncovered(format!("home {}: {e}", home.display()));
+        }
+    };
+    if canon == Path::new("/") {
+        return Layout::Uncovered("the home directory is `/`".into());
+    }
+    if canon == ws {
+        Layout::Same(canon)
+    } else {
+        Layout::Separate(canon)
+    }
+}
+
+/// The home policy and the file it came from.
+pub(super) fn load_policy(explicit: Option<&Path>) -> Result<LoadedPolicy, String> {
+    config::load_home_policy(explicit).map_err(|e| format!("home policy: {e}"))
+}
+
+/// The rules of the home policy, to stack the workspace policy on when the
+/// workspace is the home directory.
+pub(super) fn raw_policy(home: &LoadedPolicy) -> Result<crate::policy::RawPolicy, String> {
+    config::raw_of(
+        home,
+        (
+            crate::policy::BUILTIN_HOME_NAME,
+            crate::policy::HOME_DEFAULT_POLICY,
+        ),
+    )
+    .map_err(|e| format!("home policy: {e}"))
+}
+
+/// The paths, relative to `root` (canonical), at which veilfs's configuration
+/// directory is reached through a mount of `root`: as named, and with its links
+/// resolved (a `~/.config` that is a link to a dotfiles repository). Empty when it
+/// lies outside `root`.
+pub(super) fn config_dirs_under(root: &Path) -> Vec<Vec<u8>> {
+    use std::os::unix::ffi::OsStrExt;
+    let Some(dir) = config::config_dir() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut candidates = vec![dir.clone()];
+    // The nearest existing ancestor resolved, the rest as named.
+    let mut existing = dir.as_path();
+    let mut rest = PathBuf::new();
+    loop {
+        if let Ok(c) = existing.canonicalize() {
+            candidates.push(c.join(&rest));
+            break;
+        }
+        let (Some(parent), Some(name)) = (existing.parent(), existing.file_name()) else {
+            break;
+        };
+        rest = Path::new(name).join(&rest);
+        existing = parent;
+    }
+    for c in candidates {
+        if let Ok(rel) = c.strip_prefix(root) {
+            let rel = rel.as_os_str().as_bytes().to_vec();
+            if !rel.is_empty() && !out.contains(&rel) {
+                out.push(rel);
+            }
+        }
+    }
+    out
+}
+
+/// Refuses a layout where one mount's point is hidden by the other's policy: the
+/// daemon mounts the inner root through the outer mount.
+pub(super) fn check_reachable(outer: &Path, outer_policy: &Policy, inner: &Path) -> Result<(), String> {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(rel) = inner.strip_prefix(outer) else {
+        return Ok(());
+    };
+    let mut prefix = PathBuf::new();
+    for c in rel.components() {
+        prefix.push(c);
+        let d = outer_policy.decide(prefix.as_os_str().as_bytes(), true);
+        if !d.action.visible() {
+            return Err(format!(
+                "{} lies in {}, which the policy of {} hides ({}): choose another workspace, or \
+                 change that policy",
+                inner.display(),
+                outer.join(&prefix).display(),
+                outer.display(),
+                d.why()
+            ));
+        }
+    }
+    Ok(())
+}
