@@ -78,8 +78,16 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             workspace,
             json,
             paths,
+            home_policy,
+            no_home,
             ..
-        } => explain(policy.as_deref(), workspace.as_deref(), json, &paths),
+        } => explain(
+            policy.as_deref(),
+            workspace.as_deref(),
+            json,
+            &paths,
+            (!no_home).then_some(home_policy.as_deref()),
+        ),
     }
 }
 
@@ -133,6 +141,8 @@ fn explain(
     given: Option<&Path>,
     json: bool,
     paths: &[std::path::PathBuf],
+    // `Some(file)`: paths in the home directory are decided by the home policy.
+    home: Option<Option<&Path>>,
 ) -> Result<ExitCode> {
     // With `--workspace`, relative paths are relative to it; else the workspace is
     // found as `run` finds it and relative paths are relative to where we are.
@@ -149,7 +159,31 @@ fn explain(
         }
     };
     let workspace = workspace.as_path();
-    let loaded = config::load_policy(policy, workspace)?;
+    // As `veilfs run` sees it: the home directory of this user, with its policy; a
+    // workspace that is the home directory takes its policy stacked on the home's.
+    let home_dir = home
+        .and_then(|_| crate::run::home_of(None))
+        .and_then(|h| std::path::absolute(&h).ok());
+    let home_loaded = match (home, &home_dir) {
+        (Some(file), Some(_)) => Some(config::load_home_policy(file)?),
+        _ => None,
+    };
+    let same = home_dir.as_ref().is_some_and(|h| {
+        h.canonicalize().ok().as_deref() == workspace.canonicalize().ok().as_deref()
+    });
+    let loaded = match (&home_loaded, same) {
+        (Some(h), true) => {
+            let raw = config::raw_of(
+                h,
+                (
+                    crate::policy::BUILTIN_HOME_NAME,
+                    crate::policy::HOME_DEFAULT_POLICY,
+                ),
+            )?;
+            config::load_policy_on(&raw, policy, workspace)?
+        }
+        _ => config::load_policy(policy, workspace)?,
+    };
     let out = std::io::stdout();
     let mut out = out.lock();
     if !json {
@@ -157,15 +191,48 @@ fn explain(
         if let Some(found) = found {
             writeln!(out, "# workspace: {} ({found})", workspace.display())?;
         }
+        if let (Some(h), Some(dir)) = (&home_loaded, &home_dir) {
+            let how = if same { " (the workspace: stacked)" } else { "" };
+            writeln!(out, "# home: {}{how}, policy: {}", dir.display(), config::home_source(h))?;
+        }
     }
     for arg in paths {
         let arg = match &base {
             Some(b) if arg.is_relative() => b.join(arg),
             _ => arg.clone(),
         };
-        let rel = config::relative_path(&arg, workspace).map_err(anyhow::Error::msg)?;
-        let line = explain_one(&loaded.policy, workspace, &rel, json)
-            .with_context(|| format!("explaining {}", arg.display()))?;
+        let line = match config::relative_path(&arg, workspace) {
+            Ok(rel) => {
+                let guarded = if same {
+                    crate::run::config_dirs_under(workspace)
+                } else {
+                    Vec::new()
+                };
+                explain_one(&loaded.policy, workspace, &rel, json, "", &guarded)
+            }
+            Err(e) => {
+                // Outside the workspace: in the home directory (as named, or with its
+                // links resolved), the home policy decides.
+                let in_home = match (&home_loaded, &home_dir) {
+                    (Some(h), Some(dir)) if !same => [Some(dir.clone()), dir.canonicalize().ok()]
+                        .into_iter()
+                        .flatten()
+                        .find_map(|d| {
+                            let rel = config::relative_path(&arg, &d).ok()?;
+                            Some((h, d, rel))
+                        }),
+                    _ => None,
+                };
+                match in_home {
+                    Some((h, d, rel)) => {
+                        let guarded = crate::run::config_dirs_under(&d);
+                        explain_one(&h.policy, &d, &rel, json, "~/", &guarded)
+                    }
+                    None => return Err(anyhow::Error::msg(e)),
+                }
+            }
+        }
+        .with_context(|| format!("explaining {}", arg.display()))?;
         writeln!(out, "{line}")?;
     }
     Ok(ExitCode::SUCCESS)
@@ -176,6 +243,10 @@ fn explain_one(
     workspace: &Path,
     rel: &config::RelPath,
     json: bool,
+    // Shown before the path: `~/` for the home directory.
+    prefix: &str,
+    // Kept read-only by the mount whatever the policy says (veilfs's configuration).
+    guarded: &[Vec<u8>],
 ) -> Result<String> {
     use std::os::unix::ffi::OsStrExt;
     // As the mount decides it: a directory or a symbolic link is decided as a
@@ -194,11 +265,18 @@ fn explain_one(
                     && policy.decide(&rel.bytes, false).action != Deny
             }
         };
-    let decision = if rel.bytes.is_empty() {
+    let mut decision = if rel.bytes.is_empty() {
         crate::Decision::root()
     } else {
         policy.decide(&rel.bytes, is_dir)
     };
+    let p = rel.bytes.as_slice();
+    if guarded
+        .iter()
+        .any(|g| p == g.as_slice() || (p.starts_with(g) && p.get(g.len()) == Some(&b'/')))
+    {
+        decision = decision.guard_veilfs_config();
+    }
     let shown = format!(
         "{rel}{}",
         if is_dir && !rel.bytes.is_empty() {
@@ -210,10 +288,13 @@ fn explain_one(
     Ok(if json {
         let mut v = decision.to_json(&rel.bytes);
         v["dir"] = is_dir.into();
+        if !prefix.is_empty() {
+            v["root"] = "home".into();
+        }
         v.to_string()
     } else {
         format!(
-            "{:<9} {}  ({})",
+            "{:<9} {prefix}{}  ({})",
             decision.action.as_str(),
             if shown.is_empty() { "." } else { &shown },
             decision.why()

@@ -114,7 +114,9 @@ pub enum Command {
         print_default_home: bool,
     },
     /// Say, for each PATH, the action the policy takes (allow, read-only, deny) and
-    /// the rule (file:line:col) or other reason that decided it.
+    /// the rule (file:line:col) or other reason that decided it. A path in the home
+    /// directory outside the workspace is decided by the home policy of `veilfs
+    /// run`, and shown as `~/PATH`.
     Explain {
         /// The policy file. Default: .veilfs.toml at the workspace root if present,
         /// else the built-in default policy.
@@ -129,11 +131,20 @@ pub enum Command {
         /// One JSON object per line instead of text.
         #[arg(long)]
         json: bool,
+        /// The home policy for paths in the home directory outside the workspace
+        /// (as `veilfs run` takes it; default: `~/.config/veilfs/home.toml`, else the
+        /// built-in default home policy).
+        #[arg(long, value_name = "FILE", conflicts_with = "no_home")]
+        home_policy: Option<PathBuf>,
+        /// Explain as `veilfs run --no-home` would: paths outside the workspace are
+        /// refused as arguments.
+        #[arg(long)]
+        no_home: bool,
         /// Instead of paths, read an audit log and count its refusals by the rule
         /// that made them.
         #[arg(long, value_name = "FILE", conflicts_with = "paths")]
         audit: Option<PathBuf>,
-        /// Paths (relative, or absolute inside the workspace). A
+        /// Paths (relative, or absolute inside the workspace or the home directory). A
         /// trailing `/`, or an existing directory in the workspace, is asked about as
         /// a directory.
         #[arg(required_unless_present = "audit", value_name = "PATH")]

@@ -417,6 +417,14 @@ pub fn load_home_policy(explicit: Option<&Path>) -> Result<LoadedPolicy, ConfigE
     load_file(&path)
 }
 
+/// Says where a home policy came from, as [`LoadedPolicy::source`] does.
+pub fn home_source(loaded: &LoadedPolicy) -> String {
+    match &loaded.path {
+        Some(p) => p.display().to_string(),
+        None => "built-in default home policy".to_string(),
+    }
+}
+
 fn builtin_home() -> LoadedPolicy {
     LoadedPolicy {
         policy: Policy::builtin_home(),

@@ -36,7 +36,7 @@ pub(super) enum Layout {
 /// The home directory of the user the command runs as: `--user`'s from the
 /// password database, else `$HOME` (absolute), else this user's from the password
 /// database.
-pub(super) fn home_of(user: Option<(u32, u32)>) -> Option<PathBuf> {
+pub fn home_of(user: Option<(u32, u32)>) -> Option<PathBuf> {
     use nix::unistd::{Uid, User};
     let from_db = |uid: u32| {
         User::from_uid(Uid::from_raw(uid))
@@ -67,6 +67,9 @@ pub(super) fn layout(home: Option<PathBuf>, ws: &Path) -> Layout {
             return Layout::Uncovered(format!("home {}: {e}", home.display()));
         }
     };
+    if let Err(e) = std::fs::read_dir(&canon) {
+        return Layout::Uncovered(format!("home {}: {e}", canon.display()));
+    }
     if canon == Path::new("/") {
         return Layout::Uncovered("the home directory is `/`".into());
     }
@@ -99,7 +102,7 @@ pub(super) fn raw_policy(home: &LoadedPolicy) -> Result<crate::policy::RawPolicy
 /// directory is reached through a mount of `root`: as named, and with its links
 /// resolved (a `~/.config` that is a link to a dotfiles repository). Empty when it
 /// lies outside `root`.
-pub(super) fn config_dirs_under(root: &Path) -> Vec<Vec<u8>> {
+pub fn config_dirs_under(root: &Path) -> Vec<Vec<u8>> {
     use std::os::unix::ffi::OsStrExt;
     let Some(dir) = config::config_dir() else {
         return Vec::new();

@@ -36,6 +36,7 @@ use crate::sys;
 mod confine;
 mod ending;
 mod home;
+pub use home::{config_dirs_under, home_of};
 mod init;
 mod pty;
 
@@ -249,7 +250,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
             fs.guard_config_dir(&dir);
         }
     }
-    let home_source = home_loaded.as_ref().map(|h| h.source());
+    let home_source = home_loaded.as_ref().map(|h| config::home_source(h));
     let home_policy_file = home_loaded.as_ref().and_then(|h| h.path.clone());
     let mut home_fs = match (&layout, home_fd, home_loaded) {
         (home::Layout::Separate(h), Some(fd), Some(hp)) => {
