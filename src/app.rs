@@ -192,8 +192,17 @@ fn explain(
             writeln!(out, "# workspace: {} ({found})", workspace.display())?;
         }
         if let (Some(h), Some(dir)) = (&home_loaded, &home_dir) {
-            let how = if same { " (the workspace: stacked)" } else { "" };
-            writeln!(out, "# home: {}{how}, policy: {}", dir.display(), config::home_source(h))?;
+            let how = if same {
+                " (the workspace: stacked)"
+            } else {
+                ""
+            };
+            writeln!(
+                out,
+                "# home: {}{how}, policy: {}",
+                dir.display(),
+                config::home_source(h)
+            )?;
         }
     }
     for arg in paths {

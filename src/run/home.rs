@@ -136,7 +136,11 @@ pub fn config_dirs_under(root: &Path) -> Vec<Vec<u8>> {
 
 /// Refuses a layout where one mount's point is hidden by the other's policy: the
 /// daemon mounts the inner root through the outer mount.
-pub(super) fn check_reachable(outer: &Path, outer_policy: &Policy, inner: &Path) -> Result<(), String> {
+pub(super) fn check_reachable(
+    outer: &Path,
+    outer_policy: &Policy,
+    inner: &Path,
+) -> Result<(), String> {
     use std::os::unix::ffi::OsStrExt;
     let Ok(rel) = inner.strip_prefix(outer) else {
         return Ok(());

@@ -1,0 +1,519 @@
+//! `veilfs run` polices the home directory too: the credential stores of the
+//! built-in default home policy are refused and unlisted, the files the shell and git
+//! run from are read-only, tools keep their caches, veilfs's own configuration cannot
+//! be changed or planted, and every layout of workspace and home works.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use common::{require_fuse, wait_until};
+
+const SECRET: &str = "TOPSECRET-home";
+
+/// Credential files of the default home list, relative to the home directory.
+const CREDENTIALS: &[&str] = &[
+    ".ssh/id_ed25519",
+    ".ssh/id_ed25519.pub",
+    ".ssh/config",
+    ".aws/credentials",
+    ".azure/accessTokens.json",
+    ".config/gcloud/credentials.db",
+    ".kube/config",
+    ".docker/config.json",
+    ".gnupg/private-keys-v1.d/key.key",
+    ".password-store/site.gpg",
+    ".local/share/keyrings/login.keyring",
+    ".netrc",
+    ".git-credentials",
+    ".npmrc",
+    ".pypirc",
+    ".cargo/credentials.toml",
+    ".cargo/credentials",
+    ".config/gh/hosts.yml",
+    ".vault-token",
+    ".terraform.d/credentials.tfrc.json",
+    ".bash_history",
+    ".zsh_history",
+    ".python_history",
+    ".node_repl_history",
+    ".mozilla/firefox/abc.default/logins.json",
+    ".config/google-chrome/Default/Cookies",
+    ".config/chromium/Default/Login Data",
+    "other-project/.env",
+    "other-project/deploy/prod.key",
+];
+
+/// Files that run as the user later: read-only.
+const STARTUP: &[&str] = &[
+    ".bashrc",
+    ".profile",
+    ".zshrc",
+    ".gitconfig",
+    ".config/git/config",
+    ".config/systemd/user/x.service",
+    ".config/autostart/x.desktop",
+];
+
+/// Tools' and agents' own directories: writable.
+const TOOLS: &[&str] = &[
+    ".cache/pip/x",
+    ".cargo/registry/x",
+    ".npm/_cacache/x",
+    ".claude/settings.json",
+    ".codex/auth.json",
+    ".config/some-agent/state.json",
+    ".local/bin/tool",
+];
+
+struct Home {
+    tmp: tempfile::TempDir,
+    home: PathBuf,
+    ws: PathBuf,
+}
+
+impl Home {
+    /// A home directory full of credentials, with the workspace `home/proj`.
+    fn new() -> Home {
+        Home::with_ws("home/proj")
+    }
+
+    /// Same, with the workspace at `ws` (relative to the temporary directory).
+    fn with_ws(ws: &str) -> Home {
+        require_fuse();
+        let tmp = tempfile::Builder::new()
+            .prefix("veilfs-home")
+            .tempdir()
+            .unwrap();
+        let home = tmp.path().join("home");
+        for rel in CREDENTIALS {
+            write(&home.join(rel), &format!("{SECRET} {rel}\n"));
+        }
+        for rel in STARTUP.iter().chain(TOOLS) {
+            write(&home.join(rel), "original\n");
+        }
+        let ws = tmp.path().join(ws);
+        std::fs::create_dir_all(&ws).unwrap();
+        write(&ws.join(".env"), &format!("{SECRET} ws/.env\n"));
+        write(&ws.join("a.txt"), "hello\n");
+        Home { tmp, home, ws }
+    }
+
+    fn veilfs(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_veilfs"));
+        c.arg("run")
+            .args(args)
+            .current_dir(&self.ws)
+            .env("HOME", &self.home)
+            .env_remove("XDG_CONFIG_HOME");
+        c
+    }
+
+    /// `veilfs run [ARGS] -- sh -c SCRIPT` from the workspace.
+    fn sh_with(&self, args: &[&str], script: &str) -> Output {
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend(["--", "sh", "-c", script]);
+        let o = self.veilfs(&all).output().unwrap();
+        for root in [&self.home, &self.ws] {
+            assert!(
+                !veilfs::mount::is_mount_point(&root.canonicalize().unwrap()),
+                "{} is a mount point outside the run",
+                root.display()
+            );
+        }
+        o
+    }
+
+    fn sh(&self, script: &str) -> Output {
+        self.sh_with(&["--quiet"], script)
+    }
+}
+
+fn write(p: &Path, body: &str) {
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, body).unwrap();
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn show(o: &Output) -> String {
+    format!(
+        "status {}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        text(&o.stdout),
+        text(&o.stderr)
+    )
+}
+
+/// A script that reads each of `rels` under `$HOME` and prints `OK rel` or
+/// `REFUSED rel errno-text`, then lists every directory on the way.
+fn probe_script(rels: &[&str]) -> String {
+    let mut s = String::from("OLDPWD=$(pwd); cd \"$HOME\"\n");
+    for rel in rels {
+        s.push_str(&format!(
+            "if out=$(cat '{rel}' 2>&1); then echo \"OK {rel}: $out\"; else echo \"REFUSED {rel}: $out\"; fi\n"
+        ));
+    }
+    s.push_str("echo LISTING; find . 2>/dev/null; echo END; cd \"$OLDPWD\"\n");
+    s
+}
+
+#[test]
+fn every_default_credential_store_is_refused_and_unlisted() {
+    let h = Home::new();
+    let o = h.sh(&probe_script(CREDENTIALS));
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{}", show(&o));
+    assert!(!out.contains(SECRET), "a secret leaked:\n{}", show(&o));
+    for rel in CREDENTIALS {
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with(&format!("REFUSED {rel}:"))
+                    && l.contains("Permission denied")),
+            "{rel} not refused with EACCES:\n{}",
+            show(&o)
+        );
+    }
+    let listing = out.split("LISTING").nth(1).unwrap();
+    for rel in CREDENTIALS {
+        // The top hidden name of each: the directory for a store, else the file.
+        let shown = format!("./{rel}");
+        assert!(!listing.contains(&shown), "{rel} listed:\n{listing}");
+    }
+    for hidden in [
+        "./.ssh",
+        "./.aws",
+        "./.gnupg",
+        "./.mozilla",
+        "./.config/gcloud",
+    ] {
+        assert!(
+            !listing.lines().any(|l| l == hidden),
+            "{hidden} listed:\n{listing}"
+        );
+    }
+    // `grep -r` over the whole home directory finds nothing.
+    let o = h.sh(&format!("grep -rs {SECRET} \"$HOME\"; echo done"));
+    assert!(!text(&o.stdout).contains(SECRET), "{}", show(&o));
+    // The backing files are untouched.
+    for rel in CREDENTIALS {
+        assert_eq!(
+            std::fs::read_to_string(h.home.join(rel)).unwrap(),
+            format!("{SECRET} {rel}\n")
+        );
+    }
+}
+
+#[test]
+fn credential_stores_cannot_be_reached_by_other_spellings_or_replaced() {
+    let h = Home::new();
+    let o = h.sh(
+        "cd \"$HOME\"/proj && cat ../.aws/credentials; cat $HOME/./.aws/../.aws/credentials; \
+         ln -s .aws/credentials \"$HOME\"/link 2>&1; cat \"$HOME\"/link; \
+         cp -r \"$HOME\"/.ssh /tmp/x 2>&1; mv \"$HOME\"/.aws \"$HOME\"/aws 2>&1; \
+         rm -rf \"$HOME\"/.gnupg 2>&1; echo new > \"$HOME\"/.netrc; \
+         python3 -c 'import os; os.open(os.path.expanduser(\"~/.kube/config\"), os.O_RDONLY)' 2>&1 | tail -1; \
+         echo done",
+    );
+    let out = text(&o.stdout) + &text(&o.stderr);
+    assert!(!out.contains(SECRET), "{}", show(&o));
+    assert!(out.contains("done"), "{}", show(&o));
+    assert!(out.contains("PermissionError"), "{}", show(&o));
+    for rel in [
+        ".aws/credentials",
+        ".gnupg/private-keys-v1.d/key.key",
+        ".netrc",
+    ] {
+        assert_eq!(
+            std::fs::read_to_string(h.home.join(rel)).unwrap(),
+            format!("{SECRET} {rel}\n"),
+            "{rel} changed:\n{}",
+            show(&o)
+        );
+    }
+    assert!(!h.home.join("aws").exists());
+}
+
+#[test]
+fn startup_files_are_read_only_and_tool_directories_writable() {
+    let h = Home::new();
+    let mut script = String::from("cd \"$HOME\"\n");
+    for rel in STARTUP {
+        script.push_str(&format!(
+            "cat '{rel}' >/dev/null || echo UNREADABLE {rel}\n\
+             if echo planted >> '{rel}' 2>/dev/null; then echo WROTE {rel}; fi\n\
+             if mv '{rel}' '{rel}.moved' 2>/dev/null; then echo MOVED {rel}; fi\n"
+        ));
+    }
+    for rel in TOOLS {
+        script.push_str(&format!("echo changed > '{rel}' || echo FAILED {rel}\n"));
+    }
+    script.push_str(
+        "mkdir -p .cache/new/deeper && echo x > .cache/new/deeper/f || echo FAILED new\n",
+    );
+    let o = h.sh(&script);
+    let out = text(&o.stdout);
+    for bad in ["UNREADABLE", "WROTE", "MOVED", "FAILED"] {
+        assert!(!out.contains(bad), "{}", show(&o));
+    }
+    for rel in STARTUP {
+        assert_eq!(
+            std::fs::read_to_string(h.home.join(rel)).unwrap(),
+            "original\n",
+            "{rel}"
+        );
+    }
+    for rel in TOOLS {
+        assert_eq!(
+            std::fs::read_to_string(h.home.join(rel)).unwrap(),
+            "changed\n",
+            "{rel}: {}",
+            show(&o)
+        );
+    }
+    assert!(h.home.join(".cache/new/deeper/f").exists());
+}
+
+#[test]
+fn veilfs_configuration_cannot_be_changed_or_planted() {
+    // Absent: it cannot be made, nor can the way to it be redirected.
+    let h = Home::new();
+    std::fs::remove_dir_all(h.home.join(".config")).unwrap();
+    let o = h.sh("cd \"$HOME\"; mkdir -p /tmp/elsewhere/veilfs; \
+         ln -s /tmp/elsewhere .config 2>/dev/null && echo LINKED; \
+         mkdir .config && echo DIR-OK; \
+         mkdir -p .config/veilfs 2>/dev/null && echo MADE; \
+         echo 'default = \"allow\"' > .config/veilfs/home.toml 2>/dev/null && echo PLANTED; \
+         echo done");
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("done") && out.contains("DIR-OK"),
+        "{}",
+        show(&o)
+    );
+    for bad in ["LINKED", "MADE", "PLANTED"] {
+        assert!(!out.contains(bad), "{bad}: {}", show(&o));
+    }
+    assert!(!h.home.join(".config/veilfs").exists());
+
+    // Present: honoured, read-only by every route, and edits outside take effect.
+    let cfg = h.home.join(".config/veilfs");
+    std::fs::create_dir_all(&cfg).unwrap();
+    write(
+        &cfg.join("home.toml"),
+        "extends = \"home-default\"\n[[rules]]\naction = \"deny\"\npaths = [\"/notes.txt\"]\n",
+    );
+    write(&h.home.join("notes.txt"), &format!("{SECRET} notes\n"));
+    let o = h.sh("cd \"$HOME\"; cat notes.txt; cat .aws/credentials; \
+         echo 'default = \"allow\"' > .config/veilfs/home.toml || echo REFUSED-WRITE; \
+         mv .config/veilfs .config/v2 || echo REFUSED-MOVE; mv .config c2 || echo REFUSED-MOVE2; \
+         rm .config/veilfs/home.toml || echo REFUSED-RM; \
+         echo x > .config/veilfs/other.toml || echo REFUSED-NEW; echo done");
+    let out = text(&o.stdout);
+    assert!(!out.contains(SECRET), "{}", show(&o));
+    for want in [
+        "REFUSED-WRITE",
+        "REFUSED-MOVE",
+        "REFUSED-MOVE2",
+        "REFUSED-RM",
+        "REFUSED-NEW",
+        "done",
+    ] {
+        assert!(out.contains(want), "{want}: {}", show(&o));
+    }
+    assert!(
+        std::fs::read_to_string(cfg.join("home.toml"))
+            .unwrap()
+            .contains("notes.txt")
+    );
+    let o = h.sh_with(&[], "true");
+    assert!(
+        text(&o.stderr).contains(&cfg.join("home.toml").display().to_string()),
+        "the start-up line names the home policy: {}",
+        show(&o)
+    );
+}
+
+#[test]
+fn home_policy_edits_outside_take_effect_while_running() {
+    let h = Home::new();
+    let cfg = h.home.join(".config/veilfs");
+    std::fs::create_dir_all(&cfg).unwrap();
+    write(&cfg.join("home.toml"), "extends = \"home-default\"\n");
+    write(&h.home.join("notes.txt"), "notes\n");
+    let flag = h.tmp.path().join("denied");
+    let ready = h.tmp.path().join("ready");
+    let mut child = h
+        .veilfs(&[
+            "--quiet",
+            "--",
+            "sh",
+            "-c",
+            &format!(
+                "cat \"$HOME\"/notes.txt > {r}; i=0; while [ $i -lt 600 ]; do \
+                 cat \"$HOME\"/notes.txt >/dev/null 2>&1 || {{ touch {f}; exit 0; }}; \
+                 sleep 0.05; i=$((i+1)); done; exit 1",
+                r = ready.display(),
+                f = flag.display()
+            ),
+        ])
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(20), || std::fs::read(&ready)
+            .is_ok_and(|b| b == b"notes\n")),
+        "the command never read notes.txt"
+    );
+    write(
+        &cfg.join("home.toml"),
+        "extends = \"home-default\"\n[[rules]]\naction = \"deny\"\npaths = [\"/notes.txt\"]\n",
+    );
+    let ok = wait_until(Duration::from_secs(20), || flag.exists());
+    let status = child.wait().unwrap();
+    assert!(
+        ok && status.success(),
+        "the edit was not picked up: {status}"
+    );
+}
+
+#[test]
+fn workspace_outside_the_home_directory() {
+    let h = Home::with_ws("ws");
+    let o = h.sh(&format!(
+        "{}cat .env; echo ws > a.txt",
+        probe_script(&[".aws/credentials", ".cache/pip/x"])
+    ));
+    let out = text(&o.stdout);
+    assert!(!out.contains(SECRET), "{}", show(&o));
+    assert!(out.contains("REFUSED .aws/credentials"), "{}", show(&o));
+    assert!(out.contains("OK .cache/pip/x"), "{}", show(&o));
+    assert_eq!(std::fs::read_to_string(h.ws.join("a.txt")).unwrap(), "ws\n");
+}
+
+#[test]
+fn workspace_equal_to_the_home_directory() {
+    let h = Home::with_ws("home");
+    let o = h.sh_with(
+        &[],
+        &format!(
+            "{}cat .env; echo ws > a.txt",
+            probe_script(&[".aws/credentials", ".cache/pip/x"])
+        ),
+    );
+    let out = text(&o.stdout);
+    assert!(!out.contains(SECRET), "{}", show(&o));
+    assert!(out.contains("REFUSED .aws/credentials"), "{}", show(&o));
+    assert!(out.contains("OK .cache/pip/x"), "{}", show(&o));
+    assert!(
+        text(&o.stderr).contains("stacked on the home policy"),
+        "{}",
+        show(&o)
+    );
+    assert_eq!(std::fs::read_to_string(h.ws.join("a.txt")).unwrap(), "ws\n");
+    // The configuration directory is guarded in the one mount as well.
+    let o = h.sh("mkdir -p \"$HOME\"/.config/veilfs || echo REFUSED");
+    assert!(text(&o.stdout).contains("REFUSED"), "{}", show(&o));
+}
+
+#[test]
+fn home_directory_inside_the_workspace() {
+    // The workspace is the temporary directory, the home directory below it.
+    let h = Home::with_ws(".");
+    let o = h.sh(&format!(
+        "{}cat .env; cat home/.aws/credentials; echo ws > a.txt",
+        probe_script(&[".aws/credentials", ".cache/pip/x"])
+    ));
+    let out = text(&o.stdout);
+    assert!(!out.contains(SECRET), "{}", show(&o));
+    assert!(out.contains("REFUSED .aws/credentials"), "{}", show(&o));
+    assert!(out.contains("OK .cache/pip/x"), "{}", show(&o));
+    assert_eq!(std::fs::read_to_string(h.ws.join("a.txt")).unwrap(), "ws\n");
+}
+
+#[test]
+fn a_missing_home_directory_or_no_home_leaves_it_uncovered() {
+    let h = Home::new();
+    let mut c = h.veilfs(&["--", "sh", "-c", "cat a.txt"]);
+    c.env("HOME", h.tmp.path().join("nowhere"));
+    let o = c.output().unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    assert_eq!(text(&o.stdout), "hello\n");
+    assert!(text(&o.stderr).contains("home not covered"), "{}", show(&o));
+
+    let o = h.sh_with(&["--no-home"], "cat \"$HOME\"/.cache/pip/x");
+    assert!(
+        text(&o.stderr).contains("home not covered: --no-home"),
+        "{}",
+        show(&o)
+    );
+    assert_eq!(text(&o.stdout), "original\n", "{}", show(&o));
+}
+
+#[test]
+fn the_audit_log_names_the_root() {
+    let h = Home::new();
+    let log = h.tmp.path().join("audit.log");
+    let o = h.sh_with(
+        &["--quiet", "--audit", log.to_str().unwrap()],
+        "cat \"$HOME\"/.aws/credentials; cat .env; true",
+    );
+    assert!(o.status.success(), "{}", show(&o));
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let has = |root: &str, path: &str| {
+        lines
+            .iter()
+            .any(|v| v["root"] == root && v["path"] == path && v["result"] == "refused")
+    };
+    assert!(has("home", ".aws"), "{lines:#?}");
+    assert!(has("workspace", ".env"), "{lines:#?}");
+}
+
+#[test]
+fn explain_decides_home_paths_with_the_home_policy() {
+    let h = Home::new();
+    let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
+        .args(["explain"])
+        .arg(h.home.join(".aws/credentials"))
+        .arg(h.home.join(".bashrc"))
+        .arg(h.home.join(".cache/x"))
+        .arg(h.home.join(".config/veilfs/home.toml"))
+        .arg(".env")
+        .current_dir(&h.ws)
+        .env("HOME", &h.home)
+        .env_remove("XDG_CONFIG_HOME")
+        .output()
+        .unwrap();
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{}", show(&o));
+    for want in [
+        "deny      ~/.aws/credentials",
+        "read-only ~/.bashrc",
+        "allow     ~/.cache/x",
+        "read-only ~/.config/veilfs/home.toml",
+        "deny      .env",
+    ] {
+        assert!(out.contains(want), "{want}:\n{out}");
+    }
+    // The printed default home policy is the one in force, and checks clean.
+    let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
+        .args(["check", "--print-default-home"])
+        .output()
+        .unwrap();
+    assert_eq!(text(&o.stdout), veilfs::policy::HOME_DEFAULT_POLICY);
+    let p = h.tmp.path().join("home-default.toml");
+    std::fs::write(&p, &o.stdout).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
+        .arg("check")
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+}
