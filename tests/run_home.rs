@@ -517,3 +517,36 @@ fn explain_decides_home_paths_with_the_home_policy() {
         .unwrap();
     assert!(o.status.success(), "{}", show(&o));
 }
+
+#[test]
+fn a_home_policy_named_outside_the_home_directory_is_read_only_inside() {
+    let h = Home::new();
+    let file = h.tmp.path().join("policies/home.toml");
+    write(
+        &file,
+        "extends = \"home-default\"\n[[rules]]\naction = \"deny\"\npaths = [\"/.cache/\"]\n",
+    );
+    let f = file.display();
+    let o = h.sh_with(
+        &["--quiet", "--home-policy", &file.to_string_lossy()],
+        &format!(
+            "cat \"$HOME\"/.cache/pip/x || echo DENIED; \
+             echo 'default = \"allow\"' > {f} || echo REFUSED-WRITE; \
+             mv {f} {f}.old || echo REFUSED-MOVE; \
+             echo x > {f}.new && mv {f}.new {f} || echo REFUSED-REPLACE; \
+             chmod 666 {f} || echo REFUSED-CHMOD; echo done"
+        ),
+    );
+    let out = text(&o.stdout);
+    for want in [
+        "DENIED",
+        "REFUSED-WRITE",
+        "REFUSED-MOVE",
+        "REFUSED-REPLACE",
+        "REFUSED-CHMOD",
+        "done",
+    ] {
+        assert!(out.contains(want), "{want}: {}", show(&o));
+    }
+    assert!(std::fs::read_to_string(&file).unwrap().contains("/.cache/"));
+}
