@@ -359,23 +359,6 @@ pub fn relative_path(arg: &Path, workspace: &Path) -> Result<RelPath, String> {
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn relative_paths() {
-        let ws = Path::new("/ws");
-        let r = |s: &str| relative_path(Path::new(s), ws);
-        assert_eq!(r("a//b/./c").unwrap().bytes, b"a/b/c");
-        assert_eq!(r("/ws/a/b/").unwrap().bytes, b"a/b");
-        assert!(r("/ws/a/b/").unwrap().trailing_slash);
-        assert_eq!(r("a/../b").unwrap().bytes, b"b");
-        assert!(r("../x").is_err());
-        assert!(r("/elsewhere/x").is_err());
-    }
-}
-
 /// The home policy's name in veilfs's configuration directory ([`config_dir`]).
 pub const HOME_POLICY: &str = "home.toml";
 
@@ -477,4 +460,21 @@ pub fn load_policy_on(
         policy,
         path: plain.path,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_paths() {
+        let ws = Path::new("/ws");
+        let r = |s: &str| relative_path(Path::new(s), ws);
+        assert_eq!(r("a//b/./c").unwrap().bytes, b"a/b/c");
+        assert_eq!(r("/ws/a/b/").unwrap().bytes, b"a/b");
+        assert!(r("/ws/a/b/").unwrap().trailing_slash);
+        assert_eq!(r("a/../b").unwrap().bytes, b"b");
+        assert!(r("../x").is_err());
+        assert!(r("/elsewhere/x").is_err());
+    }
 }

@@ -250,7 +250,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
             fs.guard_config_dir(&dir);
         }
     }
-    let home_source = home_loaded.as_ref().map(|h| config::home_source(h));
+    let home_source = home_loaded.as_ref().map(config::home_source);
     let home_policy_file = home_loaded.as_ref().and_then(|h| h.path.clone());
     let mut home_fs = match (&layout, home_fd, home_loaded) {
         (home::Layout::Separate(h), Some(fd), Some(hp)) => {
