@@ -36,6 +36,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             quiet,
             cache,
             user,
+            writable,
+            system_writable,
             command,
         } => {
             let mut mount = crate::mount::MountOptions::default();
@@ -45,6 +47,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 workspace,
                 quiet,
                 user,
+                writable,
+                system_writable,
                 command,
                 mount,
             })

@@ -60,6 +60,11 @@ pub struct RunOptions {
     pub workspace: Option<PathBuf>,
     pub quiet: bool,
     pub user: Option<(u32, u32)>,
+    /// `--writable`: directories outside the workspace the command may write
+    /// below, besides the scratch places; the rest of the system is read-only.
+    pub writable: Vec<PathBuf>,
+    /// `--system-writable`: leave the system outside the workspace as it is.
+    pub system_writable: bool,
     pub command: Vec<OsString>,
     /// Caching and passthrough (the other fields are not used by `run`).
     pub mount: crate::mount::MountOptions,
@@ -142,6 +147,18 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     if opts.user.is_some() && sys::euid() != 0 {
         return refuse("--user needs root");
     }
+    let writable = match writable_dirs(&opts.writable) {
+        Ok(w) => w,
+        Err(e) => return refuse(e),
+    };
+    // Said now: in a user namespace this process would find root's runtime directory.
+    let system = (!opts.system_writable).then(|| confine::ReadOnlySystem {
+        writable: std::iter::once(ws.clone())
+            .chain(writable.iter().cloned())
+            .collect(),
+        runtime_dir: Some(crate::control::runtime_dir_path()),
+    });
+    let system_note = system_note(system.is_some(), &writable);
 
     // Said before a user namespace makes us root inside it.
     let as_root = if opts.user.is_none() && sys::euid() == 0 {
@@ -183,7 +200,16 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         drop(root_fd);
         drop(master);
         drop(stops_r);
-        init::init_main(ready_r, &cwd, &command, opts.user, tty, real_root, stops_w);
+        init::init_main(
+            ready_r,
+            &cwd,
+            &command,
+            opts.user,
+            tty,
+            real_root,
+            system.as_ref(),
+            stops_w,
+        );
     }
     drop(ready_r);
     drop(stops_w);
@@ -220,7 +246,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     };
     if !opts.quiet {
         eprintln!(
-            "veilfs: running {} in {} ({found}) with policy {}{as_root}",
+            "veilfs: running {} in {} ({found}) with policy {}{system_note}{as_root}",
             command[0].to_string_lossy(),
             ws.display(),
             source
@@ -260,6 +286,32 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     ending::unmount(bg, audit, &ws);
     let status = status.context("waiting for the command")?;
     Ok(ExitCode::from(status.clamp(0, 255) as u8))
+}
+
+/// `--writable` directories: each must exist and be a directory; canonical.
+fn writable_dirs(given: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+    given
+        .iter()
+        .map(|d| match d.canonicalize() {
+            Ok(c) if c.is_dir() => Ok(c),
+            Ok(_) => Err(format!("--writable {}: not a directory", d.display())),
+            Err(e) => Err(format!("--writable {}: {e}", d.display())),
+        })
+        .collect()
+}
+
+/// The start-up line's word on the system outside the workspace.
+fn system_note(read_only: bool, writable: &[PathBuf]) -> String {
+    if !read_only {
+        return "; --system-writable".into();
+    }
+    let mut places: Vec<String> = confine::SCRATCH
+        .iter()
+        .filter(|s| std::path::Path::new(s).exists())
+        .map(|s| s.to_string())
+        .collect();
+    places.extend(writable.iter().map(|w| w.display().to_string()));
+    format!("; system read-only but {}", places.join(", "))
 }
 
 /// A private mount namespace, inside a new user namespace (mapping the caller to
