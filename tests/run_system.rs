@@ -497,3 +497,109 @@ t("connect", connect)
         assert!(!rt.join(n).exists(), "{n}: {}", show(&o));
     }
 }
+
+/// Without root, `run` works in a user namespace, where the command is root over
+/// nothing of the system: there too the system is read-only (`EROFS` rather than
+/// `EACCES`), and so is the runtime directory the user owns, while `/tmp` and the
+/// workspace stay writable.
+#[test]
+fn a_non_root_user_gets_the_same_read_only_system() {
+    let s = Sys::new();
+    // What the fuse3 package does: /dev/fuse usable by everyone.
+    std::fs::set_permissions(
+        "/dev/fuse",
+        std::os::unix::fs::PermissionsExt::from_mode(0o666),
+    )
+    .unwrap();
+    let rt = s.tmp.path().join("rt");
+    std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
+        .create(&rt)
+        .unwrap();
+    let other = rt.join("0000000000000000-mount.sock");
+    let _listener = UnixListener::bind(&other).unwrap();
+    let st = Command::new("chown")
+        .args(["-R", "65534:65534"])
+        .arg(s.tmp.path())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    std::fs::set_permissions(
+        s.tmp.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let scratch = format!("/tmp/veilfs-sys-nobody-{}", std::process::id());
+    let _strays = Strays::new(&[scratch.as_str(), "/etc/veilfs-test-nobody"]);
+    let script = format!(
+        r#"
+print("uid", os.getuid())
+t("etc", lambda: write("/etc/veilfs-test-nobody", os.O_WRONLY | os.O_CREAT))
+t("outside", lambda: write({outside:?}, os.O_WRONLY | os.O_CREAT))
+t("unlink_socket", lambda: os.unlink({other:?}))
+t("tmp", lambda: write({scratch:?}, os.O_WRONLY | os.O_CREAT))
+t("workspace", lambda: write("by-nobody.txt", os.O_WRONLY | os.O_CREAT))
+"#,
+        outside = s.outside.join("new").display().to_string(),
+        other = other.display().to_string(),
+    );
+    let o = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(env!("CARGO_BIN_EXE_veilfs"))
+        .args(["run", "-q", "--", python(), "-c"])
+        .arg(format!("{PRELUDE}{script}"))
+        .current_dir(&s.ws)
+        .env("VEILFS_RUNTIME_DIR", &rt)
+        .output()
+        .unwrap();
+    expect(&o, &["uid"], "0");
+    expect(&o, &["tmp", "workspace"], "ok");
+    expect(&o, &["etc", "outside", "unlink_socket"], "EROFS");
+    assert!(other.exists(), "{}", show(&o));
+    assert!(Path::new(&scratch).exists(), "{}", show(&o));
+    assert!(s.ws.join("by-nobody.txt").exists(), "{}", show(&o));
+    assert!(!s.outside.join("new").exists(), "{}", show(&o));
+}
+
+/// A workspace outside the scratch places stays writable, through veilfs: also when
+/// a `--writable` directory holds it (its bind mount carries the FUSE mount along,
+/// and the policy still answers there).
+#[test]
+fn the_workspace_stays_veilfs_wherever_it_lies() {
+    let s = Sys::new();
+    let ws = s.outside.join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::write(ws.join(".env"), "SECRET-sys\n").unwrap();
+    let script = r#"
+def w():
+    with open("in-ws.txt", "a") as f:
+        f.write("x\n")
+t("workspace", w)
+t("secret", lambda: open(".env").read())
+t("beside", lambda: write("../beside", os.O_WRONLY | os.O_CREAT))
+"#;
+    for (args, beside) in [
+        (vec!["-q"], "EROFS"),
+        (vec!["-q", "--writable", ".."], "ok"),
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
+            .arg("run")
+            .args(&args)
+            .args(["--", python(), "-c", &format!("{PRELUDE}{script}")])
+            .current_dir(&ws)
+            .env("VEILFS_RUNTIME_DIR", s.tmp.path().join("rt"))
+            .output()
+            .unwrap();
+        expect(&o, &["workspace"], "ok");
+        expect(&o, &["secret"], "EACCES");
+        expect(&o, &["beside"], beside);
+    }
+    assert_eq!(
+        std::fs::read_to_string(ws.join("in-ws.txt")).unwrap(),
+        "x\nx\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join(".env")).unwrap(),
+        "SECRET-sys\n"
+    );
+    assert!(s.outside.join("beside").exists());
+}
