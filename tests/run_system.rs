@@ -128,7 +128,7 @@ fn show(o: &Output) -> String {
 /// The `NAME RESULT` lines of a run, which must have succeeded.
 #[track_caller]
 fn results(o: &Output) -> BTreeMap<String, String> {
-    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", show(o));
     text(&o.stdout)
         .lines()
         .filter_map(|l| l.split_once(' '))
