@@ -1,6 +1,7 @@
 //! PID 1 of the command's PID namespace: waits for the mount, gives the command a
-//! fresh `/proc`, starts it confined in a session of its own (on its own pty, see
-//! [`super::pty`]), forwards signals and reaps orphans.
+//! fresh `/proc` and a read-only system outside its writable places, starts it
+//! confined in a session of its own (on its own pty, see [`super::pty`]), forwards
+//! signals and reaps orphans.
 
 use std::ffi::OsString;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};

@@ -8,9 +8,10 @@
 //!   descriptor it opened before, and waits;
 //! * **init**: PID 1 of a new PID namespace, forked before any thread exists. It
 //!   waits until the mount is live, mounts a fresh `/proc` in a mount namespace of
-//!   its own (so the daemon's `/proc/<pid>/fd` is not there to be found), starts the
-//!   command, forwards signals to it, reaps orphans, and exits with the command's
-//!   status;
+//!   its own (so the daemon's `/proc/<pid>/fd` is not there to be found), makes the
+//!   system outside the workspace read-only there but for the writable places the
+//!   daemon passes (`confine::system_read_only`), starts the command, forwards
+//!   signals to it, reaps orphans, and exits with the command's status;
 //! * the **command**, in the original working directory (now reached through the
 //!   mount), with the dangerous capabilities dropped for good and `no_new_privs` set
 //!   (or as `--user`), so it cannot unmount, bind-mount around, or open by handle;
