@@ -241,7 +241,11 @@ fn mount_table() -> std::io::Result<Vec<MountEntry>> {
     for line in info.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
         let fields: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
         // ID PARENT MAJ:MIN ROOT POINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER
-        let dash = fields.iter().position(|f| *f == b"-");
+        let dash = fields
+            .iter()
+            .skip(6)
+            .position(|f| *f == b"-")
+            .map(|d| d + 6);
         let (Some(id), Some(point), Some(opts), Some(fstype)) = (
             fields
                 .first()
@@ -410,4 +414,64 @@ fn bind_read_only(path: &Path) -> std::io::Result<()> {
 fn is_mount_root(fd: &std::os::fd::OwnedFd, path: &Path) -> std::io::Result<bool> {
     let id = mount_id(fd)?;
     Ok(mount_table()?.iter().any(|m| m.id == id && m.point == path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[track_caller]
+    fn flags(opts: &str, read_only: bool, want: MsFlags) {
+        assert_eq!(mount_flags(opts.as_bytes()), (read_only, want), "{opts}");
+    }
+
+    #[test]
+    fn relatime_and_the_locking_flags_are_kept() {
+        flags(
+            "rw,nosuid,nodev,noexec,relatime",
+            false,
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC | MsFlags::MS_RELATIME,
+        );
+    }
+
+    #[test]
+    fn ro_is_reported_not_passed() {
+        flags("ro,relatime", true, MsFlags::MS_RELATIME);
+    }
+
+    #[test]
+    fn no_atime_option_means_strictatime() {
+        flags("rw", false, MsFlags::MS_STRICTATIME);
+        flags(
+            "rw,nodiratime",
+            false,
+            MsFlags::MS_NODIRATIME | MsFlags::MS_STRICTATIME,
+        );
+    }
+
+    #[test]
+    fn noatime_and_nosymfollow() {
+        flags(
+            "rw,noatime,nosymfollow",
+            false,
+            MsFlags::MS_NOATIME | MsFlags::from_bits_retain(libc::MS_NOSYMFOLLOW),
+        );
+    }
+
+    #[test]
+    fn this_namespace_has_a_root_mount() {
+        let table = mount_table().unwrap();
+        let root = table.iter().find(|m| m.point == Path::new("/"));
+        assert!(root.is_some(), "{table:?}");
+        let fd = open_exact(Path::new("/")).unwrap();
+        assert!(is_mount_root(&fd, Path::new("/")).unwrap());
+        // A path through a link is refused.
+        let tmp = tempfile::tempdir().unwrap();
+        let top = tmp.path().canonicalize().unwrap();
+        std::fs::create_dir(top.join("d")).unwrap();
+        std::os::unix::fs::symlink("d", top.join("l")).unwrap();
+        assert!(open_exact(&top.join("d")).is_ok());
+        let e = open_exact(&top.join("l/.")).unwrap_err();
+        assert!(e.to_string().contains("leads to"), "{e}");
+    }
 }
