@@ -38,6 +38,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             no_home,
             cache,
             user,
+            writable,
+            system_writable,
             command,
         } => {
             let mut mount = crate::mount::MountOptions::default();
@@ -49,6 +51,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 user,
                 home_policy,
                 no_home,
+                writable,
+                system_writable,
                 command,
                 mount,
             })

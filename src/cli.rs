@@ -77,6 +77,15 @@ pub enum Command {
         /// the user's primary group.
         #[arg(long, value_name = "USER[:GROUP]", value_parser = crate::run::parse_user)]
         user: Option<(u32, u32)>,
+        /// Let CMD write below DIR outside the workspace (repeatable; an existing
+        /// directory). Outside the workspace the system is read-only for CMD (EROFS,
+        /// root too) but for /tmp, /var/tmp, /dev/shm, the devices, /proc and /sys.
+        #[arg(long, value_name = "DIR")]
+        writable: Vec<PathBuf>,
+        /// Leave the system outside the workspace writable (as far as CMD's user may
+        /// write it).
+        #[arg(long, conflicts_with = "writable")]
+        system_writable: bool,
         /// The command and its arguments.
         #[arg(
             trailing_var_arg = true,

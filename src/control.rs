@@ -91,7 +91,7 @@ impl std::fmt::Display for Session {
 }
 
 /// Where the runtime directory is for this process.
-fn runtime_dir_path() -> PathBuf {
+pub(crate) fn runtime_dir_path() -> PathBuf {
     if let Some(d) = std::env::var_os("VEILFS_RUNTIME_DIR") {
         return PathBuf::from(d);
     }

@@ -3,11 +3,10 @@
 //! caller, and the policy file.
 
 use std::os::fd::BorrowedFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use nix::mount::MsFlags;
 use nix::sys::stat::SFlag;
-use nix::sys::statvfs::FsFlags;
 
 /// Refuses a descriptor 0–2 that is a directory: it was opened in the caller's mount
 /// namespace, where the workspace is not covered, so `openat(fd, "…/.env")` or
@@ -97,20 +96,295 @@ pub fn kernel_knobs_read_only(strict: bool) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The mount points at or under `top`, from `/proc/self/mountinfo`, outermost first.
-fn mounts_under(top: &Path) -> Vec<std::path::PathBuf> {
-    use std::os::unix::ffi::OsStrExt;
-    let Ok(info) = std::fs::read("/proc/self/mountinfo") else {
-        return Vec::new();
+/// The scratch places that stay writable outside the workspace (when they exist):
+/// `/var/tmp` is often a link to `/tmp`; `/dev/shm` lies under `/dev`, which stays
+/// as it is anyway.
+pub const SCRATCH: [&str; 3] = ["/tmp", "/var/tmp", "/dev/shm"];
+
+/// What stays writable outside the command's mount namespace's read-only system.
+#[derive(Debug, Clone)]
+pub struct ReadOnlySystem {
+    /// Canonical directories the command may write below (the workspace, the
+    /// `--writable` directories), besides [`SCRATCH`]. veilfs's own FUSE mounts are
+    /// among them, and mount points already: nothing is mounted inside them.
+    pub writable: Vec<PathBuf>,
+    /// veilfs's runtime directory as the caller sees it (other sessions' control
+    /// sockets): read-only even where it lies in a writable place.
+    pub runtime_dir: Option<PathBuf>,
+}
+
+/// The trees that stay as they are: devices, and `/proc` and `/sys`, whose knobs
+/// [`kernel_knobs_read_only`] covers.
+const KEPT: [&str; 3] = ["/proc", "/dev", "/sys"];
+
+/// Makes the system read-only for the command: in init's mount namespace, every
+/// mount outside `/proc`, `/dev`, `/sys` and the writable places answers `EROFS`,
+/// for root too (without `CAP_SYS_ADMIN` the command cannot remount it).
+///
+/// 1. Each writable place (given, and [`SCRATCH`]) that lies in no other and is not
+///    a mount point is bind-mounted onto itself with its submounts (`MS_REC`, so a
+///    FUSE mount below it stays in view): a mount of its own, which stays writable
+///    when the mount it lies in turns read-only. A place that is a mount point
+///    already (veilfs's FUSE mounts) or lies in another place is left alone.
+/// 2. Every other mount of `/proc/self/mountinfo` reached at its mount point is
+///    remounted read-only with its other flags (a remount in a user namespace must
+///    keep those that lock it). A mount hidden under another (mountinfo lists them,
+///    and their path then leads into the covering mount, perhaps a FUSE mount) is
+///    out of the command's reach and left alone.
+/// 3. The runtime directory, when it lies in a writable place, is bind-mounted
+///    read-only onto itself: another session's control socket cannot be removed
+///    or replaced (connecting to it still works).
+///
+/// `strict` (a real root): the first failure is returned. Else (a user namespace,
+/// where the command could not write the system anyway) failures are logged.
+pub fn system_read_only(sys: &ReadOnlySystem, strict: bool) -> std::io::Result<()> {
+    let fail = |what: String| -> std::io::Result<()> {
+        if strict {
+            return Err(std::io::Error::other(what));
+        }
+        log::info!("{what}");
+        Ok(())
     };
-    let mut out: Vec<std::path::PathBuf> = info
-        .split(|&b| b == b'\n')
-        .filter_map(|line| line.split(|&b| b == b' ').nth(4))
-        .map(|mp| {
-            std::path::PathBuf::from(std::ffi::OsStr::from_bytes(
-                &crate::mount::unescape_mountinfo(mp),
-            ))
-        })
+    let mut places = sys.writable.clone();
+    places.extend(
+        SCRATCH
+            .iter()
+            .filter_map(|s| Path::new(s).canonicalize().ok()),
+    );
+    places.sort_by(|a, b| {
+        (a.components().count(), a.as_os_str()).cmp(&(b.components().count(), b.as_os_str()))
+    });
+    places.dedup();
+
+    // 1. The writable places become mounts of their own.
+    for (i, place) in places.iter().enumerate() {
+        if places[..i].iter().any(|p| place.starts_with(p)) {
+            continue;
+        }
+        if let Err(e) = own_mount(place) {
+            fail(format!("{}: not kept writable: {e}", place.display()))?;
+        }
+    }
+
+    // 2. Everything else turns read-only.
+    let skip = |point: &Path| {
+        KEPT.iter().any(|k| point.starts_with(k)) || places.iter().any(|p| point.starts_with(p))
+    };
+    let table = mount_table()?;
+    for m in table.iter().filter(|m| !m.read_only && !skip(&m.point)) {
+        match open_mount_root(m) {
+            Ok(Some(fd)) => {
+                if let Err(e) = remount_read_only(&fd, m) {
+                    fail(format!("{}: not made read-only: {e}", m.point.display()))?;
+                }
+            }
+            Ok(None) => log::debug!("{}: hidden under another mount", m.point.display()),
+            Err(e) => fail(format!("{}: not made read-only: {e}", m.point.display()))?,
+        }
+    }
+
+    // 3. The runtime directory too.
+    if let Some(dir) = sys
+        .runtime_dir
+        .as_deref()
+        .and_then(|d| d.canonicalize().ok())
+        && places.iter().any(|p| dir.starts_with(p))
+    {
+        if in_fuse_mount(&dir, &table) {
+            log::info!(
+                "{}: the runtime directory lies in a veilfs mount: left as it is",
+                dir.display()
+            );
+        } else if let Err(e) = bind_read_only(&dir) {
+            fail(format!("{}: not made read-only: {e}", dir.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Bind-mounts the directory `place` onto itself with its submounts, unless it is
+/// a mount point already.
+fn own_mount(place: &Path) -> std::io::Result<()> {
+    let fd = open_exact(place)?;
+    if is_mount_root(&fd, place)? {
+        return Ok(());
+    }
+    let at = fd_path(&fd);
+    let none: Option<&str> = None;
+    nix::mount::mount(
+        Some(&at),
+        &at,
+        none,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        none,
+    )?;
+    Ok(())
+}
+
+/// One line of `/proc/self/mountinfo`.
+#[derive(Debug)]
+struct MountEntry {
+    id: u64,
+    point: PathBuf,
+    fstype: Vec<u8>,
+    read_only: bool,
+    /// The per-mount flags other than `ro`, as `mount(2)` takes them.
+    flags: MsFlags,
+}
+
+/// The mounts of this mount namespace, in the order of `/proc/self/mountinfo`
+/// (a mount after the one it lies in).
+fn mount_table() -> std::io::Result<Vec<MountEntry>> {
+    use std::os::unix::ffi::OsStrExt;
+    let info = std::fs::read("/proc/self/mountinfo")?;
+    let mut out = Vec::new();
+    for line in info.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        let fields: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
+        // ID PARENT MAJ:MIN ROOT POINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER
+        let dash = fields
+            .iter()
+            .skip(6)
+            .position(|f| *f == b"-")
+            .map(|d| d + 6);
+        let (Some(id), Some(point), Some(opts), Some(fstype)) = (
+            fields
+                .first()
+                .and_then(|f| std::str::from_utf8(f).ok()?.parse().ok()),
+            fields.get(4),
+            fields.get(5),
+            dash.and_then(|d| fields.get(d + 1)),
+        ) else {
+            continue;
+        };
+        let (read_only, flags) = mount_flags(opts);
+        out.push(MountEntry {
+            id,
+            point: PathBuf::from(std::ffi::OsStr::from_bytes(
+                &crate::mount::unescape_mountinfo(point),
+            )),
+            fstype: fstype.to_vec(),
+            read_only,
+            flags,
+        });
+    }
+    Ok(out)
+}
+
+/// Per-mount options of mountinfo (`rw,nosuid,relatime`) as `mount(2)` flags, and
+/// whether `ro` is among them. Neither `relatime` nor `noatime` means strict atime.
+fn mount_flags(opts: &[u8]) -> (bool, MsFlags) {
+    let mut read_only = false;
+    let mut flags = MsFlags::empty();
+    for o in opts.split(|&b| b == b',') {
+        flags |= match o {
+            b"ro" => {
+                read_only = true;
+                continue;
+            }
+            b"nosuid" => MsFlags::MS_NOSUID,
+            b"nodev" => MsFlags::MS_NODEV,
+            b"noexec" => MsFlags::MS_NOEXEC,
+            b"noatime" => MsFlags::MS_NOATIME,
+            b"nodiratime" => MsFlags::MS_NODIRATIME,
+            b"relatime" => MsFlags::MS_RELATIME,
+            b"nosymfollow" => MsFlags::from_bits_retain(libc::MS_NOSYMFOLLOW),
+            _ => continue,
+        };
+    }
+    if !flags.intersects(MsFlags::MS_NOATIME | MsFlags::MS_RELATIME) {
+        flags |= MsFlags::MS_STRICTATIME;
+    }
+    (read_only, flags)
+}
+
+/// `path` opened `O_PATH`, refused when it leads anywhere else (a link, or a
+/// mount over one of its directories that has a link there).
+fn open_exact(path: &Path) -> std::io::Result<std::os::fd::OwnedFd> {
+    use nix::fcntl::OFlag;
+    let fd = nix::fcntl::open(
+        path,
+        OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )?;
+    match std::fs::read_link(fd_path(&fd)) {
+        Ok(p) if p == path => Ok(fd),
+        Ok(p) => Err(std::io::Error::other(format!("leads to {}", p.display()))),
+        Err(e) => Err(e),
+    }
+}
+
+/// The root of the mount `m` opened `O_PATH` through its mount point, or `None`
+/// when the mount point leads elsewhere: the mount is hidden under another.
+fn open_mount_root(m: &MountEntry) -> std::io::Result<Option<std::os::fd::OwnedFd>> {
+    use nix::errno::Errno;
+    let fd = match open_exact(&m.point) {
+        Ok(fd) => fd,
+        Err(e)
+            if matches!(
+                e.raw_os_error().map(Errno::from_raw),
+                Some(Errno::ENOENT | Errno::ENOTDIR | Errno::ELOOP | Errno::EACCES)
+            ) || e.raw_os_error().is_none() =>
+        {
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    };
+    Ok((mount_id(&fd)? == m.id).then_some(fd))
+}
+
+/// Whether `path` lies in a FUSE mount (veilfs's own: the workspace, the home).
+fn in_fuse_mount(path: &Path, table: &[MountEntry]) -> bool {
+    let Ok(fd) = nix::fcntl::open(
+        path,
+        nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    ) else {
+        return false;
+    };
+    let Ok(id) = mount_id(&fd) else {
+        return false;
+    };
+    table
+        .iter()
+        .any(|m| m.id == id && m.fstype.starts_with(b"fuse"))
+}
+
+/// `/proc/self/fd/N` for `fd`: a system call given it acts on the very object.
+fn fd_path(fd: &std::os::fd::OwnedFd) -> PathBuf {
+    use std::os::fd::AsRawFd;
+    PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+}
+
+/// The id of the mount `fd` lies in (as mountinfo's first field), from
+/// `/proc/self/fdinfo`.
+fn mount_id(fd: &std::os::fd::OwnedFd) -> std::io::Result<u64> {
+    use std::os::fd::AsRawFd;
+    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd()))?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("mnt_id:"))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| std::io::Error::other("no mnt_id in /proc/self/fdinfo"))
+}
+
+/// Remounts the mount whose root `fd` is read-only, with its other flags.
+fn remount_read_only(fd: &std::os::fd::OwnedFd, m: &MountEntry) -> std::io::Result<()> {
+    let none: Option<&str> = None;
+    nix::mount::mount(
+        none,
+        &fd_path(fd),
+        none,
+        MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY | m.flags,
+        none,
+    )?;
+    Ok(())
+}
+
+/// The mount points at or under `top`, outermost first.
+fn mounts_under(top: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = mount_table()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|m| m.point)
         .filter(|mp| mp.starts_with(top))
         .collect();
     out.sort_by_key(|p| p.components().count());
@@ -119,34 +393,85 @@ fn mounts_under(top: &Path) -> Vec<std::path::PathBuf> {
 }
 
 /// Bind-mounts `path` onto itself (unless it is a mount point already) and makes
-/// that mount read-only, keeping the flags that lock it in a user namespace.
-fn bind_read_only(path: &Path) -> Result<(), nix::Error> {
-    let flags = nix::sys::statvfs::statvfs(path)
-        .map(|s| s.flags())
-        .unwrap_or(FsFlags::empty());
-    // A remount inside a user namespace must keep the flags that lock the mount.
-    let mut keep = MsFlags::empty();
-    for (st, ms) in [
-        (FsFlags::ST_NOSUID, MsFlags::MS_NOSUID),
-        (FsFlags::ST_NODEV, MsFlags::MS_NODEV),
-        (FsFlags::ST_NOEXEC, MsFlags::MS_NOEXEC),
-        (FsFlags::ST_NOATIME, MsFlags::MS_NOATIME),
-        (FsFlags::ST_NODIRATIME, MsFlags::MS_NODIRATIME),
-        (FsFlags::ST_RELATIME, MsFlags::MS_RELATIME),
-    ] {
-        if flags.contains(st) {
-            keep |= ms;
-        }
+/// that mount read-only, with its other flags.
+fn bind_read_only(path: &Path) -> std::io::Result<()> {
+    let mut fd = open_exact(path)?;
+    if !is_mount_root(&fd, path)? {
+        let at = fd_path(&fd);
+        let none: Option<&str> = None;
+        nix::mount::mount(Some(&at), &at, none, MsFlags::MS_BIND, none)?;
+        fd = open_exact(path)?;
     }
-    let none: Option<&str> = None;
-    if !crate::mount::is_mount_point(path) {
-        nix::mount::mount(Some(path), path, none, MsFlags::MS_BIND, none)?;
+    let id = mount_id(&fd)?;
+    let table = mount_table()?;
+    let Some(m) = table.iter().find(|m| m.id == id) else {
+        return Err(std::io::Error::other("not in /proc/self/mountinfo"));
+    };
+    remount_read_only(&fd, m)
+}
+
+/// Whether `fd`, opened at `path`, is the root of a mount (at `path`).
+fn is_mount_root(fd: &std::os::fd::OwnedFd, path: &Path) -> std::io::Result<bool> {
+    let id = mount_id(fd)?;
+    Ok(mount_table()?.iter().any(|m| m.id == id && m.point == path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[track_caller]
+    fn flags(opts: &str, read_only: bool, want: MsFlags) {
+        assert_eq!(mount_flags(opts.as_bytes()), (read_only, want), "{opts}");
     }
-    nix::mount::mount(
-        none,
-        path,
-        none,
-        MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY | keep,
-        none,
-    )
+
+    #[test]
+    fn relatime_and_the_locking_flags_are_kept() {
+        flags(
+            "rw,nosuid,nodev,noexec,relatime",
+            false,
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC | MsFlags::MS_RELATIME,
+        );
+    }
+
+    #[test]
+    fn ro_is_reported_not_passed() {
+        flags("ro,relatime", true, MsFlags::MS_RELATIME);
+    }
+
+    #[test]
+    fn no_atime_option_means_strictatime() {
+        flags("rw", false, MsFlags::MS_STRICTATIME);
+        flags(
+            "rw,nodiratime",
+            false,
+            MsFlags::MS_NODIRATIME | MsFlags::MS_STRICTATIME,
+        );
+    }
+
+    #[test]
+    fn noatime_and_nosymfollow() {
+        flags(
+            "rw,noatime,nosymfollow",
+            false,
+            MsFlags::MS_NOATIME | MsFlags::from_bits_retain(libc::MS_NOSYMFOLLOW),
+        );
+    }
+
+    #[test]
+    fn this_namespace_has_a_root_mount() {
+        let table = mount_table().unwrap();
+        let root = table.iter().find(|m| m.point == Path::new("/"));
+        assert!(root.is_some(), "{table:?}");
+        let fd = open_exact(Path::new("/")).unwrap();
+        assert!(is_mount_root(&fd, Path::new("/")).unwrap());
+        // A path through a link is refused.
+        let tmp = tempfile::tempdir().unwrap();
+        let top = tmp.path().canonicalize().unwrap();
+        std::fs::create_dir(top.join("d")).unwrap();
+        std::os::unix::fs::symlink("d", top.join("l")).unwrap();
+        assert!(open_exact(&top.join("d")).is_ok());
+        let e = open_exact(&top.join("l/.")).unwrap_err();
+        assert!(e.to_string().contains("leads to"), "{e}");
+    }
 }

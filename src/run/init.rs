@@ -1,6 +1,7 @@
 //! PID 1 of the command's PID namespace: waits for the mount, gives the command a
-//! fresh `/proc`, starts it confined in a session of its own (on its own pty, see
-//! [`super::pty`]), forwards signals and reaps orphans.
+//! fresh `/proc` and a read-only system outside its writable places, starts it
+//! confined in a session of its own (on its own pty, see [`super::pty`]), forwards
+//! signals and reaps orphans.
 
 use std::ffi::OsString;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -10,7 +11,9 @@ use super::DROPPED_CAPS;
 use super::pty::CommandTty;
 use crate::sys;
 
-/// PID 1 of the command's PID namespace. Never returns.
+/// PID 1 of the command's PID namespace. Never returns. `system`: what stays
+/// writable outside the workspace (`None`: all of it, `--system-writable`).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn init_main(
     ready: OwnedFd,
     cwd: &Path,
@@ -18,6 +21,7 @@ pub(super) fn init_main(
     user: Option<(u32, u32)>,
     tty: Option<CommandTty>,
     real_root: bool,
+    system: Option<&super::confine::ReadOnlySystem>,
     stops: OwnedFd,
 ) -> ! {
     let fail = |what: &str, e: std::io::Error| -> ! {
@@ -58,6 +62,11 @@ pub(super) fn init_main(
             "cannot make the kernel's settings read-only for the command",
             e,
         );
+    }
+    if let Some(system) = system
+        && let Err(e) = super::confine::system_read_only(system, real_root)
+    {
+        fail("cannot make the system read-only for the command", e);
     }
     const FORWARD: [i32; 6] = [
         libc::SIGTERM,

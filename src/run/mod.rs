@@ -8,9 +8,10 @@
 //!   descriptor it opened before, and waits;
 //! * **init**: PID 1 of a new PID namespace, forked before any thread exists. It
 //!   waits until the mount is live, mounts a fresh `/proc` in a mount namespace of
-//!   its own (so the daemon's `/proc/<pid>/fd` is not there to be found), starts the
-//!   command, forwards signals to it, reaps orphans, and exits with the command's
-//!   status;
+//!   its own (so the daemon's `/proc/<pid>/fd` is not there to be found), makes the
+//!   system outside the workspace read-only there but for the writable places the
+//!   daemon passes (`confine::system_read_only`), starts the command, forwards
+//!   signals to it, reaps orphans, and exits with the command's status;
 //! * the **command**, in the original working directory (now reached through the
 //!   mount), with the dangerous capabilities dropped for good and `no_new_privs` set
 //!   (or as `--user`), so it cannot unmount, bind-mount around, or open by handle;
@@ -67,6 +68,11 @@ pub struct RunOptions {
     pub home_policy: Option<PathBuf>,
     /// Do not mount over the home directory.
     pub no_home: bool,
+    /// `--writable`: directories outside the workspace the command may write
+    /// below, besides the scratch places; the rest of the system is read-only.
+    pub writable: Vec<PathBuf>,
+    /// `--system-writable`: leave the system outside the workspace as it is.
+    pub system_writable: bool,
     pub command: Vec<OsString>,
     /// Caching and passthrough (the other fields are not used by `run`).
     pub mount: crate::mount::MountOptions,
@@ -184,6 +190,22 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     if opts.user.is_some() && sys::euid() != 0 {
         return refuse("--user needs root");
     }
+    let writable = match writable_dirs(&opts.writable) {
+        Ok(w) => w,
+        Err(e) => return refuse(e),
+    };
+    // Said now: in a user namespace this process would find root's runtime directory.
+    let system = (!opts.system_writable).then(|| confine::ReadOnlySystem {
+        writable: std::iter::once(ws.clone())
+            .chain(match &layout {
+                home::Layout::Separate(h) => Some(h.clone()),
+                _ => None,
+            })
+            .chain(writable.iter().cloned())
+            .collect(),
+        runtime_dir: Some(crate::control::runtime_dir_path()),
+    });
+    let system_note = system_note(system.is_some(), &writable);
 
     // Said before a user namespace makes us root inside it.
     let as_root = if opts.user.is_none() && sys::euid() == 0 {
@@ -227,7 +249,16 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         drop(home_fd);
         drop(master);
         drop(stops_r);
-        init::init_main(ready_r, &cwd, &command, opts.user, tty, real_root, stops_w);
+        init::init_main(
+            ready_r,
+            &cwd,
+            &command,
+            opts.user,
+            tty,
+            real_root,
+            system.as_ref(),
+            stops_w,
+        );
     }
     drop(ready_r);
     drop(stops_w);
@@ -365,7 +396,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     };
     if !opts.quiet {
         eprintln!(
-            "veilfs: running {} in {} ({found}) with policy {}{home_note}{as_root}",
+            "veilfs: running {} in {} ({found}) with policy {}{home_note}{system_note}{as_root}",
             command[0].to_string_lossy(),
             ws.display(),
             source
@@ -413,6 +444,32 @@ fn home_root(layout: &home::Layout) -> Option<&std::path::Path> {
         home::Layout::Same(h) | home::Layout::Separate(h) => Some(h),
         home::Layout::Uncovered(_) => None,
     }
+}
+
+/// `--writable` directories: each must exist and be a directory; canonical.
+fn writable_dirs(given: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+    given
+        .iter()
+        .map(|d| match d.canonicalize() {
+            Ok(c) if c.is_dir() => Ok(c),
+            Ok(_) => Err(format!("--writable {}: not a directory", d.display())),
+            Err(e) => Err(format!("--writable {}: {e}", d.display())),
+        })
+        .collect()
+}
+
+/// The start-up line's word on the system outside the workspace.
+fn system_note(read_only: bool, writable: &[PathBuf]) -> String {
+    if !read_only {
+        return "; --system-writable".into();
+    }
+    let mut places: Vec<String> = confine::SCRATCH
+        .iter()
+        .filter(|s| std::path::Path::new(s).exists())
+        .map(|s| s.to_string())
+        .collect();
+    places.extend(writable.iter().map(|w| w.display().to_string()));
+    format!("; system read-only but {}", places.join(", "))
 }
 
 /// A private mount namespace, inside a new user namespace (mapping the caller to
