@@ -35,6 +35,7 @@ use crate::sys;
 
 mod confine;
 mod ending;
+pub mod env;
 mod init;
 mod pty;
 
