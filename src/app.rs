@@ -36,6 +36,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             quiet,
             cache,
             user,
+            keep_env,
+            drop_env,
             command,
         } => {
             let mut mount = crate::mount::MountOptions::default();
@@ -45,6 +47,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 workspace,
                 quiet,
                 user,
+                keep_env,
+                drop_env,
                 command,
                 mount,
             })
@@ -54,7 +58,12 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Check {
             policy,
             print_default,
+            print_default_env,
         } => {
+            if print_default_env {
+                print!("{}", crate::run::env::default_section());
+                return Ok(ExitCode::SUCCESS);
+            }
             if print_default {
                 std::io::stdout().write_all(DEFAULT_POLICY.as_bytes())?;
                 return Ok(ExitCode::SUCCESS);

@@ -55,14 +55,19 @@
 //!
 //! The command is started with exactly the filtered environment, so its
 //! `/proc/self/environ` holds nothing else. Init (PID 1 of the command's PID
-//! namespace) is a fork of `veilfs run` and its memory still holds the caller's
-//! environment; it makes itself non-dumpable, so that its `/proc/1/environ` (and
-//! `mem`) can be read only with `CAP_SYS_PTRACE`, which the command never has (see
-//! `super::init`).
+//! namespace) is a fork of `veilfs run`, so its memory still held the caller's
+//! environment: init overwrites those strings with zeros
+//! ([`wipe_initial_environment`]) and makes itself non-dumpable, so that the rest
+//! of its memory (`/proc/1/mem`) needs `CAP_SYS_PTRACE`, which the command never
+//! has. Non-dumpable alone is not enough: the kernel (6.18 here) still lets a
+//! process of the same uid and capabilities read a non-dumpable process's
+//! `environ`. Today the command cannot open `/proc/1/environ` at all (init holds
+//! capabilities the command lacks, or is another uid under `--user`); wiped, it
+//! would show nothing even if that changed.
 
 use std::ffi::{OsStr, OsString};
 use std::fmt;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::sync::Arc;
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
@@ -338,11 +343,53 @@ impl EnvPolicy {
                     ..
                 })
             );
+            forget_value(value);
             out.dropped.push(Dropped { name, built_in });
         }
         out.dropped.sort_by(|a, b| a.name.cmp(&b.name));
         out
     }
+}
+
+/// Zeroes a dropped value's bytes before freeing them, so that no copy stays in
+/// the heap init inherits (best effort: `black_box` keeps the compiler from
+/// dropping the writes).
+fn forget_value(value: OsString) {
+    let mut bytes = value.into_vec();
+    bytes.fill(0);
+    std::hint::black_box(&mut bytes);
+}
+
+/// Overwrites with zeros the caller's environment strings as this process got them
+/// at exec (the memory `/proc/<pid>/environ` shows, between the `env_start` and
+/// `env_end` of `/proc/self/stat`), through `/proc/self/mem`. For init, a fork of
+/// `veilfs run` whose command gets only the filtered environment: whatever reads
+/// its `environ` then finds NUL bytes. The strings are not used afterwards (the
+/// command's environment is a list of its own; `getenv` finds nothing).
+pub fn wipe_initial_environment() -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let bad = |what: &str| std::io::Error::other(format!("/proc/self/stat: {what}"));
+    let stat = std::fs::read_to_string("/proc/self/stat")?;
+    // Fields after the command name (which may hold spaces and parentheses) start
+    // at field 3; env_start and env_end are fields 50 and 51.
+    let (_, rest) = stat
+        .rsplit_once(')')
+        .ok_or_else(|| bad("no command name"))?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let field = |n: usize| -> std::io::Result<u64> {
+        fields
+            .get(n - 3)
+            .and_then(|f| f.parse().ok())
+            .ok_or_else(|| bad(&format!("no field {n}")))
+    };
+    let (start, end) = (field(50)?, field(51)?);
+    if start == 0 || end < start || end - start > 16 << 20 {
+        return Err(bad("no environment range"));
+    }
+    let mem = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/proc/self/mem")?;
+    mem.write_all_at(&vec![0u8; (end - start) as usize], start)
 }
 
 /// What the start-up line says of `dropped` (empty when nothing was): names only,

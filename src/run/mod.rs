@@ -61,6 +61,9 @@ pub struct RunOptions {
     pub workspace: Option<PathBuf>,
     pub quiet: bool,
     pub user: Option<(u32, u32)>,
+    /// `--keep-env` and `--drop-env`: names or globs (see [`mod@env`]).
+    pub keep_env: Vec<String>,
+    pub drop_env: Vec<String>,
     pub command: Vec<OsString>,
     /// Caching and passthrough (the other fields are not used by `run`).
     pub mount: crate::mount::MountOptions,
@@ -143,6 +146,20 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     if opts.user.is_some() && sys::euid() != 0 {
         return refuse("--user needs root");
     }
+    // The command's environment: the caller's, less what the environment policy
+    // drops (names only are ever said). Still a plain list here, to be adjusted
+    // before init is forked.
+    let env_policy = match env::EnvPolicy::new(
+        env::EnvRules::default(), // the home policy's `[env]` table goes here
+        &opts.keep_env,
+        &opts.drop_env,
+    ) {
+        Ok(p) => p,
+        Err(e) => return refuse(e),
+    };
+    let filtered = env_policy.apply(std::env::vars_os());
+    let env_note = env::startup_note(&filtered.dropped);
+    let command_env: Vec<(OsString, OsString)> = filtered.vars;
 
     // Said before a user namespace makes us root inside it.
     let as_root = if opts.user.is_none() && sys::euid() == 0 {
@@ -184,7 +201,18 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         drop(root_fd);
         drop(master);
         drop(stops_r);
-        init::init_main(ready_r, &cwd, &command, opts.user, tty, real_root, stops_w);
+        init::init_main(
+            ready_r,
+            &cwd,
+            init::Program {
+                argv: &command,
+                env: &command_env,
+            },
+            opts.user,
+            tty,
+            real_root,
+            stops_w,
+        );
     }
     drop(ready_r);
     drop(stops_w);
@@ -221,7 +249,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     };
     if !opts.quiet {
         eprintln!(
-            "veilfs: running {} in {} ({found}) with policy {}{as_root}",
+            "veilfs: running {} in {} ({found}) with policy {}{as_root}{env_note}",
             command[0].to_string_lossy(),
             ws.display(),
             source
