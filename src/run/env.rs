@@ -59,7 +59,7 @@
 //! environment: init overwrites those strings with zeros
 //! ([`wipe_initial_environment`]) and makes itself non-dumpable, so that the rest
 //! of its memory (`/proc/1/mem`) needs `CAP_SYS_PTRACE`, which the command never
-//! has. Non-dumpable alone is not enough: the kernel (6.18 here) still lets a
+//! has. Non-dumpable alone is not enough: the kernel (seen on Linux 6.18) lets a
 //! process of the same uid and capabilities read a non-dumpable process's
 //! `environ`. Today the command cannot open `/proc/1/environ` at all (init holds
 //! capabilities the command lacks, or is another uid under `--user`); wiped, it
