@@ -40,6 +40,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             user,
             writable,
             system_writable,
+            keep_env,
+            drop_env,
             command,
         } => {
             let mut mount = crate::mount::MountOptions::default();
@@ -53,6 +55,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 no_home,
                 writable,
                 system_writable,
+                keep_env,
+                drop_env,
                 command,
                 mount,
             })
@@ -63,7 +67,12 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             policy,
             print_default,
             print_default_home,
+            print_default_env,
         } => {
+            if print_default_env {
+                print!("{}", crate::run::env::default_section());
+                return Ok(ExitCode::SUCCESS);
+            }
             if print_default {
                 std::io::stdout().write_all(DEFAULT_POLICY.as_bytes())?;
                 return Ok(ExitCode::SUCCESS);

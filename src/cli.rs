@@ -86,6 +86,18 @@ pub enum Command {
         /// write it).
         #[arg(long, conflicts_with = "writable")]
         system_writable: bool,
+        /// Pass the variables NAME names (a glob: `'AWS_*'`; `'*'` passes the whole
+        /// environment) although they look like credentials. Repeatable. By default
+        /// variables whose names look like credentials (`*TOKEN*`, `*SECRET*`,
+        /// `*PASSWORD*`, `*API_KEY*`, `AWS_*`, `SSH_AUTH_SOCK`, ...; `veilfs check
+        /// --print-default-env` lists them) do not reach CMD. Names are matched
+        /// case-insensitively.
+        #[arg(long, value_name = "NAME", value_parser = crate::run::env::parse_name_glob)]
+        keep_env: Vec<String>,
+        /// Do not pass the variables NAME names (a glob allowed), besides the
+        /// built-in ones. Repeatable; a `--keep-env` that matches too wins.
+        #[arg(long, value_name = "NAME", value_parser = crate::run::env::parse_name_glob)]
+        drop_env: Vec<String>,
         /// The command and its arguments.
         #[arg(
             trailing_var_arg = true,
@@ -121,6 +133,10 @@ pub enum Command {
         /// Print the built-in default home policy of `veilfs run` and exit.
         #[arg(long, conflicts_with_all = ["policy", "print_default"])]
         print_default_home: bool,
+        /// Print the built-in environment policy of `veilfs run` (the variables it
+        /// drops and keeps) as an `[env]` table and exit.
+        #[arg(long, conflicts_with_all = ["policy", "print_default"])]
+        print_default_env: bool,
     },
     /// Say, for each PATH, the action the policy takes (allow, read-only, deny) and
     /// the rule (file:line:col) or other reason that decided it. A path in the home

@@ -215,6 +215,12 @@ fn read_policy_text(path: &Path) -> std::io::Result<(String, std::fs::Metadata)>
     Ok((text, meta))
 }
 
+/// Reads a policy file's text with the checks [`load_file`] makes (a regular file of
+/// at most [`MAX_POLICY_BYTES`], UTF-8, opening never waits).
+pub fn read_text(path: &Path) -> std::io::Result<String> {
+    read_policy_text(path).map(|(t, _)| t)
+}
+
 /// Compiles the text of the policy file `path` (named in error messages).
 pub fn parse_file(path: &Path, text: &str) -> Result<LoadedPolicy, ConfigError> {
     let policy = Policy::parse(&path.display().to_string(), text)?;

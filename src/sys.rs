@@ -764,21 +764,43 @@ pub fn chdir(p: &std::path::Path) -> io::Result<()> {
     check(unsafe { libc::chdir(c.as_ptr()) }).map(drop)
 }
 
-/// `execvp`; returns only on failure.
-pub fn execvp(args: &[std::ffi::OsString]) -> io::Error {
-    let cargs: Vec<CString> = match args
+/// `execvpe`: runs `args[0]` (looked up in `env`'s `PATH` when it has no `/`, in
+/// `/bin:/usr/bin` when `env` has no `PATH`) with exactly the environment `env`.
+/// Returns only on failure. Call only in a single-threaded process that is about to
+/// exec: it sets this process's own `PATH` to `env`'s, where glibc's `execvpe` looks.
+pub fn execvpe(
+    args: &[std::ffi::OsString],
+    env: &[(std::ffi::OsString, std::ffi::OsString)],
+) -> io::Error {
+    let cstr = |b: &[u8]| CString::new(b).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL));
+    let cargs: Vec<CString> = match args.iter().map(|a| cstr(a.as_bytes())).collect() {
+        Ok(v) => v,
+        Err(e) => return e,
+    };
+    let cenv: Vec<CString> = match env
         .iter()
-        .map(|a| CString::new(a.as_bytes()))
-        .collect::<Result<_, _>>()
+        .map(|(k, v)| cstr(&[k.as_bytes(), b"=", v.as_bytes()].concat()))
+        .collect()
     {
         Ok(v) => v,
-        Err(_) => return io::Error::from_raw_os_error(libc::EINVAL),
+        Err(e) => return e,
     };
-    let mut ptrs: Vec<*const libc::c_char> = cargs.iter().map(|c| c.as_ptr()).collect();
-    ptrs.push(std::ptr::null());
-    // SAFETY: a NULL-terminated array of valid C strings that outlive the call.
-    unsafe { libc::execvp(ptrs[0], ptrs.as_ptr()) };
-    io::Error::last_os_error()
+    let Some(file) = cargs.first() else {
+        return io::Error::from_raw_os_error(libc::ENOENT);
+    };
+    let path = env.iter().rev().find(|(k, _)| k == "PATH").map(|(_, v)| v);
+    // SAFETY: the caller guarantees that no other thread exists, so nothing reads
+    // or writes the environment concurrently.
+    unsafe {
+        match path {
+            Some(p) => std::env::set_var("PATH", p),
+            None => std::env::remove_var("PATH"),
+        }
+    }
+    match nix::unistd::execvpe(file, &cargs, &cenv) {
+        Err(e) => e.into(),
+        Ok(never) => match never {},
+    }
 }
 
 /// Leaves the process at once with `code`, running no destructors.

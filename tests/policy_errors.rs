@@ -24,8 +24,20 @@ fn toml_syntax_error() {
 fn unknown_top_level_key() {
     assert_eq!(
         errors("default = \"allow\"\nmode = \"x\"\n"),
-        "bad.toml:2:1: error: unknown key `mode`, expected `default` or `rules`"
+        "bad.toml:2:1: error: unknown key `mode`, expected one of `default`, `rules`, `env`"
     );
+}
+
+/// `[env]` (the environment policy of `veilfs run`) may share the file; the path
+/// policy ignores it.
+#[test]
+fn an_env_table_is_accepted_and_ignored() {
+    let p = veilfs::Policy::parse(
+        "both.toml",
+        "default = \"allow\"\n[env]\nkeep = [\"A\"]\n[[rules]]\naction = \"deny\"\npaths = [\".env\"]\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(p.rule_count(), 1);
 }
 
 #[test]

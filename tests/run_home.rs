@@ -550,3 +550,32 @@ fn a_home_policy_named_outside_the_home_directory_is_read_only_inside() {
     }
     assert!(std::fs::read_to_string(&file).unwrap().contains("/.cache/"));
 }
+
+#[test]
+fn the_home_policy_files_env_table_is_honoured() {
+    let h = Home::new();
+    write(
+        &h.home.join(".config/veilfs/home.toml"),
+        "extends = \"home-default\"\n[env]\nkeep = [\"MY_TOKEN\"]\ndrop = [\"PLAIN\"]\n",
+    );
+    let o = h
+        .veilfs(&[
+            "--quiet",
+            "--",
+            "sh",
+            "-c",
+            "echo \"my=$MY_TOKEN other=$OTHER_TOKEN plain=$PLAIN fine=$FINE\"",
+        ])
+        .env("MY_TOKEN", "kept")
+        .env("OTHER_TOKEN", SECRET)
+        .env("PLAIN", SECRET)
+        .env("FINE", "yes")
+        .output()
+        .unwrap();
+    assert_eq!(
+        text(&o.stdout),
+        "my=kept other= plain= fine=yes\n",
+        "{}",
+        show(&o)
+    );
+}

@@ -86,6 +86,10 @@ struct FileShape {
     default: Option<Spanned<String>>,
     #[serde(default)]
     rules: Vec<Spanned<RuleShape>>,
+    /// The environment policy of `veilfs run` (`crate::run::env::parse_env_section`
+    /// reads it), so that one file holds both; not part of the path policy.
+    #[serde(default, rename = "env")]
+    _env: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(Deserialize)]
@@ -97,7 +101,7 @@ struct RuleShape {
 }
 
 /// Maps byte offsets of one text to 1-based line and column (columns count chars).
-struct LineIndex<'a> {
+pub(crate) struct LineIndex<'a> {
     text: &'a str,
     name: Arc<str>,
     /// Byte offset of the start of each line.
@@ -105,14 +109,14 @@ struct LineIndex<'a> {
 }
 
 impl<'a> LineIndex<'a> {
-    fn new(name: Arc<str>, text: &'a str) -> Self {
+    pub(crate) fn new(name: Arc<str>, text: &'a str) -> Self {
         let starts = std::iter::once(0)
             .chain(text.match_indices('\n').map(|(i, _)| i + 1))
             .collect();
         LineIndex { text, name, starts }
     }
 
-    fn at(&self, offset: usize) -> Location {
+    pub(crate) fn at(&self, offset: usize) -> Location {
         let offset = offset.min(self.text.len());
         let line = self.starts.partition_point(|&s| s <= offset);
         let col = self.text[self.starts[line - 1]..offset].chars().count() + 1;
@@ -266,7 +270,7 @@ pub fn parse(name: &str, text: &str) -> Result<(RawPolicy, Vec<PolicyError>), Lo
 
 /// serde's messages name Rust-side things; keep them but make the common ones read
 /// like the policy language.
-fn toml_message(m: &str) -> String {
+pub(crate) fn toml_message(m: &str) -> String {
     let m = m.trim_end();
     if let Some(rest) = m.strip_prefix("unknown field ") {
         return format!("unknown key {rest}");

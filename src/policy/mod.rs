@@ -102,6 +102,7 @@ use std::sync::Arc;
 
 use index::{GlobIndex, GlobIndexBuilder};
 
+pub(crate) use file::{LineIndex, toml_message};
 pub use file::{LoadError, Location, PolicyError, RawPolicy, RawRule};
 pub use lint::Warning;
 

@@ -11,13 +11,19 @@ use super::DROPPED_CAPS;
 use super::pty::CommandTty;
 use crate::sys;
 
+/// What init starts: the command's arguments and exactly the environment it gets.
+pub(super) struct Program<'a> {
+    pub argv: &'a [OsString],
+    pub env: &'a [(OsString, OsString)],
+}
+
 /// PID 1 of the command's PID namespace. Never returns. `system`: what stays
 /// writable outside the workspace (`None`: all of it, `--system-writable`).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn init_main(
     ready: OwnedFd,
     cwd: &Path,
-    command: &[OsString],
+    program: Program<'_>,
     user: Option<(u32, u32)>,
     tty: Option<CommandTty>,
     real_root: bool,
@@ -29,6 +35,19 @@ pub(super) fn init_main(
         sys::exit_now(126)
     };
     let _ = sys::die_with_parent(libc::SIGKILL);
+    // This process is a fork of `veilfs run`: its memory still holds the caller's
+    // whole environment (the command gets only `env`). The strings `/proc/1/environ`
+    // shows are overwritten with zeros; not dumpable, the rest of the memory
+    // (`/proc/1/mem`, where freed copies may linger) needs CAP_SYS_PTRACE, which the
+    // command never holds. (Not dumpable alone does not hide `environ`: the kernel
+    // lets a process of the same uid and capabilities read it.) The command is
+    // dumpable again: exec resets it.
+    if let Err(e) = super::env::wipe_initial_environment() {
+        fail("cannot clear the environment of init", e);
+    }
+    if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+        fail("cannot hide the memory of init", e.into());
+    }
     let mut keep = vec![ready.as_raw_fd(), stops.as_raw_fd()];
     keep.extend(tty.as_ref().map(CommandTty::raw));
     sys::close_from(3, &keep);
@@ -108,7 +127,8 @@ pub(super) fn init_main(
         if let Err(e) = confined.and_then(|_| sys::set_no_new_privs()) {
             fail("cannot drop privileges", e);
         }
-        let e = sys::execvp(command);
+        let (command, env) = (program.argv, program.env);
+        let e = sys::execvpe(command, env);
         eprintln!("veilfs run: {}: {e}", command[0].to_string_lossy());
         sys::exit_now(if e.kind() == std::io::ErrorKind::NotFound {
             127

@@ -38,6 +38,7 @@ mod confine;
 mod ending;
 mod home;
 pub use home::{config_dirs_under, home_of};
+pub mod env;
 mod init;
 mod pty;
 
@@ -73,6 +74,9 @@ pub struct RunOptions {
     pub writable: Vec<PathBuf>,
     /// `--system-writable`: leave the system outside the workspace as it is.
     pub system_writable: bool,
+    /// `--keep-env` and `--drop-env`: names or globs (see [`mod@env`]).
+    pub keep_env: Vec<String>,
+    pub drop_env: Vec<String>,
     pub command: Vec<OsString>,
     /// Caching and passthrough (the other fields are not used by `run`).
     pub mount: crate::mount::MountOptions,
@@ -206,6 +210,28 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         runtime_dir: Some(crate::control::runtime_dir_path()),
     });
     let system_note = system_note(system.is_some(), &writable);
+    // The command's environment: the caller's, less what the environment policy
+    // drops (names only are ever said). Still a plain list here, to be adjusted
+    // before init is forked.
+    let env_rules = match home::env_rules(opts.home_policy.as_deref()) {
+        Ok(r) => r,
+        Err(e) => return refuse(e),
+    };
+    let env_policy = match env::EnvPolicy::new(env_rules, &opts.keep_env, &opts.drop_env) {
+        Ok(p) => p,
+        Err(e) => return refuse(e),
+    };
+    let filtered = env_policy.apply(std::env::vars_os());
+    let env_note = env::startup_note(&filtered.dropped);
+    let mut command_env: Vec<(OsString, OsString)> = filtered.vars;
+    // As another user, the command's `HOME` is that user's: the home directory the
+    // home mount covers (or would).
+    if opts.user.is_some()
+        && let Some(h) = home::home_of(opts.user)
+    {
+        command_env.retain(|(k, _)| k != "HOME");
+        command_env.push(("HOME".into(), h.into_os_string()));
+    }
 
     // Said before a user namespace makes us root inside it.
     let as_root = if opts.user.is_none() && sys::euid() == 0 {
@@ -252,7 +278,10 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         init::init_main(
             ready_r,
             &cwd,
-            &command,
+            init::Program {
+                argv: &command,
+                env: &command_env,
+            },
             opts.user,
             tty,
             real_root,
@@ -396,7 +425,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     };
     if !opts.quiet {
         eprintln!(
-            "veilfs: running {} in {} ({found}) with policy {}{home_note}{system_note}{as_root}",
+            "veilfs: running {} in {} ({found}) with policy {}{home_note}{system_note}{as_root}{env_note}",
             command[0].to_string_lossy(),
             ws.display(),
             source
