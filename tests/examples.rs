@@ -54,9 +54,55 @@ fn every_example_is_covered() {
             "allow-list.toml",
             "default.toml",
             "git-read-only.toml",
+            "home-default.toml",
             "monorepo.toml"
         ],
         "a new example needs a test in tests/examples.rs"
+    );
+}
+
+#[test]
+fn home_default_policy() {
+    let p = load("home-default.toml");
+    assert_eq!(
+        veilfs::policy::HOME_DEFAULT_POLICY,
+        std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("policy-examples/home-default.toml")
+        )
+        .unwrap()
+    );
+    expect(
+        &p,
+        &[
+            (".ssh", true, Deny),
+            (".ssh/id_ed25519.pub", false, Deny),
+            (".aws/credentials", false, Deny),
+            (".config/gcloud", true, Deny),
+            (".config/gh/hosts.yml", false, Deny),
+            (".config/gh/config.yml", false, ReadOnly),
+            (".docker/config.json", false, Deny),
+            (".bash_history", false, Deny),
+            (".python_history", false, Deny),
+            (".mozilla", true, Deny),
+            (".bashrc", false, ReadOnly),
+            (".gitconfig", false, ReadOnly),
+            (".config/git/config", false, ReadOnly),
+            (".config/git/credentials", false, Deny),
+            (".local/share/systemd/user/x.service", false, ReadOnly),
+            (".cargo/config.toml", false, ReadOnly),
+            (
+                ".local/lib/python3.11/site-packages/usercustomize.py",
+                false,
+                ReadOnly,
+            ),
+            ("projects/app/.env", false, Deny),
+            ("projects/app/src/main.rs", false, Allow),
+            (".cache/pip/x", false, Allow),
+            (".cargo/registry/src/x/lib.rs", false, Allow),
+            (".claude/settings.json", false, Allow),
+            (".codex/auth.json", false, Allow),
+            (".local/bin/tool", false, Allow),
+        ],
     );
 }
 

@@ -79,8 +79,14 @@ pub fn protect_policy_file(file: &Path, ws: &Path) -> Result<(), String> {
 /// mounted. `strict`: fail when a remount fails (a real root); in a user namespace
 /// the command is no real root and cannot write these anyway.
 pub fn kernel_knobs_read_only(strict: bool) -> std::io::Result<()> {
-    let mut targets: Vec<std::path::PathBuf> =
-        vec!["/proc/sys".into(), "/proc/sysrq-trigger".into()];
+    let mut targets: Vec<std::path::PathBuf> = vec![
+        "/proc/sys".into(),
+        "/proc/sysrq-trigger".into(),
+        // IRQ affinities, PCI configuration space, filesystem knobs.
+        "/proc/irq".into(),
+        "/proc/bus".into(),
+        "/proc/fs".into(),
+    ];
     targets.extend(mounts_under(Path::new("/sys")));
     for t in targets {
         if !t.exists() {
