@@ -346,13 +346,24 @@ fn user_option_runs_as_that_user() {
                 "--",
                 "sh",
                 "-c",
-                "id -u; id -g; cat a.txt; cat .env",
+                "id -u; id -g; cat a.txt; cat .env; grep '^CapBnd:' /proc/self/status",
             ],
         )
         .output()
         .unwrap();
     let out = text(&o.stdout);
+    let (out, bnd) = out.split_once("CapBnd:").expect("CapBnd line");
     assert_eq!(out, "65534\n65534\nhello\n", "{}", show(&o));
+    // As another user too, the bounding set has lost them for good (a set-user-ID
+    // binary could not bring them back).
+    let bnd = u64::from_str_radix(bnd.trim(), 16).unwrap();
+    for cap in veilfs::run::DROPPED_CAPS {
+        assert_eq!(
+            bnd & (1 << cap),
+            0,
+            "capability {cap} is still in the bounding set"
+        );
+    }
     assert!(
         text(&o.stderr).contains("Permission denied"),
         "{}",

@@ -120,10 +120,13 @@ pub(super) fn init_main(
         if let Err(e) = sys::chdir(cwd) {
             fail(&format!("cannot enter {}", cwd.display()), e);
         }
-        let confined = match user {
+        // The bounding set first, while root: then a command run as another user
+        // cannot regain them either (a set-user-ID root binary is already stopped
+        // by `no_new_privs`).
+        let confined = sys::drop_capabilities(&DROPPED_CAPS).and_then(|_| match user {
             Some((uid, gid)) => sys::become_user(uid, gid),
-            None => sys::drop_capabilities(&DROPPED_CAPS),
-        };
+            None => Ok(()),
+        });
         if let Err(e) = confined.and_then(|_| sys::set_no_new_privs()) {
             fail("cannot drop privileges", e);
         }

@@ -44,14 +44,26 @@ mod pty;
 
 /// Capabilities the command never gets back: each one could undo or bypass the
 /// overlay (unmount or bind-mount, open by handle, read another process's
-/// descriptors, raw devices, kernel modules and BPF).
-pub const DROPPED_CAPS: [u32; 8] = [
+/// descriptors, raw devices, kernel modules and BPF), or reach past the session
+/// into the machine (its network configuration, clock, reboot and `kexec`,
+/// immutable flags, file capabilities, the kernel log, audit and MAC policy).
+pub const DROPPED_CAPS: [u32; 18] = [
     2,  // CAP_DAC_READ_SEARCH: open_by_handle_at
+    9,  // CAP_LINUX_IMMUTABLE: chattr +i
+    12, // CAP_NET_ADMIN: interfaces, routes, firewall of the machine
     16, // CAP_SYS_MODULE
     17, // CAP_SYS_RAWIO
     19, // CAP_SYS_PTRACE
+    20, // CAP_SYS_PACCT
     21, // CAP_SYS_ADMIN: mount, umount, setns
+    22, // CAP_SYS_BOOT: reboot, kexec_load
+    25, // CAP_SYS_TIME
     27, // CAP_MKNOD: raw block devices
+    30, // CAP_AUDIT_CONTROL
+    31, // CAP_SETFCAP: file capabilities on binaries others run
+    32, // CAP_MAC_OVERRIDE
+    33, // CAP_MAC_ADMIN
+    34, // CAP_SYSLOG
     38, // CAP_PERFMON
     39, // CAP_BPF
 ];
