@@ -160,6 +160,7 @@ fn nothing_new_appears_outside() {
         format!("/var/lib/veilfs-test-{pid}"),
         format!("/etc/cron.d/veilfs-test-{pid}"),
         s.outside.join("new").display().to_string(),
+        format!("/dev/veilfs-test-{pid}"),
     ];
     let _strays = Strays::new(&names);
     let script = format!(
@@ -173,6 +174,9 @@ t("symlink_etc", lambda: os.symlink("/tmp", n[0]))
 t("mkfifo_etc", lambda: os.mkfifo(n[0]))
 t("mknod_etc", lambda: os.mknod(n[0], 0o600))
 t("create_outside", lambda: write(n[4], os.O_WRONLY | os.O_CREAT))
+t("create_dev", lambda: write(n[5], os.O_WRONLY | os.O_CREAT))
+t("mkdir_dev", lambda: os.mkdir(n[5]))
+t("symlink_dev", lambda: os.symlink("/tmp", n[5]))
 "#
     );
     let o = s.py(&["-q"], &script);
@@ -189,6 +193,9 @@ t("create_outside", lambda: write(n[4], os.O_WRONLY | os.O_CREAT))
             "mkfifo_etc",
             "mknod_etc",
             "create_outside",
+            "create_dev",
+            "mkdir_dev",
+            "symlink_dev",
         ],
         "EROFS",
     );

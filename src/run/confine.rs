@@ -119,9 +119,12 @@ pub struct ReadOnlySystem {
     pub runtime_dir: Option<PathBuf>,
 }
 
-/// The trees that stay as they are: devices, and `/proc` and `/sys`, whose knobs
-/// [`kernel_knobs_read_only`] covers.
-const KEPT: [&str; 3] = ["/proc", "/dev", "/sys"];
+/// The trees that stay as they are: `/proc` and `/sys`, whose knobs
+/// [`kernel_knobs_read_only`] covers, and the mounts below `/dev` (`/dev/pts`,
+/// `/dev/shm`, `/dev/mqueue`). The mount at `/dev` itself turns read-only like the
+/// rest: no entry can be made or removed in the host's devices, while the device
+/// nodes there stay usable (a read-only mount does not stop writing to a device).
+const KEPT: [&str; 3] = ["/proc", "/dev/", "/sys"];
 
 /// Makes the system read-only for the command: in init's mount namespace, every
 /// mount outside `/proc`, `/dev`, `/sys` and the writable places answers `EROFS`,
@@ -174,7 +177,11 @@ pub fn system_read_only(sys: &ReadOnlySystem, strict: bool) -> std::io::Result<(
 
     // 2. Everything else turns read-only.
     let skip = |point: &Path| {
-        KEPT.iter().any(|k| point.starts_with(k)) || places.iter().any(|p| point.starts_with(p))
+        KEPT.iter().any(|k| match k.strip_suffix('/') {
+            // Below it only.
+            Some(top) => point.starts_with(top) && point != Path::new(top),
+            None => point.starts_with(k),
+        }) || places.iter().any(|p| point.starts_with(p))
     };
     let table = mount_table()?;
     for m in table.iter().filter(|m| !m.read_only && !skip(&m.point)) {
