@@ -494,7 +494,12 @@ fn the_kernels_settings_are_read_only_inside() {
          for f in $(find /sys/fs/cgroup /sys/kernel -maxdepth 2 \\( -name release_agent -o -name uevent_helper \\) 2>/dev/null); do \
            v=$(cat $f); if printf '%s\\n' \"$v\" > $f; then echo WROTE $f; else echo refused $f; fi; \
          done; \
-         if (true > /proc/sysrq-trigger); then echo WROTE sysrq; else echo refused sysrq; fi",
+         if (true > /proc/sysrq-trigger); then echo WROTE sysrq; else echo refused sysrq; fi; \
+         for f in /proc/irq/default_smp_affinity $(ls -d /proc/bus/pci/*/* 2>/dev/null | head -1); do \
+           [ -e $f ] || continue; \
+           if python3 -c 'import os,sys; os.open(sys.argv[1], os.O_WRONLY)' $f 2>/dev/null; \
+           then echo WROTE $f; else echo refused $f; fi; \
+         done",
     );
     let out = text(&o.stdout);
     assert!(
