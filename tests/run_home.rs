@@ -92,7 +92,7 @@ impl Home {
             write(&home.join(rel), &format!("{SECRET} {rel}\n"));
         }
         for rel in STARTUP.iter().chain(TOOLS) {
-            write(&home.join(rel), "original\n");
+            write(&home.join(rel), "# original\n");
         }
         let ws = tmp.path().join(ws);
         std::fs::create_dir_all(&ws).unwrap();
@@ -263,7 +263,7 @@ fn startup_files_are_read_only_and_tool_directories_writable() {
     for rel in STARTUP {
         assert_eq!(
             std::fs::read_to_string(h.home.join(rel)).unwrap(),
-            "original\n",
+            "# original\n",
             "{rel}"
         );
     }
@@ -450,7 +450,7 @@ fn a_missing_home_directory_or_no_home_leaves_it_uncovered() {
         "{}",
         show(&o)
     );
-    assert_eq!(text(&o.stdout), "original\n", "{}", show(&o));
+    assert_eq!(text(&o.stdout), "# original\n", "{}", show(&o));
 }
 
 #[test]
@@ -578,4 +578,75 @@ fn the_home_policy_files_env_table_is_honoured() {
         "{}",
         show(&o)
     );
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let o = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "git {args:?}: {}", show(&o));
+}
+
+#[test]
+fn other_repositories_in_the_home_directory_are_guarded_but_new_ones_are_the_commands() {
+    for ws in ["home/proj", "home"] {
+        let h = Home::with_ws(ws);
+        let other = h.home.join("src/other");
+        std::fs::create_dir_all(&other).unwrap();
+        git(&other, &["init", "-q"]);
+        std::fs::write(other.join("f"), "x\n").unwrap();
+        git(&other, &["add", "f"]);
+        git(
+            &other,
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "commit",
+                "-qm",
+                "one",
+            ],
+        );
+        std::fs::create_dir_all(h.home.join("notes")).unwrap();
+        let config = std::fs::read(other.join(".git/config")).unwrap();
+        let o = h.sh(
+            "cd \"$HOME\"; \
+             git -C src/other status --short >/dev/null && echo STATUS-OK; \
+             git init -q fresh && git -C fresh config user.name me && echo INIT-OK; \
+             git clone -q src/other cloned && git -C cloned config user.name me && echo CLONE-OK; \
+             git -C src/other config core.fsmonitor 'touch /tmp/pwned #' 2>/dev/null && echo CONFIGURED; \
+             echo evil >> src/other/.git/config 2>/dev/null && echo APPENDED; \
+             echo 'exit 0' > src/other/.git/hooks/post-checkout 2>/dev/null && echo HOOKED; \
+             mv src/other/.git src/other/git-away 2>/dev/null && echo MOVED; \
+             rm -rf src/other/.git 2>/dev/null; [ -d src/other/.git/hooks ] || echo REMOVED; \
+             mkdir src/other/.git 2>/dev/null && echo REPLACED; \
+             echo 'gitdir: /tmp/evil' > notes/.git 2>/dev/null && echo POINTED; \
+             ln -s /tmp notes/.git 2>/dev/null && echo LINKED; \
+             echo done",
+        );
+        let out = text(&o.stdout);
+        for bad in [
+            "CONFIGURED",
+            "APPENDED",
+            "HOOKED",
+            "MOVED",
+            "REMOVED",
+            "REPLACED",
+            "POINTED",
+            "LINKED",
+        ] {
+            assert!(!out.contains(bad), "{ws}: {bad}: {}", show(&o));
+        }
+        for good in ["STATUS-OK", "INIT-OK", "CLONE-OK", "done"] {
+            assert!(out.contains(good), "{ws}: {good}: {}", show(&o));
+        }
+        assert_eq!(std::fs::read(other.join(".git/config")).unwrap(), config);
+        assert!(!other.join(".git/hooks/post-checkout").exists());
+        assert!(!h.home.join("notes/.git").exists());
+        assert!(h.home.join("cloned/.git/config").exists());
+    }
 }

@@ -719,6 +719,7 @@ impl VeilFs {
         let _names = self.names.read();
         let (c, own) = self.new_name(&self.snapshot(), parent, name, true)?;
         sys::mkdirat(c.dir.dir_fd()?, &c.name, mode & !umask)?;
+        self.git_guard.made_dir(&c.path);
         own.done_if(self.made(c, caller))
     }
 

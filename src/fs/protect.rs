@@ -144,6 +144,8 @@ impl VeilFs {
     pub(crate) fn guard_config_way(&self, path: &[u8]) -> io::Result<()> {
         if self.config_dirs.iter().any(|c| at_or_under(c, path)) {
             Err(refuse(path, &Decision::veilfs_config()))
+        } else if self.git_guard.only_dir(path) {
+            Err(refuse(path, &Decision::git_control()))
         } else {
             Ok(())
         }
@@ -297,14 +299,43 @@ mod tests {
 /// * a `.git` **file** (a linked worktree or a submodule's checkout): the file is
 ///   read-only (it names the repository git uses).
 /// * no `.git`: nothing (a repository the command creates is its own).
+///
+/// In the home mount of `veilfs run` ([`VeilFs::guard_git_everywhere`]) the same
+/// files are read-only in **every** repository at any depth (the person's other
+/// projects, dotfiles), but for a repository whose `.git` directory was made
+/// through this mount during the session (`git init`, `git clone`): that one is the
+/// command's own. No `.git` that was not made here is renamed or removed, and
+/// nothing but a directory is made at a `.git` name (a `.git` file pointing
+/// elsewhere would choose the configuration the person's git reads).
 #[derive(Debug, Default)]
 pub struct GitGuard {
     kind: std::sync::atomic::AtomicU8,
+    /// Everywhere mode: the `.git` directories made through the mount.
+    made: parking_lot::RwLock<std::collections::HashSet<Vec<u8>>>,
 }
 
 const GIT_NONE: u8 = 0;
 const GIT_DIR: u8 = 1;
 const GIT_FILE: u8 = 2;
+const GIT_EVERYWHERE: u8 = 3;
+
+/// The repository (its `.git` path) and the rest from `.git` on, for each `.git`
+/// component of `path`, innermost first.
+fn git_components(path: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
+    let mut starts: Vec<usize> = Vec::new();
+    let mut at = 0;
+    for (i, part) in path.split(|&b| b == b'/').enumerate() {
+        let _ = i;
+        if part == b".git" {
+            starts.push(at);
+        }
+        at += part.len() + 1;
+    }
+    starts.into_iter().rev().map(move |s| {
+        let end = (s + 4).min(path.len());
+        (&path[..end], &path[s..])
+    })
+}
 
 impl GitGuard {
     fn kind(&self) -> u8 {
@@ -316,13 +347,39 @@ impl GitGuard {
         match self.kind() {
             GIT_DIR => git_control_path(path),
             GIT_FILE => path == b".git",
+            GIT_EVERYWHERE => git_components(path)
+                .any(|(repo, rest)| git_control_path(rest) && !self.made_here(repo)),
             _ => false,
         }
     }
 
-    /// Whether `path` is the `.git` directory guarded.
+    /// Whether `path` is a `.git` guarded against rename and removal.
     pub fn holds(&self, path: &[u8]) -> bool {
-        self.kind() == GIT_DIR && path == b".git"
+        match self.kind() {
+            GIT_DIR => path == b".git",
+            GIT_EVERYWHERE => {
+                (path == b".git" || path.ends_with(b"/.git")) && !self.made_here(path)
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether only a directory may be made at `path` (a `.git` name in everywhere
+    /// mode).
+    pub fn only_dir(&self, path: &[u8]) -> bool {
+        self.kind() == GIT_EVERYWHERE && (path == b".git" || path.ends_with(b"/.git"))
+    }
+
+    fn made_here(&self, repo: &[u8]) -> bool {
+        self.made.read().contains(repo)
+    }
+
+    /// Notes that the directory `path` was made through the mount: a `.git` made
+    /// here is the command's own repository (everywhere mode).
+    pub fn made_dir(&self, path: &[u8]) {
+        if self.kind() == GIT_EVERYWHERE && (path == b".git" || path.ends_with(b"/.git")) {
+            self.made.write().insert(path.to_vec());
+        }
     }
 }
 
@@ -354,6 +411,15 @@ fn git_control_path(path: &[u8]) -> bool {
 }
 
 impl VeilFs {
+    /// Keeps what git runs or obeys read-only in every repository the mount holds
+    /// but those the command makes (see [`GitGuard`]). For the home mount of
+    /// `veilfs run`.
+    pub fn guard_git_everywhere(&self) {
+        self.git_guard
+            .kind
+            .store(GIT_EVERYWHERE, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Keeps what git runs or obeys in the workspace's own repository read-only (see
     /// [`GitGuard`]); decided from what the root holds now. For `veilfs run`.
     pub fn guard_git(&self) {
@@ -375,6 +441,37 @@ impl VeilFs {
 #[cfg(test)]
 mod git_tests {
     use super::git_control_path as c;
+
+    #[test]
+    fn git_components_innermost_first() {
+        let v: Vec<(&[u8], &[u8])> = super::git_components(b"a/.git/modules/s/.git/x").collect();
+        assert_eq!(
+            v,
+            [
+                (&b"a/.git/modules/s/.git"[..], &b".git/x"[..]),
+                (&b"a/.git"[..], &b".git/modules/s/.git/x"[..]),
+            ]
+        );
+        assert_eq!(super::git_components(b".git").count(), 1);
+        assert_eq!(super::git_components(b"a/.gitx/config").count(), 0);
+    }
+
+    #[test]
+    fn everywhere_guards_all_but_repositories_made_here() {
+        let g = super::GitGuard::default();
+        g.kind
+            .store(super::GIT_EVERYWHERE, std::sync::atomic::Ordering::Relaxed);
+        assert!(g.controls(b"p/.git/config"));
+        assert!(g.controls(b"p/q/.git/hooks/pre-commit"));
+        assert!(g.controls(b".git/config"));
+        assert!(!g.controls(b"p/.git/HEAD"));
+        assert!(g.holds(b"p/.git") && !g.holds(b"p/.gitx"));
+        g.made_dir(b"new/.git");
+        assert!(!g.controls(b"new/.git/config"));
+        assert!(!g.holds(b"new/.git"));
+        assert!(g.controls(b"p/.git/config"));
+        assert!(g.only_dir(b"new/.git"));
+    }
 
     #[test]
     fn git_control_paths() {

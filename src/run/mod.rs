@@ -317,6 +317,9 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     fs.set_quiet_notices(opts.quiet);
     fs.guard_git();
     if let Some(base) = home_base {
+        // The workspace is the home directory: every repository in it is guarded,
+        // as in a home mount.
+        fs.guard_git_everywhere();
         fs.set_policy_base(base);
         for dir in home::config_dirs_under(&ws) {
             fs.guard_config_dir(&dir);
@@ -329,6 +332,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
             match VeilFs::from_fd(fd, h, hp.policy, hp.path.as_deref()) {
                 Ok(mut hfs) => {
                     hfs.set_quiet_notices(opts.quiet);
+                    hfs.guard_git_everywhere();
                     for dir in home::config_dirs_under(h) {
                         hfs.guard_config_dir(&dir);
                     }
