@@ -24,7 +24,7 @@ fn toml_syntax_error() {
 fn unknown_top_level_key() {
     assert_eq!(
         errors("default = \"allow\"\nmode = \"x\"\n"),
-        "bad.toml:2:1: error: unknown key `mode`, expected one of `default`, `rules`, `env`"
+        "bad.toml:2:1: error: unknown key `mode`, expected one of `extends`, `default`, `rules`, `env`"
     );
 }
 
