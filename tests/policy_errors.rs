@@ -207,3 +207,39 @@ fn a_rules_why_is_said_with_it() {
     let e = errors("[[rules]]\naction = \"deny\"\npaths = [\"a\"]\nwhy = 3\n");
     assert!(e.starts_with("bad.toml:4:7: error: invalid type"), "{e}");
 }
+
+#[test]
+fn unknown_built_in_to_extend() {
+    assert_eq!(
+        errors("extends = \"defaults\"\n"),
+        "bad.toml:1:11: error: unknown built-in policy \"defaults\" in `extends`: expected \"default\" (the built-in workspace policy) or \"home-default\" (the built-in home policy of `veilfs run`)"
+    );
+}
+
+#[test]
+fn extends_puts_the_built_in_rules_first() {
+    use veilfs::Action;
+    // The file's rules come after the built-in ones: they win where both match, and
+    // the built-in ones still decide the rest.
+    let p = Policy::parse(
+        "mine.toml",
+        "extends = \"default\"\n[[rules]]\naction = \"allow\"\npaths = [\".env\"]\n\
+         [[rules]]\naction = \"deny\"\npaths = [\"notes.txt\"]\n",
+    )
+    .unwrap();
+    assert_eq!(p.decide(b".env", false).action, Action::Allow);
+    assert_eq!(p.decide(b"notes.txt", false).action, Action::Deny);
+    let d = p.decide(b"server.pem", false);
+    assert_eq!(d.action, Action::Deny);
+    assert!(d.why().contains("<built-in>:"), "{}", d.why());
+    assert_eq!(p.default_action(), Action::Allow);
+    // A default given in the file wins over the base's.
+    let p = Policy::parse(
+        "mine.toml",
+        "extends = \"home-default\"\ndefault = \"read-only\"\n",
+    )
+    .unwrap();
+    assert_eq!(p.default_action(), Action::ReadOnly);
+    assert_eq!(p.decide(b".aws/credentials", false).action, Action::Deny);
+    assert!(p.decide(b".aws", true).why().contains("<built-in home>:"));
+}

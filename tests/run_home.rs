@@ -650,3 +650,136 @@ fn other_repositories_in_the_home_directory_are_guarded_but_new_ones_are_the_com
         assert!(h.home.join("cloned/.git/config").exists());
     }
 }
+
+/// The test user of the suite (made by `useradd` when missing, as `tests/run.rs`
+/// does), and its home directory from the password database.
+fn test_user() -> (&'static str, PathBuf) {
+    let user = "veilfs-test";
+    if Command::new("id").arg(user).output().unwrap().status.code() != Some(0) {
+        let st = Command::new("useradd")
+            .args(["-M", "-s", "/bin/sh", user])
+            .status()
+            .unwrap();
+        assert!(st.success(), "useradd failed");
+    }
+    let o = Command::new("getent")
+        .args(["passwd", user])
+        .output()
+        .unwrap();
+    let line = text(&o.stdout);
+    let home = line
+        .trim()
+        .split(':')
+        .nth(5)
+        .expect("home field")
+        .to_string();
+    (user, PathBuf::from(home))
+}
+
+fn chown_r(user: &str, path: &Path) {
+    let st = Command::new("chown")
+        .args(["-R", &format!("{user}:{user}")])
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+#[test]
+fn a_non_root_user_gets_the_home_policy_through_a_user_namespace() {
+    let h = Home::new();
+    let (user, _) = test_user();
+    std::fs::set_permissions(
+        "/dev/fuse",
+        std::os::unix::fs::PermissionsExt::from_mode(0o666),
+    )
+    .unwrap();
+    chown_r(user, h.tmp.path());
+    let o = Command::new("setpriv")
+        .args(["--reuid", user, "--regid", user, "--init-groups", "--"])
+        .arg(env!("CARGO_BIN_EXE_veilfs"))
+        .args(["run", "--", "sh", "-c"])
+        .arg(format!(
+            "{}echo new > \"$HOME\"/.cache/pip/x",
+            probe_script(&[".aws/credentials", ".ssh/id_ed25519", ".cache/pip/x"])
+        ))
+        .current_dir(&h.ws)
+        .env("HOME", &h.home)
+        .env_remove("XDG_CONFIG_HOME")
+        .output()
+        .unwrap();
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{}", show(&o));
+    assert!(!out.contains(SECRET), "{}", show(&o));
+    assert!(out.contains("REFUSED .aws/credentials"), "{}", show(&o));
+    assert!(out.contains("REFUSED .ssh/id_ed25519"), "{}", show(&o));
+    assert!(out.contains("OK .cache/pip/x"), "{}", show(&o));
+    assert!(
+        text(&o.stderr).contains(&format!("home {}", h.home.display())),
+        "{}",
+        show(&o)
+    );
+    assert_eq!(
+        std::fs::read_to_string(h.home.join(".cache/pip/x")).unwrap(),
+        "new\n"
+    );
+}
+
+/// Removes a directory made for the test when dropped.
+struct Made(PathBuf);
+
+impl Drop for Made {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn with_user_the_home_is_that_users_from_the_password_database() {
+    let h = Home::new();
+    let (user, home) = test_user();
+    assert!(
+        !home.exists(),
+        "{} exists: this test makes it and removes it",
+        home.display()
+    );
+    let _made = Made(home.clone());
+    for rel in [".aws/credentials", ".netrc"] {
+        write(&home.join(rel), &format!("{SECRET} {rel}\n"));
+    }
+    write(&home.join(".cache/x"), "cache\n");
+    chown_r(user, &home);
+    std::fs::set_permissions(
+        h.tmp.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    chown_r(user, &h.ws);
+    // The caller's HOME (the credentials-filled one) is not the command's.
+    let o = h.sh_with(
+        &["--user", user],
+        "echo \"HOME=$HOME\"; cat \"$HOME\"/.aws/credentials; cat \"$HOME\"/.netrc; \
+         cat \"$HOME\"/.cache/x; echo more >> \"$HOME\"/.cache/x; echo done",
+    );
+    let out = text(&o.stdout);
+    assert!(!out.contains(SECRET), "{}", show(&o));
+    assert!(
+        out.contains(&format!("HOME={}", home.display())),
+        "{}",
+        show(&o)
+    );
+    assert!(
+        out.contains("cache\n") && out.contains("done"),
+        "{}",
+        show(&o)
+    );
+    assert!(
+        text(&o.stderr).contains(&format!("home {}", home.display())),
+        "{}",
+        show(&o)
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.join(".cache/x")).unwrap(),
+        "cache\nmore\n"
+    );
+}
