@@ -230,7 +230,7 @@ fn explain(
                 } else {
                     Vec::new()
                 };
-                explain_one(&loaded.policy, workspace, &rel, json, "", &guarded)
+                explain_one(&loaded.policy, workspace, &rel, json, "", &guarded, same)
             }
             Err(e) => {
                 // Outside the workspace: in the home directory (as named, or with its
@@ -248,7 +248,7 @@ fn explain(
                 match in_home {
                     Some((h, d, rel)) => {
                         let guarded = crate::run::config_dirs_under(&d);
-                        explain_one(&h.policy, &d, &rel, json, "~/", &guarded)
+                        explain_one(&h.policy, &d, &rel, json, "~/", &guarded, true)
                     }
                     None => return Err(anyhow::Error::msg(e)),
                 }
@@ -269,6 +269,8 @@ fn explain_one(
     prefix: &str,
     // Kept read-only by the mount whatever the policy says (veilfs's configuration).
     guarded: &[Vec<u8>],
+    // A home directory: what git runs or obeys is read-only in every repository.
+    git_everywhere: bool,
 ) -> Result<String> {
     use std::os::unix::ffi::OsStrExt;
     // As the mount decides it: a directory or a symbolic link is decided as a
@@ -298,6 +300,10 @@ fn explain_one(
         .any(|g| p == g.as_slice() || (p.starts_with(g) && p.get(g.len()) == Some(&b'/')))
     {
         decision = decision.guard_veilfs_config();
+    } else if git_everywhere && crate::fs::protect::git_controls_anywhere(p) {
+        // Home paths: every repository there is guarded (one the command makes
+        // during a run is its own).
+        decision = decision.guard_git_control();
     }
     let shown = format!(
         "{rel}{}",

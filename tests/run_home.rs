@@ -485,6 +485,7 @@ fn explain_decides_home_paths_with_the_home_policy() {
         .arg(h.home.join(".bashrc"))
         .arg(h.home.join(".cache/x"))
         .arg(h.home.join(".config/veilfs/home.toml"))
+        .arg(h.home.join("src/repo/.git/config"))
         .arg(".env")
         .current_dir(&h.ws)
         .env("HOME", &h.home)
@@ -498,6 +499,7 @@ fn explain_decides_home_paths_with_the_home_policy() {
         "read-only ~/.bashrc",
         "allow     ~/.cache/x",
         "read-only ~/.config/veilfs/home.toml",
+        "read-only ~/src/repo/.git/config",
         "deny      .env",
     ] {
         assert!(out.contains(want), "{want}:\n{out}");

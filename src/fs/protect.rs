@@ -383,6 +383,13 @@ impl GitGuard {
     }
 }
 
+/// Whether git runs or obeys `path` in some repository along it (as the home mount
+/// guards every repository that existed before the command made it; `veilfs
+/// explain` of a home path).
+pub fn git_controls_anywhere(path: &[u8]) -> bool {
+    git_components(path).any(|(_, rest)| git_control_path(rest))
+}
+
 /// `.git/config`, `.git/config.worktree`, `.git/commondir` (it names the directory
 /// whose `config` git reads), `.git/hooks[/…]`, and under `.git/modules/…/` a
 /// submodule's `config`, `config.worktree`, `commondir` and `hooks[/…]`, and
