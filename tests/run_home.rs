@@ -628,6 +628,13 @@ fn other_repositories_in_the_home_directory_are_guarded_but_new_ones_are_the_com
              mkdir src/other/.git 2>/dev/null && echo REPLACED; \
              echo 'gitdir: /tmp/evil' > notes/.git 2>/dev/null && echo POINTED; \
              ln -s /tmp notes/.git 2>/dev/null && echo LINKED; \
+             git init -q . 2>/dev/null && echo INIT-HOME; \
+             git init -q notes 2>/dev/null && echo INIT-NOTES; \
+             mv src/other src/other-old 2>/dev/null && echo MOVED-REPO; \
+             mv src src-old && mkdir -p src/other && \
+               { git clone -q src-old/other src/other 2>/dev/null && echo RECLONED; }; \
+             git clone -q src-old/other tmpx && rm -rf src/other && \
+               { mv tmpx src/other 2>/dev/null && echo MOVED-IN; }; \
              echo done",
         );
         let out = text(&o.stdout);
@@ -640,15 +647,27 @@ fn other_repositories_in_the_home_directory_are_guarded_but_new_ones_are_the_com
             "REPLACED",
             "POINTED",
             "LINKED",
+            "INIT-HOME",
+            "INIT-NOTES",
+            "MOVED-REPO",
+            "RECLONED",
+            "MOVED-IN",
         ] {
             assert!(!out.contains(bad), "{ws}: {bad}: {}", show(&o));
         }
         for good in ["STATUS-OK", "INIT-OK", "CLONE-OK", "done"] {
             assert!(out.contains(good), "{ws}: {good}: {}", show(&o));
         }
+        let other = h.home.join("src-old/other");
         assert_eq!(std::fs::read(other.join(".git/config")).unwrap(), config);
         assert!(!other.join(".git/hooks/post-checkout").exists());
         assert!(!h.home.join("notes/.git").exists());
+        assert!(!h.home.join(".git").exists(), "{ws}: {}", show(&o));
+        assert!(
+            !h.home.join("src/other/.git").exists(),
+            "{ws}: {}",
+            show(&o)
+        );
         assert!(h.home.join("cloned/.git/config").exists());
     }
 }

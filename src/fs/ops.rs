@@ -718,6 +718,9 @@ impl VeilFs {
     ) -> io::Result<(Arc<Node>, libc::stat)> {
         let _names = self.names.read();
         let (c, own) = self.new_name(&self.snapshot(), parent, name, true)?;
+        if !self.git_guard.may_make_dir(&c.path) {
+            return Err(refuse(&c.path, &crate::policy::Decision::git_control()));
+        }
         sys::mkdirat(c.dir.dir_fd()?, &c.name, mode & !umask)?;
         self.git_guard.made_dir(&c.path);
         own.done_if(self.made(c, caller))
@@ -771,6 +774,9 @@ impl VeilFs {
         self.guard_holder(&c.path)?;
         let own = self.own(parent, c.name.to_bytes());
         sys::unlinkat(c.dir.dir_fd()?, &c.name, is_dir)?;
+        if is_dir {
+            self.git_guard.vacated(&c.path);
+        }
         own.done();
         self.unlinked(parent, c.name.to_bytes(), super::inode::key_of(&st));
         Ok(())
@@ -846,6 +852,17 @@ impl VeilFs {
         self.guard_key(super::inode::key_of(&from_st), &from_path)?;
         self.guard_holder(&from_path)?;
         self.guard_holder(&to_path)?;
+        if from_is_dir && self.git_guard.everywhere() {
+            let dfd = from_dir.dir_fd()?;
+            let holds_git = {
+                let mut inner = from.to_bytes().to_vec();
+                inner.extend_from_slice(b"/.git");
+                std::ffi::CString::new(inner)
+                    .ok()
+                    .is_some_and(|n| sys::statat(dfd, &n).is_ok())
+            };
+            self.guard_git_move(&from_path, &to_path, holds_git)?;
+        }
         // Whatever sits at the destination is replaced (or, for an exchange, moved
         // to the source's place): its own decision must allow that too.
         let to_st = sys::statat(to_dir.dir_fd()?, &to).ok();
@@ -893,6 +910,15 @@ impl VeilFs {
             )
         });
         sys::renameat2(from_dir.dir_fd()?, &from, to_dir.dir_fd()?, &to, flags)?;
+        if from_is_dir {
+            self.git_guard.vacated(&from_path);
+        }
+        if to_st
+            .as_ref()
+            .is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+        {
+            self.git_guard.vacated(&to_path);
+        }
         if let Some((from_own, to_own)) = own {
             from_own.done();
             to_own.done();

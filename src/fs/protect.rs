@@ -151,6 +151,22 @@ impl VeilFs {
         }
     }
 
+    /// Refuses, in a home mount, to move the directory `from` (holding a `.git` when
+    /// `holds_git`) to `to`: a repository that was there before the command stays
+    /// where the person's git finds it, and no repository is moved into a place the
+    /// command emptied (one moved away and a copy put back, see [`GitGuard`]).
+    pub(crate) fn guard_git_move(&self, from: &[u8], to: &[u8], holds_git: bool) -> io::Result<()> {
+        if !holds_git {
+            return Ok(());
+        }
+        let mut repo = from.to_vec();
+        repo.extend_from_slice(b"/.git");
+        if !self.git_guard.made_here(&repo) || self.git_guard.emptied(to) {
+            return Err(refuse(from, &Decision::git_control()));
+        }
+        Ok(())
+    }
+
     /// Refuses to rename or remove `path` when the policy file lies beneath it.
     pub(crate) fn guard_holder(&self, path: &[u8]) -> io::Result<()> {
         let holds =
@@ -302,22 +318,36 @@ mod tests {
 ///
 /// In the home mount of `veilfs run` ([`VeilFs::guard_git_everywhere`]) the same
 /// files are read-only in **every** repository at any depth (the person's other
-/// projects, dotfiles), but for a repository whose `.git` directory was made
-/// through this mount during the session (`git init`, `git clone`): that one is the
-/// command's own. No `.git` that was not made here is renamed or removed, and
-/// nothing but a directory is made at a `.git` name (a `.git` file pointing
-/// elsewhere would choose the configuration the person's git reads).
+/// projects, dotfiles), but for the command's own: a repository made in a directory
+/// the command made during the session (`git clone URL dir`, `mkdir d && git init
+/// d`). A `.git` is made only there (`git init` in a directory that was there
+/// before, the home directory itself included, would have the person's git obey it
+/// in every directory below), only as a directory (a `.git` file pointing elsewhere
+/// would choose the configuration the person's git reads), and no `.git` but the
+/// command's own is renamed or removed. A directory the command made at a path it
+/// emptied first (renamed or removed a directory there) is not its own: a
+/// repository moved away and cloned back at its path stays guarded.
 #[derive(Debug, Default)]
 pub struct GitGuard {
     kind: std::sync::atomic::AtomicU8,
-    /// Everywhere mode: the `.git` directories made through the mount.
+    /// Everywhere mode: the directories made through the mount, and the paths where
+    /// a directory was renamed away or removed.
     made: parking_lot::RwLock<std::collections::HashSet<Vec<u8>>>,
+    vacated: parking_lot::RwLock<std::collections::HashSet<Vec<u8>>>,
 }
 
 const GIT_NONE: u8 = 0;
 const GIT_DIR: u8 = 1;
 const GIT_FILE: u8 = 2;
 const GIT_EVERYWHERE: u8 = 3;
+
+/// The parent of a mount-relative path (empty for a top-level name).
+fn parent_of(path: &[u8]) -> &[u8] {
+    match path.iter().rposition(|&b| b == b'/') {
+        Some(i) => &path[..i],
+        None => b"",
+    }
+}
 
 /// The repository (its `.git` path) and the rest from `.git` on, for each `.git`
 /// component of `path`, innermost first.
@@ -370,15 +400,56 @@ impl GitGuard {
         self.kind() == GIT_EVERYWHERE && (path == b".git" || path.ends_with(b"/.git"))
     }
 
-    fn made_here(&self, repo: &[u8]) -> bool {
-        self.made.read().contains(repo)
+    /// Whether every repository is guarded (the home mount).
+    pub fn everywhere(&self) -> bool {
+        self.kind() == GIT_EVERYWHERE
     }
 
-    /// Notes that the directory `path` was made through the mount: a `.git` made
-    /// here is the command's own repository (everywhere mode).
+    /// Whether `path` or a directory above it was emptied (renamed away or removed)
+    /// through the mount.
+    pub fn emptied(&self, path: &[u8]) -> bool {
+        let vacated = self.vacated.read();
+        let mut p = path;
+        loop {
+            if vacated.contains(p) {
+                return true;
+            }
+            if p.is_empty() {
+                return false;
+            }
+            p = parent_of(p);
+        }
+    }
+
+    /// Whether the `.git` at `repo` is the command's own.
+    fn made_here(&self, repo: &[u8]) -> bool {
+        self.made.read().contains(repo) && self.fresh(parent_of(repo))
+    }
+
+    /// Whether `dir` was made through the mount at a path nothing was emptied at
+    /// (see [`GitGuard`]).
+    pub fn fresh(&self, dir: &[u8]) -> bool {
+        !dir.is_empty() && self.made.read().contains(dir) && !self.emptied(dir)
+    }
+
+    /// Whether a `.git` directory may be made at `path` (everywhere mode: only in a
+    /// fresh directory).
+    pub fn may_make_dir(&self, path: &[u8]) -> bool {
+        !self.only_dir(path) || self.fresh(parent_of(path))
+    }
+
+    /// Notes that the directory `path` was made through the mount (everywhere mode).
     pub fn made_dir(&self, path: &[u8]) {
-        if self.kind() == GIT_EVERYWHERE && (path == b".git" || path.ends_with(b"/.git")) {
+        if self.kind() == GIT_EVERYWHERE {
             self.made.write().insert(path.to_vec());
+        }
+    }
+
+    /// Notes that the directory at `path` was renamed away or removed (everywhere
+    /// mode): what is made there later is not the command's own.
+    pub fn vacated(&self, path: &[u8]) {
+        if self.kind() == GIT_EVERYWHERE {
+            self.vacated.write().insert(path.to_vec());
         }
     }
 }
@@ -473,11 +544,23 @@ mod git_tests {
         assert!(g.controls(b".git/config"));
         assert!(!g.controls(b"p/.git/HEAD"));
         assert!(g.holds(b"p/.git") && !g.holds(b"p/.gitx"));
+        // A repository in a directory made here is the command's own.
+        assert!(!g.may_make_dir(b"new/.git") && !g.may_make_dir(b".git"));
+        g.made_dir(b"new");
+        assert!(g.may_make_dir(b"new/.git"));
         g.made_dir(b"new/.git");
         assert!(!g.controls(b"new/.git/config"));
         assert!(!g.holds(b"new/.git"));
         assert!(g.controls(b"p/.git/config"));
         assert!(g.only_dir(b"new/.git"));
+        // Not in a directory that was there before, nor at a path emptied first.
+        g.made_dir(b"p/.git");
+        assert!(g.controls(b"p/.git/config"));
+        g.vacated(b"old");
+        g.made_dir(b"old");
+        g.made_dir(b"old/.git");
+        assert!(!g.may_make_dir(b"old/x/.git"));
+        assert!(g.controls(b"old/.git/config"));
     }
 
     #[test]
