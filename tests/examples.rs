@@ -102,6 +102,13 @@ fn home_default_policy() {
             (".claude/settings.json", false, Allow),
             (".codex/auth.json", false, Allow),
             (".local/bin/tool", false, Allow),
+            (".bash_aliases", false, ReadOnly),
+            ("bin/tool", false, ReadOnly),
+            (".config/sops/age/keys.txt", false, Deny),
+            (".cache/huggingface/token", false, Deny),
+            (".cache/huggingface/hub/model.bin", false, Allow),
+            (".Rhistory", false, Deny),
+            ("projects/r/.Rhistory", false, Deny),
         ],
     );
 }
