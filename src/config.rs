@@ -369,12 +369,33 @@ pub fn relative_path(arg: &Path, workspace: &Path) -> Result<RelPath, String> {
 pub const HOME_POLICY: &str = "home.toml";
 
 /// veilfs's configuration directory for the user running veilfs:
-/// `$XDG_CONFIG_HOME/veilfs` when that is an absolute path, else
-/// `$HOME/.config/veilfs`; `None` without either.
+/// `$XDG_CONFIG_HOME/veilfs` when that is an absolute path outside the shared
+/// scratch places (`/tmp`, `/var/tmp`, `/dev/shm`: whoever can write there, a
+/// command confined by an earlier `veilfs run` included, could move it aside and
+/// plant another), else `$HOME/.config/veilfs`; `None` without either.
 pub fn config_dir() -> Option<PathBuf> {
     let absolute = |v: Option<std::ffi::OsString>| v.map(PathBuf::from).filter(|p| p.is_absolute());
     if let Some(x) = absolute(std::env::var_os("XDG_CONFIG_HOME")) {
-        return Some(x.join("veilfs"));
+        // Resolved through its nearest existing ancestor.
+        let real = x
+            .ancestors()
+            .find_map(|a| {
+                let rest = x.strip_prefix(a).ok()?;
+                a.canonicalize().ok().map(|c| c.join(rest))
+            })
+            .unwrap_or_else(|| x.clone());
+        let scratch = ["/tmp", "/var/tmp", "/dev/shm"]
+            .iter()
+            .filter_map(|s| Path::new(s).canonicalize().ok())
+            .any(|s| real.starts_with(s));
+        if !scratch {
+            return Some(x.join("veilfs"));
+        }
+        log::warn!(
+            "XDG_CONFIG_HOME={} lies in a shared scratch place: its veilfs configuration is \
+             not used",
+            x.display()
+        );
     }
     absolute(std::env::var_os("HOME")).map(|h| h.join(".config").join("veilfs"))
 }

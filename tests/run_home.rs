@@ -804,3 +804,92 @@ fn with_user_the_home_is_that_users_from_the_password_database() {
         "cache\nmore\n"
     );
 }
+
+#[test]
+fn a_configuration_directory_in_a_scratch_place_is_not_used() {
+    // Whoever can write `/tmp` could move it aside and plant another.
+    let h = Home::new();
+    let xdg = h.tmp.path().join("xdg");
+    write(
+        &xdg.join("veilfs/home.toml"),
+        "default = \"allow\"\n[env]\nkeep = [\"*\"]\n",
+    );
+    let o = h
+        .veilfs(&[
+            "--",
+            "sh",
+            "-c",
+            "cat \"$HOME\"/.aws/credentials; echo \"t=$GITHUB_TOKEN\"",
+        ])
+        .env("XDG_CONFIG_HOME", &xdg)
+        .env("GITHUB_TOKEN", SECRET)
+        .output()
+        .unwrap();
+    let out = text(&o.stdout);
+    assert!(!out.contains(SECRET), "{}", show(&o));
+    assert!(out.contains("t=\n"), "{}", show(&o));
+    assert!(
+        text(&o.stderr).contains("built-in default home policy"),
+        "{}",
+        show(&o)
+    );
+}
+
+/// A configuration directory outside the home directory and the scratch places
+/// (here in a `--writable` directory) that does not exist yet is not left for the
+/// command to make, and one that exists is read-only.
+#[test]
+fn a_configuration_directory_outside_the_home_cannot_be_planted_either() {
+    let h = Home::new();
+    let base = PathBuf::from(format!("/var/cache/veilfs-test-xdg-{}", std::process::id()));
+    let _made = Made(base.clone());
+    std::fs::create_dir_all(&base).unwrap();
+    let writable = base.to_string_lossy().into_owned();
+    let xdg = base.join("xdg");
+    let o = h
+        .veilfs(&[
+            "--quiet",
+            "--writable",
+            &writable,
+            "--",
+            "sh",
+            "-c",
+            "mkdir -p \"$XDG_CONFIG_HOME\"/veilfs 2>/dev/null; \
+             echo '[env]' > \"$XDG_CONFIG_HOME\"/veilfs/home.toml 2>/dev/null && echo PLANTED; \
+             rmdir \"$XDG_CONFIG_HOME\"/veilfs 2>/dev/null && echo REMOVED; echo done",
+        ])
+        .env("XDG_CONFIG_HOME", &xdg)
+        .output()
+        .unwrap();
+    let out = text(&o.stdout);
+    assert!(out.contains("done"), "{}", show(&o));
+    for bad in ["PLANTED", "REMOVED"] {
+        assert!(!out.contains(bad), "{bad}: {}", show(&o));
+    }
+    assert!(!xdg.join("veilfs/home.toml").exists());
+    // Present, with a policy: honoured and read-only.
+    write(
+        &xdg.join("veilfs/home.toml"),
+        "extends = \"home-default\"\n[env]\nkeep = [\"MY_TOKEN\"]\n",
+    );
+    let o = h
+        .veilfs(&[
+            "--quiet",
+            "--writable",
+            &writable,
+            "--",
+            "sh",
+            "-c",
+            "echo \"my=$MY_TOKEN\"; echo x >> \"$XDG_CONFIG_HOME\"/veilfs/home.toml || echo REFUSED",
+        ])
+        .env("XDG_CONFIG_HOME", &xdg)
+        .env("MY_TOKEN", "kept")
+        .output()
+        .unwrap();
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("my=kept") && out.contains("REFUSED"),
+        "{}",
+        show(&o)
+    );
+}

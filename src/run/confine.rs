@@ -68,6 +68,12 @@ pub fn protect_policy_file(file: &Path, ws: &Path) -> Result<(), String> {
         .map_err(|e| format!("cannot protect the policy file {}: {e}", canon.display()))
 }
 
+/// Bind-mounts the directory `dir` read-only onto itself (veilfs's configuration
+/// directory where no home mount guards it).
+pub fn protect_dir(dir: &Path) -> std::io::Result<()> {
+    bind_read_only(dir)
+}
+
 /// The kernel's knobs the command must not turn, even as root: `kernel.core_pattern`
 /// and `kernel.modprobe` name programs the kernel runs as full root in the first
 /// namespaces (where the workspace is not covered), cgroup v1's `release_agent` and

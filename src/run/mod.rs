@@ -431,6 +431,14 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
             return refuse(e);
         }
     }
+    // veilfs's configuration directory (where the next run's home policy comes
+    // from) where no home mount guards it: read-only in the command's namespace.
+    if let Err(e) = protect_config_dir(&layout, opts.system_writable, &writable, &ws) {
+        let _ = sys::kill(init, libc::SIGKILL);
+        let _ = sys::wait(init, 0);
+        ending::unmount(sessions, audit);
+        return refuse(e);
+    }
     let home_note = match (&layout, &home_source) {
         (home::Layout::Uncovered(why), _) => format!("; home not covered: {why}"),
         (home::Layout::Same(_), Some(src)) => format!(" stacked on the home policy {src}"),
@@ -480,6 +488,54 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     ending::unmount(sessions, audit);
     let status = status.context("waiting for the command")?;
     Ok(ExitCode::from(status.clamp(0, 255) as u8))
+}
+
+/// Keeps veilfs's configuration directory ([`config::config_dir`]) read-only for
+/// the command when the home mount does not guard it (it lies outside the home
+/// directory, say `XDG_CONFIG_HOME=/tmp/cfg`, or there is no home mount): bound
+/// read-only onto itself. Where it does not exist yet but the command could make
+/// it (a scratch place, a `--writable` directory, the workspace, or with
+/// `--system-writable`), it is made first (mode 0700), so that no home policy can be
+/// planted there for the next run.
+fn protect_config_dir(
+    layout: &home::Layout,
+    system_writable: bool,
+    writable: &[PathBuf],
+    ws: &std::path::Path,
+) -> Result<(), String> {
+    let Some(dir) = config::config_dir() else {
+        return Ok(());
+    };
+    if let Some(root) = home_root(layout)
+        && !home::config_dirs_under(root).is_empty()
+    {
+        return Ok(());
+    }
+    let abs = std::path::absolute(&dir).unwrap_or(dir.clone());
+    if !abs.exists() {
+        let mut places: Vec<PathBuf> = confine::SCRATCH
+            .iter()
+            .filter_map(|s| std::path::Path::new(s).canonicalize().ok())
+            .collect();
+        places.extend(writable.iter().cloned());
+        places.push(ws.to_path_buf());
+        // Where it would be made: its nearest existing ancestor, resolved.
+        let existing = abs
+            .ancestors()
+            .find_map(|a| a.canonicalize().ok())
+            .unwrap_or_default();
+        if !system_writable && !places.iter().any(|p| existing.starts_with(p)) {
+            // The read-only system keeps it from being made.
+            return Ok(());
+        }
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&abs)
+            .map_err(|e| format!("cannot make {}: {e}", abs.display()))?;
+    }
+    confine::protect_dir(&abs).map_err(|e| format!("cannot protect {}: {e}", abs.display()))
 }
 
 /// The root the home policy file is protected under: the home mount's, or the
