@@ -10,6 +10,8 @@
 
 mod common;
 
+use common::run::{show, text};
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -91,19 +93,6 @@ impl Tree {
         v.sort();
         v
     }
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn show(o: &Output) -> String {
-    format!(
-        "status {}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        text(&o.stdout),
-        text(&o.stderr)
-    )
 }
 
 /// Runs `cmd` to completion; kills it and fails when it takes longer than `limit`.

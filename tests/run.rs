@@ -3,6 +3,8 @@
 
 mod common;
 
+use common::run::{show, text};
+
 use std::ffi::CString;
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
@@ -51,19 +53,6 @@ impl Ws {
         assert_no_mount_outside(&self.dir);
         o
     }
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn show(o: &Output) -> String {
-    format!(
-        "status {}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        text(&o.stdout),
-        text(&o.stderr)
-    )
 }
 
 /// The test process is in the original mount namespace: the workspace must never be
@@ -428,26 +417,9 @@ fn an_interactive_shell_on_a_pty() {
 #[test]
 fn a_non_root_user_runs_it_through_a_user_namespace() {
     let ws = Ws::new();
-    let user = "veilfs-test";
-    if Command::new("id").arg(user).output().unwrap().status.code() != Some(0) {
-        let st = Command::new("useradd")
-            .args(["-M", "-s", "/bin/sh", user])
-            .status()
-            .unwrap();
-        assert!(st.success(), "useradd failed");
-    }
-    // What the fuse3 package does: /dev/fuse usable by everyone.
-    std::fs::set_permissions(
-        "/dev/fuse",
-        std::os::unix::fs::PermissionsExt::from_mode(0o666),
-    )
-    .unwrap();
-    let st = Command::new("chown")
-        .args(["-R", &format!("{user}:{user}")])
-        .arg(ws.tmp.path())
-        .status()
-        .unwrap();
-    assert!(st.success());
+    let user = common::run::test_user();
+    common::run::fuse_for_everyone();
+    common::run::chown_r(user, ws.tmp.path());
     let o = Command::new("setpriv")
         .args(["--reuid", user, "--regid", user, "--init-groups", "--"])
         .arg(env!("CARGO_BIN_EXE_veilfs"))

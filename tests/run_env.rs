@@ -6,6 +6,8 @@
 
 mod common;
 
+use common::run::{show, text};
+
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -83,19 +85,6 @@ impl Ws {
         );
         o
     }
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn show(o: &Output) -> String {
-    format!(
-        "status {}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        text(&o.stdout),
-        text(&o.stderr)
-    )
 }
 
 /// The lines of section `name` of [`SHOW_ALL`]'s output.
@@ -186,26 +175,9 @@ fn secrets_do_not_reach_the_command_run_as_another_user() {
 #[test]
 fn secrets_do_not_reach_the_command_run_through_a_user_namespace() {
     let ws = Ws::new();
-    let user = "veilfs-test";
-    if Command::new("id").arg(user).output().unwrap().status.code() != Some(0) {
-        let st = Command::new("useradd")
-            .args(["-M", "-s", "/bin/sh", user])
-            .status()
-            .unwrap();
-        assert!(st.success(), "useradd failed");
-    }
-    // What the fuse3 package does: /dev/fuse usable by everyone.
-    std::fs::set_permissions(
-        "/dev/fuse",
-        std::os::unix::fs::PermissionsExt::from_mode(0o666),
-    )
-    .unwrap();
-    let st = Command::new("chown")
-        .args(["-R", &format!("{user}:{user}")])
-        .arg(ws.tmp.path())
-        .status()
-        .unwrap();
-    assert!(st.success());
+    let user = common::run::test_user();
+    common::run::fuse_for_everyone();
+    common::run::chown_r(user, ws.tmp.path());
     let mut c = Command::new("setpriv");
     c.args(["--reuid", user, "--regid", user, "--init-groups", "--"])
         .arg(env!("CARGO_BIN_EXE_veilfs"))

@@ -5,6 +5,8 @@
 
 mod common;
 
+use common::run::{show, text};
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -134,19 +136,6 @@ impl Home {
 fn write(p: &Path, body: &str) {
     std::fs::create_dir_all(p.parent().unwrap()).unwrap();
     std::fs::write(p, body).unwrap();
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn show(o: &Output) -> String {
-    format!(
-        "status {}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        text(&o.stdout),
-        text(&o.stderr)
-    )
 }
 
 /// A script that reads each of `rels` under `$HOME` and prints `OK rel` or
@@ -380,27 +369,14 @@ fn home_policy_edits_outside_take_effect_while_running() {
     );
 }
 
-#[test]
-fn workspace_outside_the_home_directory() {
-    let h = Home::with_ws("ws");
-    let o = h.sh(&format!(
-        "{}cat .env; echo ws > a.txt",
-        probe_script(&[".aws/credentials", ".cache/pip/x"])
-    ));
-    let out = text(&o.stdout);
-    assert!(!out.contains(SECRET), "{}", show(&o));
-    assert!(out.contains("REFUSED .aws/credentials"), "{}", show(&o));
-    assert!(out.contains("OK .cache/pip/x"), "{}", show(&o));
-    assert_eq!(std::fs::read_to_string(h.ws.join("a.txt")).unwrap(), "ws\n");
-}
-
-#[test]
-fn workspace_equal_to_the_home_directory() {
-    let h = Home::with_ws("home");
+/// In the layout `h` was made with: the workspace's `.env` and the home's
+/// credentials refused, a tool's cache readable, a workspace edit landing; the
+/// start-up line returned.
+fn check_layout(h: &Home, extra: &str) -> String {
     let o = h.sh_with(
         &[],
         &format!(
-            "{}cat .env; echo ws > a.txt",
+            "{}cat .env; {extra}echo ws > a.txt",
             probe_script(&[".aws/credentials", ".cache/pip/x"])
         ),
     );
@@ -408,12 +384,20 @@ fn workspace_equal_to_the_home_directory() {
     assert!(!out.contains(SECRET), "{}", show(&o));
     assert!(out.contains("REFUSED .aws/credentials"), "{}", show(&o));
     assert!(out.contains("OK .cache/pip/x"), "{}", show(&o));
-    assert!(
-        text(&o.stderr).contains("stacked on the home policy"),
-        "{}",
-        show(&o)
-    );
     assert_eq!(std::fs::read_to_string(h.ws.join("a.txt")).unwrap(), "ws\n");
+    text(&o.stderr)
+}
+
+#[test]
+fn workspace_outside_the_home_directory() {
+    check_layout(&Home::with_ws("ws"), "");
+}
+
+#[test]
+fn workspace_equal_to_the_home_directory() {
+    let h = Home::with_ws("home");
+    let start = check_layout(&h, "");
+    assert!(start.contains("stacked on the home policy"), "{start}");
     // The configuration directory is guarded in the one mount as well.
     let o = h.sh("mkdir -p \"$HOME\"/.config/veilfs || echo REFUSED");
     assert!(text(&o.stdout).contains("REFUSED"), "{}", show(&o));
@@ -422,16 +406,7 @@ fn workspace_equal_to_the_home_directory() {
 #[test]
 fn home_directory_inside_the_workspace() {
     // The workspace is the temporary directory, the home directory below it.
-    let h = Home::with_ws(".");
-    let o = h.sh(&format!(
-        "{}cat .env; cat home/.aws/credentials; echo ws > a.txt",
-        probe_script(&[".aws/credentials", ".cache/pip/x"])
-    ));
-    let out = text(&o.stdout);
-    assert!(!out.contains(SECRET), "{}", show(&o));
-    assert!(out.contains("REFUSED .aws/credentials"), "{}", show(&o));
-    assert!(out.contains("OK .cache/pip/x"), "{}", show(&o));
-    assert_eq!(std::fs::read_to_string(h.ws.join("a.txt")).unwrap(), "ws\n");
+    check_layout(&Home::with_ws("."), "cat home/.aws/credentials; ");
 }
 
 #[test]
@@ -672,17 +647,9 @@ fn other_repositories_in_the_home_directory_are_guarded_but_new_ones_are_the_com
     }
 }
 
-/// The test user of the suite (made by `useradd` when missing, as `tests/run.rs`
-/// does), and its home directory from the password database.
+/// The suite's test user and its home directory from the password database.
 fn test_user() -> (&'static str, PathBuf) {
-    let user = "veilfs-test";
-    if Command::new("id").arg(user).output().unwrap().status.code() != Some(0) {
-        let st = Command::new("useradd")
-            .args(["-M", "-s", "/bin/sh", user])
-            .status()
-            .unwrap();
-        assert!(st.success(), "useradd failed");
-    }
+    let user = common::run::test_user();
     let o = Command::new("getent")
         .args(["passwd", user])
         .output()
@@ -697,24 +664,13 @@ fn test_user() -> (&'static str, PathBuf) {
     (user, PathBuf::from(home))
 }
 
-fn chown_r(user: &str, path: &Path) {
-    let st = Command::new("chown")
-        .args(["-R", &format!("{user}:{user}")])
-        .arg(path)
-        .status()
-        .unwrap();
-    assert!(st.success());
-}
+use common::run::chown_r;
 
 #[test]
 fn a_non_root_user_gets_the_home_policy_through_a_user_namespace() {
     let h = Home::new();
     let (user, _) = test_user();
-    std::fs::set_permissions(
-        "/dev/fuse",
-        std::os::unix::fs::PermissionsExt::from_mode(0o666),
-    )
-    .unwrap();
+    common::run::fuse_for_everyone();
     chown_r(user, h.tmp.path());
     let o = Command::new("setpriv")
         .args(["--reuid", user, "--regid", user, "--init-groups", "--"])

@@ -5,6 +5,8 @@
 
 mod common;
 
+use common::run::{show, text};
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -60,19 +62,6 @@ impl Ws {
         all.extend(["--", "sh", "-c", script]);
         self.run(&self.dir, &all).output().unwrap()
     }
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn show(o: &Output) -> String {
-    format!(
-        "status {}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        text(&o.stdout),
-        text(&o.stderr)
-    )
 }
 
 /// Kills a `veilfs run` (by pid; its namespace goes with it) if the test fails

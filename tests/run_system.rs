@@ -6,6 +6,8 @@
 
 mod common;
 
+use common::run::{show, text};
+
 use std::collections::BTreeMap;
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
@@ -110,19 +112,6 @@ fn python() -> &'static str {
     } else {
         "python3"
     }
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn show(o: &Output) -> String {
-    format!(
-        "status {}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        text(&o.stdout),
-        text(&o.stderr)
-    )
 }
 
 /// The `NAME RESULT` lines of a run, which must have succeeded.
@@ -512,12 +501,7 @@ t("connect", connect)
 #[test]
 fn a_non_root_user_gets_the_same_read_only_system() {
     let s = Sys::new();
-    // What the fuse3 package does: /dev/fuse usable by everyone.
-    std::fs::set_permissions(
-        "/dev/fuse",
-        std::os::unix::fs::PermissionsExt::from_mode(0o666),
-    )
-    .unwrap();
+    common::run::fuse_for_everyone();
     let rt = s.tmp.path().join("rt");
     std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
         .create(&rt)

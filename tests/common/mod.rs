@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use veilfs::{Mount, MountOptions, Policy};
 
 pub mod outside;
+pub mod run;
 
 pub struct Fixture {
     pub tmp: tempfile::TempDir,
