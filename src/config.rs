@@ -123,27 +123,34 @@ pub fn find_workspace(start: &Path) -> (PathBuf, Found, Vec<String>) {
 pub fn load_policy(explicit: Option<&Path>, workspace: &Path) -> Result<LoadedPolicy, ConfigError> {
     let path = match explicit {
         Some(p) => p.to_path_buf(),
-        None => {
-            use std::os::unix::fs::MetadataExt;
-            let candidate = workspace.join(WORKSPACE_POLICY);
-            let Ok(meta) = candidate.symlink_metadata() else {
+        None => match found_file(workspace.join(WORKSPACE_POLICY))? {
+            Some(p) => p,
+            None => {
                 return Ok(LoadedPolicy {
                     policy: Policy::builtin(),
                     path: None,
                 });
-            };
-            // Found, not named: it must be ours (or root's), as `find_workspace`
-            // demands of the files it stops at.
-            if meta.uid() != crate::sys::euid() && meta.uid() != 0 {
-                return Err(ConfigError::NotOwned {
-                    path: candidate,
-                    uid: meta.uid(),
-                });
             }
-            candidate
-        }
+        },
     };
     load_file(&path)
+}
+
+/// A policy file found, not named: `None` when `candidate` does not exist;
+/// refused unless this user or root owns it (as [`find_workspace`] demands of the
+/// files it stops at).
+pub fn found_file(candidate: PathBuf) -> Result<Option<PathBuf>, ConfigError> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = candidate.symlink_metadata() else {
+        return Ok(None);
+    };
+    if meta.uid() != crate::sys::euid() && meta.uid() != 0 {
+        return Err(ConfigError::NotOwned {
+            path: candidate,
+            uid: meta.uid(),
+        });
+    }
+    Ok(Some(candidate))
 }
 
 /// Loads and compiles one policy file.
@@ -405,26 +412,23 @@ pub fn config_dir() -> Option<PathBuf> {
 /// owns it: it is never taken from the workspace, whose files a cloned repository
 /// chooses), else the built-in default home policy.
 pub fn load_home_policy(explicit: Option<&Path>) -> Result<LoadedPolicy, ConfigError> {
-    use std::os::unix::fs::MetadataExt;
-    let path = match explicit {
-        Some(p) => p.to_path_buf(),
-        None => {
-            let Some(candidate) = config_dir().map(|d| d.join(HOME_POLICY)) else {
-                return Ok(builtin_home());
-            };
-            let Ok(meta) = candidate.symlink_metadata() else {
-                return Ok(builtin_home());
-            };
-            if meta.uid() != crate::sys::euid() && meta.uid() != 0 {
-                return Err(ConfigError::NotOwned {
-                    path: candidate,
-                    uid: meta.uid(),
-                });
-            }
-            candidate
-        }
-    };
-    load_file(&path)
+    match home_policy_file(explicit)? {
+        Some(path) => load_file(&path),
+        None => Ok(builtin_home()),
+    }
+}
+
+/// The home policy file `veilfs run` reads: `explicit` if given, else
+/// [`HOME_POLICY`] in [`config_dir`] if it exists (see [`found_file`]); `None` for
+/// the built-in one.
+pub fn home_policy_file(explicit: Option<&Path>) -> Result<Option<PathBuf>, ConfigError> {
+    match explicit {
+        Some(p) => Ok(Some(p.to_path_buf())),
+        None => match config_dir() {
+            Some(d) => found_file(d.join(HOME_POLICY)),
+            None => Ok(None),
+        },
+    }
 }
 
 /// Says where a home policy came from, as [`LoadedPolicy::source`] does.

@@ -168,25 +168,10 @@ pub(super) fn check_reachable(
 /// this user or root owns it); none with the built-in default. Read whether or not
 /// the home directory is mounted.
 pub(super) fn env_rules(explicit: Option<&Path>) -> Result<super::env::EnvRules, String> {
-    use std::os::unix::fs::MetadataExt;
-    let path = match explicit {
-        Some(p) => p.to_path_buf(),
-        None => {
-            let Some(p) = config::config_dir().map(|d| d.join(config::HOME_POLICY)) else {
-                return Ok(Default::default());
-            };
-            match p.symlink_metadata() {
-                Err(_) => return Ok(Default::default()),
-                Ok(m) if m.uid() != crate::sys::euid() && m.uid() != 0 => {
-                    return Err(format!(
-                        "home policy {}: owned by uid {}, neither by you nor by root",
-                        p.display(),
-                        m.uid()
-                    ));
-                }
-                Ok(_) => p,
-            }
-        }
+    let path = match config::home_policy_file(explicit) {
+        Ok(Some(p)) => p,
+        Ok(None) => return Ok(Default::default()),
+        Err(e) => return Err(format!("home policy: {e}")),
     };
     let text =
         config::read_text(&path).map_err(|e| format!("home policy {}: {e}", path.display()))?;
