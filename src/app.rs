@@ -177,23 +177,28 @@ fn explain(
     let home_dir = home
         .and_then(|_| crate::run::home_of(None))
         .and_then(|h| std::path::absolute(&h).ok());
-    let home_loaded = match (home, &home_dir) {
+    let mut home_loaded = match (home, &home_dir) {
         (Some(file), Some(_)) => Some(config::load_home_policy(file)?),
         _ => None,
     };
     let same = home_dir.as_ref().is_some_and(|h| {
         h.canonicalize().ok().as_deref() == workspace.canonicalize().ok().as_deref()
     });
-    let loaded = match (&home_loaded, same) {
+    // As `veilfs run` decides them: the targets of links the home policy hides by
+    // name are hidden too.
+    use crate::run::home::{HOME_BUILTIN, WS_BUILTIN, with_aliases};
+    let loaded = match (&mut home_loaded, same) {
         (Some(h), true) => {
-            let raw = config::raw_of(
-                h,
-                (
-                    crate::policy::BUILTIN_HOME_NAME,
-                    crate::policy::HOME_DEFAULT_POLICY,
-                ),
-            )?;
-            config::load_policy_on(&raw, policy, workspace)?
+            let raw = config::raw_of(h, HOME_BUILTIN)?;
+            let mut l = config::load_policy_on(&raw, policy, workspace)?;
+            with_aliases(workspace, &mut l, Some(&raw), WS_BUILTIN).map_err(anyhow::Error::msg)?;
+            l
+        }
+        (Some(h), false) => {
+            if let Some(dir) = &home_dir {
+                with_aliases(dir, h, None, HOME_BUILTIN).map_err(anyhow::Error::msg)?;
+            }
+            config::load_policy(policy, workspace)?
         }
         _ => config::load_policy(policy, workspace)?,
     };

@@ -465,6 +465,32 @@ pub fn raw_of(
     }
 }
 
+/// `loaded` compiled again between `base` and `after` (see
+/// [`Policy::parse_between`]): its file read again, or the built-in text `builtin`
+/// (name, text).
+pub fn recompile(
+    loaded: &LoadedPolicy,
+    base: Option<&crate::policy::RawPolicy>,
+    builtin: (&str, &str),
+    after: &[crate::policy::RawRule],
+) -> Result<Policy, ConfigError> {
+    match &loaded.path {
+        None => Ok(Policy::parse_between(base, after, builtin.0, builtin.1)?),
+        Some(p) => {
+            let text = read_text(p).map_err(|source| ConfigError::Read {
+                path: p.clone(),
+                source,
+            })?;
+            Ok(Policy::parse_between(
+                base,
+                after,
+                &p.display().to_string(),
+                &text,
+            )?)
+        }
+    }
+}
+
 /// Loads the workspace policy as [`load_policy`] does, stacked on `base` (see
 /// [`Policy::parse_on`]).
 pub fn load_policy_on(

@@ -849,3 +849,48 @@ fn a_configuration_directory_outside_the_home_cannot_be_planted_either() {
         show(&o)
     );
 }
+
+#[test]
+fn the_targets_of_linked_credential_stores_are_hidden_too() {
+    // As dotfile managers lay them out: the stores live in a repository, linked.
+    let h = Home::new();
+    let dots = h.home.join("dotfiles");
+    std::fs::create_dir_all(&dots).unwrap();
+    std::fs::rename(h.home.join(".aws"), dots.join("aws")).unwrap();
+    std::os::unix::fs::symlink("dotfiles/aws", h.home.join(".aws")).unwrap();
+    std::fs::rename(h.home.join(".netrc"), dots.join("netrc")).unwrap();
+    std::os::unix::fs::symlink("dotfiles/netrc", h.home.join(".netrc")).unwrap();
+    std::fs::rename(h.home.join(".config"), dots.join("config")).unwrap();
+    std::os::unix::fs::symlink("dotfiles/config", h.home.join(".config")).unwrap();
+    write(&dots.join("README"), "dotfiles\n");
+    let o = h.sh(
+        "cd \"$HOME\"; cat dotfiles/aws/credentials; cat dotfiles/netrc; \
+         cat dotfiles/config/gh/hosts.yml; cat .config/gh/hosts.yml; cat dotfiles/README; \
+         echo LIST; ls -A dotfiles; echo END",
+    );
+    let out = text(&o.stdout);
+    assert!(!out.contains(SECRET), "{}", show(&o));
+    assert!(out.contains("dotfiles\n"), "{}", show(&o));
+    let listing = out.split("LIST").nth(1).unwrap();
+    assert!(
+        !listing.contains("aws") && !listing.contains("netrc"),
+        "{}",
+        show(&o)
+    );
+    assert!(listing.contains("config"), "{}", show(&o));
+    // explain agrees.
+    let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
+        .arg("explain")
+        .arg(dots.join("aws/credentials"))
+        .current_dir(&h.ws)
+        .env("HOME", &h.home)
+        .env_remove("XDG_CONFIG_HOME")
+        .output()
+        .unwrap();
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("deny      ~/dotfiles/aws/credentials") && out.contains("symbolic link"),
+        "{}",
+        show(&o)
+    );
+}

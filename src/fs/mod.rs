@@ -70,6 +70,9 @@ pub struct VeilFs {
     /// Rules every reload puts before the policy file's (see
     /// [`VeilFs::set_policy_base`]).
     policy_base: Option<crate::policy::RawPolicy>,
+    /// Rules every reload puts after the policy file's (see
+    /// [`VeilFs::set_policy_after`]).
+    policy_after: Vec<crate::policy::RawRule>,
     /// The policy file read, by identity (see [`protect`]).
     pub(crate) protected: Arc<protect::ProtectedFiles>,
     /// What git runs or obeys, under `veilfs run` (see [`protect::GitGuard`]).
@@ -189,6 +192,7 @@ impl VeilFs {
             policy_paths,
             config_dirs: Vec::new(),
             policy_base: None,
+            policy_after: Vec::new(),
             protected,
             git_guard: protect::GitGuard::default(),
             proc_fd,
@@ -243,6 +247,12 @@ impl VeilFs {
         self.policy_base = Some(base);
     }
 
+    /// Has every reload of the policy file put `after` after the file's rules (see
+    /// [`crate::policy::Policy::parse_between`]). Set before [`VeilFs::reloader`].
+    pub fn set_policy_after(&mut self, after: Vec<crate::policy::RawRule>) {
+        self.policy_after = after;
+    }
+
     /// The handle that reloads the policy of this filesystem while it is mounted.
     /// Call it once: the policy file's descriptor moves into it.
     pub fn reloader(&self) -> Arc<reload::Reloader> {
@@ -253,6 +263,7 @@ impl VeilFs {
             self.policy_source.lock().take(),
             self.protected.clone(),
             self.policy_base.clone(),
+            self.policy_after.clone(),
         ))
     }
 

@@ -33,6 +33,8 @@ pub struct Reloader {
     busy: Mutex<()>,
     /// Rules put before the file's on every reload.
     base: Option<crate::policy::RawPolicy>,
+    /// Rules put after the file's on every reload.
+    after: Vec<crate::policy::RawRule>,
 }
 
 impl Reloader {
@@ -43,6 +45,7 @@ impl Reloader {
         file: Option<config::PolicyFile>,
         protected: Arc<super::protect::ProtectedFiles>,
         base: Option<crate::policy::RawPolicy>,
+        after: Vec<crate::policy::RawRule>,
     ) -> Reloader {
         Reloader {
             policy,
@@ -53,6 +56,7 @@ impl Reloader {
             notifier: Mutex::new(None),
             busy: Mutex::new(()),
             base,
+            after,
         }
     }
 
@@ -108,8 +112,13 @@ impl Reloader {
                 file.display()
             ));
         }
-        let policy = Policy::parse_on(self.base.as_ref(), &file.display().to_string(), &read.text)
-            .map_err(|e| e.to_string())?;
+        let policy = Policy::parse_between(
+            self.base.as_ref(),
+            &self.after,
+            &file.display().to_string(),
+            &read.text,
+        )
+        .map_err(|e| e.to_string())?;
         let loaded = config::LoadedPolicy {
             policy,
             path: Some(file.to_path_buf()),

@@ -188,6 +188,14 @@ pub struct Pattern {
     pub why: Option<Arc<str>>,
 }
 
+impl Pattern {
+    /// The glob the pattern was compiled from (its anchors and trailing `/`
+    /// removed).
+    pub fn glob(&self) -> &str {
+        &self.glob
+    }
+}
+
 impl fmt::Display for Pattern {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "rule {} {:?} ({})", self.rule, self.text, self.at)
@@ -484,12 +492,25 @@ impl Policy {
     /// default is the text's. `veilfs run` stacks the workspace policy on the home
     /// policy this way when the workspace is the home directory.
     pub fn parse_on(base: Option<&RawPolicy>, name: &str, text: &str) -> Result<Policy, LoadError> {
+        Policy::parse_between(base, &[], name, text)
+    }
+
+    /// Parses and compiles policy text between `base`'s rules (first) and `after`
+    /// (last, so they win where they match: `veilfs run`'s rules for the targets of
+    /// symbolic links the home policy hides).
+    pub fn parse_between(
+        base: Option<&RawPolicy>,
+        after: &[RawRule],
+        name: &str,
+        text: &str,
+    ) -> Result<Policy, LoadError> {
         let (mut raw, mut errors) = file::parse(name, text)?;
         if let Some(b) = base {
             let mut rules = b.rules.clone();
             rules.append(&mut raw.rules);
             raw.rules = rules;
         }
+        raw.rules.extend_from_slice(after);
         // Compiling costs time and memory per pattern: refuse, before compiling, a
         // policy far beyond anything written by hand (the bench measures 10,000).
         let count: usize = raw.rules.iter().map(|r| r.patterns.len()).sum();

@@ -177,3 +177,84 @@ pub(super) fn env_rules(explicit: Option<&Path>) -> Result<super::env::EnvRules,
         config::read_text(&path).map_err(|e| format!("home policy {}: {e}", path.display()))?;
     super::env::parse_env_section(&path.display().to_string(), &text)
 }
+
+/// Rules for the targets of symbolic links the policy of the mount of `root` hides:
+/// with `~/.aws -> dotfiles/aws` (as dotfile managers set up), the policy hides
+/// `~/.aws` by name, and these rules hide `~/dotfiles/aws` too. Taken for each deny
+/// pattern that names one path (no wildcard): anchored, or a bare name at the root;
+/// when a link on its way leads elsewhere inside `root`. Computed once, at start.
+pub fn alias_rules(root: &Path, policy: &Policy) -> Vec<crate::policy::RawRule> {
+    use crate::policy::{Action, RawRule};
+    let Ok(real_root) = root.canonicalize() else {
+        return Vec::new();
+    };
+    let mut out: Vec<RawRule> = Vec::new();
+    for p in policy.patterns() {
+        let glob = p.glob();
+        if p.action != Action::Deny || glob.contains(['*', '?', '[', '{', '\\']) {
+            continue;
+        }
+        if !p.anchored && glob.contains('/') {
+            continue;
+        }
+        let Ok(real) = root.join(glob).canonicalize() else {
+            continue;
+        };
+        if real == real_root.join(glob) {
+            continue;
+        }
+        let Ok(rel) = real.strip_prefix(&real_root) else {
+            continue;
+        };
+        let Some(rel) = rel.to_str().filter(|r| !r.is_empty()) else {
+            continue;
+        };
+        let mut escaped = String::from("/");
+        for c in rel.chars() {
+            if matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | '\\') {
+                escaped.push('\\');
+            }
+            escaped.push(c);
+        }
+        if real.is_dir() {
+            escaped.push('/');
+        }
+        if out.iter().any(|r| r.patterns[0].0 == escaped) {
+            continue;
+        }
+        out.push(RawRule {
+            action: Action::Deny,
+            at: p.at.clone(),
+            patterns: vec![(escaped, p.at.clone())],
+            why: Some(std::sync::Arc::from(format!(
+                "the target of `{glob}`, a symbolic link, which {p} hides"
+            ))),
+        });
+    }
+    out
+}
+
+/// Adds [`alias_rules`] for `root` to `loaded` (compiled again, between `base` and
+/// them) and returns them, for the mount's reloads.
+pub fn with_aliases(
+    root: &Path,
+    loaded: &mut LoadedPolicy,
+    base: Option<&crate::policy::RawPolicy>,
+    builtin: (&str, &str),
+) -> Result<Vec<crate::policy::RawRule>, String> {
+    let after = alias_rules(root, &loaded.policy);
+    if !after.is_empty() {
+        loaded.policy =
+            config::recompile(loaded, base, builtin, &after).map_err(|e| e.to_string())?;
+    }
+    Ok(after)
+}
+
+/// The built-in home policy's name and text, for [`with_aliases`].
+pub const HOME_BUILTIN: (&str, &str) = (
+    crate::policy::BUILTIN_HOME_NAME,
+    crate::policy::HOME_DEFAULT_POLICY,
+);
+
+/// The built-in workspace policy's name and text, for [`with_aliases`].
+pub const WS_BUILTIN: (&str, &str) = (crate::policy::BUILTIN_NAME, crate::policy::DEFAULT_POLICY);

@@ -36,7 +36,7 @@ use crate::sys;
 
 mod confine;
 mod ending;
-mod home;
+pub mod home;
 pub use home::{config_dirs_under, home_of};
 pub mod env;
 mod init;
@@ -156,7 +156,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     } else {
         home::layout(home::home_of(opts.user), &ws)
     };
-    let home_loaded = match &layout {
+    let mut home_loaded = match &layout {
         home::Layout::Uncovered(_) => None,
         _ => match home::load_policy(opts.home_policy.as_deref()) {
             Ok(l) => Some(l),
@@ -176,9 +176,25 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         Some(base) => config::load_policy_on(base, opts.policy.as_deref(), &ws),
         None => config::load_policy(opts.policy.as_deref(), &ws),
     };
-    let loaded = match loaded {
+    let mut loaded = match loaded {
         Ok(l) => l,
         Err(e) => return refuse(e),
+    };
+    // The targets of links the home policy hides by name are hidden too.
+    let (ws_after, home_after) = match (&layout, &mut home_loaded) {
+        (home::Layout::Same(h), Some(_)) => {
+            match home::with_aliases(h, &mut loaded, home_base.as_ref(), home::WS_BUILTIN) {
+                Ok(a) => (a, Vec::new()),
+                Err(e) => return refuse(e),
+            }
+        }
+        (home::Layout::Separate(h), Some(hp)) => {
+            match home::with_aliases(h, hp, None, home::HOME_BUILTIN) {
+                Ok(a) => (Vec::new(), a),
+                Err(e) => return refuse(e),
+            }
+        }
+        _ => (Vec::new(), Vec::new()),
     };
     if let (home::Layout::Separate(h), Some(hp)) = (&layout, &home_loaded) {
         let reach = if ws.starts_with(h) {
@@ -321,6 +337,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         // as in a home mount.
         fs.guard_git_everywhere();
         fs.set_policy_base(base);
+        fs.set_policy_after(ws_after);
         for dir in home::config_dirs_under(&ws) {
             fs.guard_config_dir(&dir);
         }
@@ -333,6 +350,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
                 Ok(mut hfs) => {
                     hfs.set_quiet_notices(opts.quiet);
                     hfs.guard_git_everywhere();
+                    hfs.set_policy_after(home_after);
                     for dir in home::config_dirs_under(h) {
                         hfs.guard_config_dir(&dir);
                     }
