@@ -862,6 +862,11 @@ fn the_targets_of_linked_credential_stores_are_hidden_too() {
     std::os::unix::fs::symlink("dotfiles/netrc", h.home.join(".netrc")).unwrap();
     std::fs::rename(h.home.join(".config"), dots.join("config")).unwrap();
     std::os::unix::fs::symlink("dotfiles/config", h.home.join(".config")).unwrap();
+    std::fs::rename(h.home.join(".bashrc"), dots.join("bashrc")).unwrap();
+    std::os::unix::fs::symlink("dotfiles/bashrc", h.home.join(".bashrc")).unwrap();
+    std::fs::rename(h.home.join(".gitconfig"), dots.join("gitconfig")).unwrap();
+    std::os::unix::fs::symlink(dots.join("gitconfig"), h.home.join(".gitconfig")).unwrap();
+    std::fs::remove_dir_all(dots.join("config/systemd")).unwrap();
     write(&dots.join("README"), "dotfiles\n");
     let o = h.sh(
         "cd \"$HOME\"; cat dotfiles/aws/credentials; cat dotfiles/netrc; \
@@ -878,6 +883,30 @@ fn the_targets_of_linked_credential_stores_are_hidden_too() {
         show(&o)
     );
     assert!(listing.contains("config"), "{}", show(&o));
+    // Read-only files reached through links: neither name writes them, and no
+    // unit can be made where the link leads.
+    let o = h.sh(
+        "cd \"$HOME\"; for f in .bashrc dotfiles/bashrc .gitconfig dotfiles/gitconfig \
+           .config/git/config dotfiles/config/git/config; do \
+           echo planted >> $f 2>/dev/null && echo WROTE $f; done; \
+         mkdir -p dotfiles/config/systemd/user 2>/dev/null && echo MADE-UNITS; \
+         mkdir -p .config/systemd/user 2>/dev/null && echo MADE-UNITS2; echo done",
+    );
+    let out = text(&o.stdout);
+    assert!(out.contains("done"), "{}", show(&o));
+    assert!(
+        !out.contains("WROTE") && !out.contains("MADE-UNITS"),
+        "{}",
+        show(&o)
+    );
+    for f in ["bashrc", "gitconfig", "config/git/config"] {
+        assert_eq!(
+            std::fs::read_to_string(dots.join(f)).unwrap(),
+            "# original\n",
+            "{f}"
+        );
+    }
+    assert!(!dots.join("config/systemd").exists());
     // explain agrees.
     let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
         .arg("explain")

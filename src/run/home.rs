@@ -178,11 +178,14 @@ pub(super) fn env_rules(explicit: Option<&Path>) -> Result<super::env::EnvRules,
     super::env::parse_env_section(&path.display().to_string(), &text)
 }
 
-/// Rules for the targets of symbolic links the policy of the mount of `root` hides:
-/// with `~/.aws -> dotfiles/aws` (as dotfile managers set up), the policy hides
-/// `~/.aws` by name, and these rules hide `~/dotfiles/aws` too. Taken for each deny
-/// pattern that names one path (no wildcard): anchored, or a bare name at the root;
-/// when a link on its way leads elsewhere inside `root`. Computed once, at start.
+/// Rules for the targets of symbolic links the policy of the mount of `root` hides
+/// or makes read-only: with `~/.aws -> dotfiles/aws` or `~/.bashrc ->
+/// dotfiles/bashrc` (as dotfile managers set up), the policy names `~/.aws` and
+/// `~/.bashrc`, and these rules hold `~/dotfiles/aws` and `~/dotfiles/bashrc` the
+/// same. Taken for each deny or read-only pattern that names one path (no
+/// wildcard): anchored, or a bare name at the root; when a link on its way leads
+/// elsewhere inside `root`, and only where the target is held less tightly.
+/// Computed once, at start.
 pub fn alias_rules(root: &Path, policy: &Policy) -> Vec<crate::policy::RawRule> {
     use crate::policy::{Action, RawRule};
     let Ok(real_root) = root.canonicalize() else {
@@ -191,13 +194,20 @@ pub fn alias_rules(root: &Path, policy: &Policy) -> Vec<crate::policy::RawRule> 
     let mut out: Vec<RawRule> = Vec::new();
     for p in policy.patterns() {
         let glob = p.glob();
-        if p.action != Action::Deny || glob.contains(['*', '?', '[', '{', '\\']) {
+        if p.action == Action::Allow || glob.contains(['*', '?', '[', '{', '\\']) {
             continue;
         }
         if !p.anchored && glob.contains('/') {
             continue;
         }
-        let Ok(real) = root.join(glob).canonicalize() else {
+        // Resolved through its nearest existing ancestor: a link on the way to a
+        // name that does not exist yet (`~/.config -> dotfiles/config`, no
+        // `systemd/` in it) leads where it would be made.
+        let full = root.join(glob);
+        let Some(real) = full.ancestors().find_map(|a| {
+            let rest = full.strip_prefix(a).ok()?;
+            a.canonicalize().ok().map(|c| c.join(rest))
+        }) else {
             continue;
         };
         if real == real_root.join(glob) {
@@ -216,18 +226,29 @@ pub fn alias_rules(root: &Path, policy: &Policy) -> Vec<crate::policy::RawRule> 
             }
             escaped.push(c);
         }
-        if real.is_dir() {
+        let is_dir = real.is_dir() || (!real.exists() && p.dir_only);
+        if is_dir {
             escaped.push('/');
         }
         if out.iter().any(|r| r.patterns[0].0 == escaped) {
             continue;
         }
+        // Never loosen: a target another rule already holds at least as tightly
+        // keeps that rule (the alias comes last, and the last match wins).
+        if policy.decide(rel.as_bytes(), is_dir).action >= p.action {
+            continue;
+        }
         out.push(RawRule {
-            action: Action::Deny,
+            action: p.action,
             at: p.at.clone(),
             patterns: vec![(escaped, p.at.clone())],
             why: Some(std::sync::Arc::from(format!(
-                "the target of `{glob}`, a symbolic link, which {p} hides"
+                "the target of `{glob}`, a symbolic link, which {p} {}",
+                if p.action == Action::Deny {
+                    "hides"
+                } else {
+                    "makes read-only"
+                }
             ))),
         });
     }
