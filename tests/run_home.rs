@@ -923,3 +923,64 @@ fn the_targets_of_linked_credential_stores_are_hidden_too() {
         show(&o)
     );
 }
+
+/// Git takes any directory holding `HEAD`, `objects/` and `refs/` for a repository
+/// and obeys its `config` (`core.worktree` reaches the directories below): none can
+/// be made over a directory that was there, in the home directory or the
+/// workspace, and a bare repository that was there is guarded like a `.git`.
+#[test]
+fn no_bare_repository_is_planted_and_found_ones_are_guarded() {
+    let h = Home::new();
+    std::fs::create_dir_all(h.ws.join("src/lib")).unwrap();
+    git(&h.ws, &["init", "-q"]);
+    let bare = h.home.join("repos/x.git");
+    std::fs::create_dir_all(&bare).unwrap();
+    git(&bare, &["init", "-q", "--bare"]);
+    let nested = h.ws.join("vendor/lib");
+    std::fs::create_dir_all(&nested).unwrap();
+    git(&nested, &["init", "-q"]);
+    let before = [
+        std::fs::read(bare.join("config")).unwrap(),
+        std::fs::read(nested.join(".git/config")).unwrap(),
+    ];
+    let o = h.sh(
+        "plant() { (cd \"$1\" && mkdir -p objects refs && \
+           { echo 'ref: refs/heads/main' > HEAD 2>/dev/null && echo \"HEAD-IN $1\"; }; \
+           ln -s refs/heads/main HEAD 2>/dev/null && echo \"HEAD-LINK $1\"; \
+           mkdir HEAD 2>/dev/null && echo \"HEAD-DIR $1\"; \
+           echo x > /tmp/veilfs-head-$$ && mv /tmp/veilfs-head-$$ HEAD 2>/dev/null && echo \"HEAD-MV $1\"; \
+           true); }; \
+         plant \"$HOME\"; plant \"$HOME\"/proj/src; plant \"$HOME\"/notes-$$; \
+         mkdir -p \"$HOME\"/fresh && plant \"$HOME\"/fresh >/dev/null; \
+         echo '[core]' >> \"$HOME\"/repos/x.git/config 2>/dev/null && echo BARE-CONFIG; \
+         echo x > \"$HOME\"/repos/x.git/hooks/post-update 2>/dev/null && echo BARE-HOOK; \
+         echo '[core]' >> vendor/lib/.git/config 2>/dev/null && echo NESTED-CONFIG; \
+         echo x > vendor/lib/.git/hooks/pre-commit 2>/dev/null && echo NESTED-HOOK; \
+         git init -q --bare \"$HOME\"/new.git && git -C \"$HOME\"/new.git config a.b c && echo OWN-BARE; \
+         echo done",
+    );
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("done") && out.contains("OWN-BARE"),
+        "{}",
+        show(&o)
+    );
+    for bad in [
+        "HEAD-IN",
+        "HEAD-LINK",
+        "HEAD-DIR",
+        "HEAD-MV",
+        "BARE-CONFIG",
+        "BARE-HOOK",
+        "NESTED-CONFIG",
+        "NESTED-HOOK",
+    ] {
+        assert!(!out.contains(bad), "{bad}: {}", show(&o));
+    }
+    assert!(!h.home.join("HEAD").exists() && !h.ws.join("src/HEAD").exists());
+    assert_eq!(std::fs::read(bare.join("config")).unwrap(), before[0]);
+    assert_eq!(
+        std::fs::read(nested.join(".git/config")).unwrap(),
+        before[1]
+    );
+}

@@ -718,7 +718,7 @@ impl VeilFs {
     ) -> io::Result<(Arc<Node>, libc::stat)> {
         let _names = self.names.read();
         let (c, own) = self.new_name(&self.snapshot(), parent, name, true)?;
-        if !self.git_guard.may_make_dir(&c.path) {
+        if !self.git_guard.may_make_dir(&c.path) || !self.git_guard.may_make_head(&c.path) {
             return Err(refuse(&c.path, &crate::policy::Decision::git_control()));
         }
         sys::mkdirat(c.dir.dir_fd()?, &c.name, mode & !umask)?;
@@ -852,6 +852,7 @@ impl VeilFs {
         self.guard_key(super::inode::key_of(&from_st), &from_path)?;
         self.guard_holder(&from_path)?;
         self.guard_holder(&to_path)?;
+        self.guard_head(&to_path)?;
         if from_is_dir && self.git_guard.everywhere() {
             let dfd = from_dir.dir_fd()?;
             let holds_git = {

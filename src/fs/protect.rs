@@ -122,6 +122,8 @@ impl VeilFs {
             d.guard_git_control()
         } else if self.config_dirs.iter().any(|c| at_or_under(path, c)) {
             d.guard_veilfs_config()
+        } else if self.in_found_repository(path) {
+            d.guard_git_control()
         } else {
             d
         }
@@ -137,11 +139,46 @@ impl VeilFs {
         }
     }
 
+    /// Whether git obeys `path` in a repository that was there before the command
+    /// (a directory holding `HEAD` on disk, bare or `.git`): see
+    /// [`GitGuard::repository_of`].
+    fn in_found_repository(&self, path: &[u8]) -> bool {
+        let Some(dir) = self.git_guard.repository_of(path) else {
+            return false;
+        };
+        let mut head = dir.to_vec();
+        if !head.is_empty() {
+            head.push(b'/');
+        }
+        head.extend_from_slice(b"HEAD");
+        // Only ever makes a path stricter: a lookup through links an attacker made
+        // can do no more than refuse a change.
+        self.inodes
+            .get(super::inode::ROOT)
+            .and_then(|root| {
+                let fd = root.dir_fd().ok()?;
+                let name = std::ffi::CString::new(head).ok()?;
+                crate::sys::statat(fd, &name).ok()
+            })
+            .is_some()
+    }
+
+    /// Refuses to make `path` when it is a `HEAD` where the command may not make a
+    /// repository (see [`GitGuard::may_make_head`]).
+    pub(crate) fn guard_head(&self, path: &[u8]) -> io::Result<()> {
+        if self.git_guard.may_make_head(path) {
+            Ok(())
+        } else {
+            Err(refuse(path, &Decision::git_control()))
+        }
+    }
+
     /// Refuses to make anything but a directory at `path` when it leads to a guarded
     /// configuration directory (see [`VeilFs::guard_config_dir`]): a symbolic link
     /// made at `~/.config` would send the next run's search for its home policy to a
     /// directory the command chose.
     pub(crate) fn guard_config_way(&self, path: &[u8]) -> io::Result<()> {
+        self.guard_head(path)?;
         if self.config_dirs.iter().any(|c| at_or_under(c, path)) {
             Err(refuse(path, &Decision::veilfs_config()))
         } else if self.git_guard.only_dir(path) {
@@ -330,8 +367,11 @@ mod tests {
 #[derive(Debug, Default)]
 pub struct GitGuard {
     kind: std::sync::atomic::AtomicU8,
-    /// Everywhere mode: the directories made through the mount, and the paths where
-    /// a directory was renamed away or removed.
+    /// Under `veilfs run` (either mode): directories made and emptied are noted, so
+    /// that a repository that was there before is told from the command's own.
+    tracking: std::sync::atomic::AtomicBool,
+    /// The directories made through the mount, and the paths where a directory
+    /// was renamed away or removed.
     made: parking_lot::RwLock<std::collections::HashSet<Vec<u8>>>,
     vacated: parking_lot::RwLock<std::collections::HashSet<Vec<u8>>>,
 }
@@ -340,6 +380,14 @@ const GIT_NONE: u8 = 0;
 const GIT_DIR: u8 = 1;
 const GIT_FILE: u8 = 2;
 const GIT_EVERYWHERE: u8 = 3;
+
+/// The last name of a mount-relative path.
+fn name_of(path: &[u8]) -> &[u8] {
+    match path.iter().rposition(|&b| b == b'/') {
+        Some(i) => &path[i + 1..],
+        None => path,
+    }
+}
 
 /// The parent of a mount-relative path (empty for a top-level name).
 fn parent_of(path: &[u8]) -> &[u8] {
@@ -438,19 +486,60 @@ impl GitGuard {
         !self.only_dir(path) || self.fresh(parent_of(path))
     }
 
-    /// Notes that the directory `path` was made through the mount (everywhere mode).
+    fn tracking(&self) -> bool {
+        self.tracking.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Notes that the directory `path` was made through the mount.
     pub fn made_dir(&self, path: &[u8]) {
-        if self.kind() == GIT_EVERYWHERE {
+        if self.tracking() {
             self.made.write().insert(path.to_vec());
         }
     }
 
-    /// Notes that the directory at `path` was renamed away or removed (everywhere
-    /// mode): what is made there later is not the command's own.
+    /// Notes that the directory at `path` was renamed away or removed: what is made
+    /// there later is not the command's own.
     pub fn vacated(&self, path: &[u8]) {
-        if self.kind() == GIT_EVERYWHERE {
+        if self.tracking() {
             self.vacated.write().insert(path.to_vec());
         }
+    }
+
+    /// Whether a `HEAD` may be made at `path`: git takes any directory holding
+    /// `HEAD`, `objects/` and `refs/` for a repository and obeys its `config` (with
+    /// `core.worktree`, for the directories below it too), so a `HEAD` is made only
+    /// in a `.git` directory or in a directory the command made.
+    pub fn may_make_head(&self, path: &[u8]) -> bool {
+        if !self.tracking() || name_of(path) != b"HEAD" {
+            return true;
+        }
+        let dir = parent_of(path);
+        name_of(dir) == b".git" || self.fresh(dir)
+    }
+
+    /// The directory whose `HEAD` decides whether git obeys `path` (its `config`,
+    /// `commondir`, `config.worktree`, or anything under its `hooks/`), if `path` is
+    /// such a name in a directory that is not the command's own.
+    pub fn repository_of<'p>(&self, path: &'p [u8]) -> Option<&'p [u8]> {
+        if !self.tracking() {
+            return None;
+        }
+        let last = name_of(path);
+        let dir = if matches!(last, b"config" | b"commondir" | b"config.worktree") {
+            parent_of(path)
+        } else {
+            let mut at = 0;
+            let mut found = None;
+            for part in path.split(|&b| b == b'/') {
+                if part == b"hooks" {
+                    found = Some(if at == 0 { &path[..0] } else { &path[..at - 1] });
+                    break;
+                }
+                at += part.len() + 1;
+            }
+            found?
+        };
+        (!self.fresh(dir)).then_some(dir)
     }
 }
 
@@ -496,6 +585,9 @@ impl VeilFs {
         self.git_guard
             .kind
             .store(GIT_EVERYWHERE, std::sync::atomic::Ordering::Relaxed);
+        self.git_guard
+            .tracking
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Keeps what git runs or obeys in the workspace's own repository read-only (see
@@ -513,6 +605,9 @@ impl VeilFs {
         self.git_guard
             .kind
             .store(kind, std::sync::atomic::Ordering::Relaxed);
+        self.git_guard
+            .tracking
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -539,6 +634,7 @@ mod git_tests {
         let g = super::GitGuard::default();
         g.kind
             .store(super::GIT_EVERYWHERE, std::sync::atomic::Ordering::Relaxed);
+        g.tracking.store(true, std::sync::atomic::Ordering::Relaxed);
         assert!(g.controls(b"p/.git/config"));
         assert!(g.controls(b"p/q/.git/hooks/pre-commit"));
         assert!(g.controls(b".git/config"));
@@ -561,6 +657,17 @@ mod git_tests {
         g.made_dir(b"old/.git");
         assert!(!g.may_make_dir(b"old/x/.git"));
         assert!(g.controls(b"old/.git/config"));
+        // A HEAD only in a `.git` or in a directory made here.
+        assert!(!g.may_make_head(b"HEAD") && !g.may_make_head(b"p/HEAD"));
+        assert!(g.may_make_head(b"p/.git/HEAD") && g.may_make_head(b"new/HEAD"));
+        assert!(g.may_make_head(b"p/ORIG_HEAD"));
+        // What git obeys in a directory that was there before.
+        assert_eq!(g.repository_of(b"p/config"), Some(&b"p"[..]));
+        assert_eq!(g.repository_of(b"config"), Some(&b""[..]));
+        assert_eq!(g.repository_of(b"p/hooks/pre-commit"), Some(&b"p"[..]));
+        assert_eq!(g.repository_of(b"hooks/x"), Some(&b""[..]));
+        assert_eq!(g.repository_of(b"new/config"), None);
+        assert_eq!(g.repository_of(b"p/readme"), None);
     }
 
     #[test]
