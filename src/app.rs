@@ -230,12 +230,40 @@ fn explain(
         };
         let line = match config::relative_path(&arg, workspace) {
             Ok(rel) => {
-                let guarded = if same {
+                // A workspace inside the home directory: the home policy holds
+                // there too.
+                let inside = match (&home_loaded, &home_dir) {
+                    (Some(h), Some(dir)) if !same => {
+                        use std::os::unix::ffi::OsStrExt;
+                        let ws_real = workspace.canonicalize().ok();
+                        [Some(dir.clone()), dir.canonicalize().ok()]
+                            .into_iter()
+                            .flatten()
+                            .find_map(|d| {
+                                let real = ws_real.as_deref()?;
+                                let pre = real.strip_prefix(&d).ok()?;
+                                Some(pre.as_os_str().as_bytes().to_vec())
+                            })
+                            .filter(|p| !p.is_empty())
+                            .map(|p| (&h.policy, p))
+                    }
+                    _ => None,
+                };
+                let guarded = if same || inside.is_some() {
                     crate::run::config_dirs_under(workspace)
                 } else {
                     Vec::new()
                 };
-                explain_one(&loaded.policy, workspace, &rel, json, "", &guarded, same)
+                explain_one(
+                    &loaded.policy,
+                    workspace,
+                    &rel,
+                    json,
+                    "",
+                    &guarded,
+                    same,
+                    inside.as_ref().map(|(p, pre)| (*p, pre.as_slice())),
+                )
             }
             Err(e) => {
                 // Outside the workspace: in the home directory (as named, or with its
@@ -253,7 +281,7 @@ fn explain(
                 match in_home {
                     Some((h, d, rel)) => {
                         let guarded = crate::run::config_dirs_under(&d);
-                        explain_one(&h.policy, &d, &rel, json, "~/", &guarded, true)
+                        explain_one(&h.policy, &d, &rel, json, "~/", &guarded, true, None)
                     }
                     None => return Err(anyhow::Error::msg(e)),
                 }
@@ -265,6 +293,7 @@ fn explain(
     Ok(ExitCode::SUCCESS)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn explain_one(
     policy: &Policy,
     workspace: &Path,
@@ -276,6 +305,9 @@ fn explain_one(
     guarded: &[Vec<u8>],
     // A home directory: what git runs or obeys is read-only in every repository.
     git_everywhere: bool,
+    // The policy of the home directory the workspace lies in, and where: the
+    // stricter decision wins, as `veilfs run` decides.
+    outer: Option<(&Policy, &[u8])>,
 ) -> Result<String> {
     use std::os::unix::ffi::OsStrExt;
     // As the mount decides it: a directory or a symbolic link is decided as a
@@ -299,6 +331,15 @@ fn explain_one(
     } else {
         policy.decide(&rel.bytes, is_dir)
     };
+    if let Some((outer, prefix)) = outer
+        && !rel.bytes.is_empty()
+    {
+        let full = [prefix, b"/", &rel.bytes].concat();
+        let od = outer.decide(&full, is_dir);
+        if od.action > decision.action {
+            decision = od;
+        }
+    }
     let p = rel.bytes.as_slice();
     if guarded
         .iter()

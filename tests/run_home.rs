@@ -984,3 +984,96 @@ fn no_bare_repository_is_planted_and_found_ones_are_guarded() {
         before[1]
     );
 }
+
+/// A workspace inside the home directory (`~/.config` kept as a dotfiles
+/// repository, say) keeps the home policy: what it hides stays hidden, what it makes
+/// read-only stays so, and veilfs's configuration cannot be planted there.
+#[test]
+fn a_workspace_inside_the_home_directory_keeps_the_home_policy() {
+    let h = Home::new();
+    let cfg = h.home.join(".config");
+    let o = h
+        .veilfs(&[
+            "--quiet",
+            "--workspace",
+            &cfg.to_string_lossy(),
+            "--",
+            "sh",
+            "-c",
+            "cd \"$HOME\"/.config; cat gh/hosts.yml; \
+             echo evil >> git/config 2>/dev/null && echo WROTE-GIT; \
+             mkdir -p systemd/user 2>/dev/null; echo x > systemd/user/evil.service 2>/dev/null && echo UNIT; \
+             mkdir -p veilfs 2>/dev/null && echo MADE-VEILFS; \
+             echo 'default = \"allow\"' > veilfs/home.toml 2>/dev/null && echo PLANTED; \
+             echo LIST; ls -A gh; echo done",
+        ])
+        .current_dir(&cfg)
+        .output()
+        .unwrap();
+    let out = text(&o.stdout);
+    assert!(out.contains("done"), "{}", show(&o));
+    assert!(!out.contains(SECRET), "{}", show(&o));
+    for bad in ["WROTE-GIT", "UNIT", "MADE-VEILFS", "PLANTED"] {
+        assert!(!out.contains(bad), "{bad}: {}", show(&o));
+    }
+    assert!(
+        !out.split("LIST").nth(1).unwrap().contains("hosts.yml"),
+        "{}",
+        show(&o)
+    );
+    assert_eq!(
+        std::fs::read_to_string(cfg.join("git/config")).unwrap(),
+        "# original\n"
+    );
+    assert!(!cfg.join("veilfs").exists());
+    // explain agrees, from inside that workspace.
+    let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
+        .args(["explain", "gh/hosts.yml", "git/config"])
+        .current_dir(&cfg)
+        .env("HOME", &h.home)
+        .env_remove("XDG_CONFIG_HOME")
+        .output()
+        .unwrap();
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("deny      gh/hosts.yml") && out.contains("read-only git/config"),
+        "{}",
+        show(&o)
+    );
+}
+
+/// The directories on the way to a path the home policy names cannot be replaced
+/// by a link leading elsewhere (where a read-only file would be written, or a
+/// credential the person makes later would land).
+#[test]
+fn the_way_to_a_named_path_cannot_be_replaced_by_a_link() {
+    let h = Home::new();
+    std::fs::create_dir_all(h.home.join(".cargo")).unwrap();
+    std::fs::create_dir_all(h.home.join(".emacs.d")).unwrap();
+    std::fs::remove_dir_all(h.home.join(".config/gh")).unwrap();
+    let o = h.sh("cd \"$HOME\"; mkdir -p /tmp/veilfs-way-$$; \
+         mv .cargo .cargo.old 2>/dev/null && echo MOVED-CARGO; \
+         ln -s /tmp/veilfs-way-$$ .huggingface 2>/dev/null && echo LINKED-HF; \
+         ln -s /tmp/veilfs-way-$$ .config/gh 2>/dev/null && echo LINKED-GH; \
+         rmdir .emacs.d; ln -s /tmp/veilfs-way-$$ .emacs.d 2>/dev/null && echo LINKED-EMACS; \
+         mkdir tmpd && mv tmpd .emacs.d 2>/dev/null && echo MOVED-ONTO; \
+         mkdir .emacs.d && echo DIR-OK; \
+         rm -rf /tmp/veilfs-way-$$; echo done");
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("done") && out.contains("DIR-OK"),
+        "{}",
+        show(&o)
+    );
+    for bad in [
+        "MOVED-CARGO",
+        "LINKED-HF",
+        "LINKED-GH",
+        "LINKED-EMACS",
+        "MOVED-ONTO",
+    ] {
+        assert!(!out.contains(bad), "{bad}: {}", show(&o));
+    }
+    assert!(h.home.join(".cargo").is_dir());
+    assert!(!h.home.join(".huggingface").exists());
+}

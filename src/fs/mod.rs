@@ -73,6 +73,10 @@ pub struct VeilFs {
     /// Rules every reload puts after the policy file's (see
     /// [`VeilFs::set_policy_after`]).
     policy_after: Vec<crate::policy::RawRule>,
+    /// The enclosing mount's policy (see [`VeilFs::set_outer`]).
+    pub(crate) outer: Option<protect::Outer>,
+    /// Directories on the way to named paths (see [`VeilFs::guard_ways`]).
+    pub(crate) ways: Vec<Vec<u8>>,
     /// The policy file read, by identity (see [`protect`]).
     pub(crate) protected: Arc<protect::ProtectedFiles>,
     /// What git runs or obeys, under `veilfs run` (see [`protect::GitGuard`]).
@@ -193,6 +197,8 @@ impl VeilFs {
             config_dirs: Vec::new(),
             policy_base: None,
             policy_after: Vec::new(),
+            outer: None,
+            ways: Vec::new(),
             protected,
             git_guard: protect::GitGuard::default(),
             proc_fd,
@@ -251,6 +257,12 @@ impl VeilFs {
     /// [`crate::policy::Policy::parse_between`]). Set before [`VeilFs::reloader`].
     pub fn set_policy_after(&mut self, after: Vec<crate::policy::RawRule>) {
         self.policy_after = after;
+    }
+
+    /// The policy in force, shared (a mount inside this one decides by it too, see
+    /// [`VeilFs::set_outer`]).
+    pub fn policy_handle(&self) -> Arc<RwLock<Arc<Policy>>> {
+        self.policy.clone()
     }
 
     /// The handle that reloads the policy of this filesystem while it is mounted.

@@ -129,7 +129,12 @@ impl VeilFs {
         path: &[u8],
         is_dir: impl FnOnce() -> bool,
     ) -> Decision {
-        self.guard_policy_path(path, policy.decide_child(parent, path, is_dir))
+        if self.outer.is_none() {
+            return self.guard_policy_path(path, policy.decide_child(parent, path, is_dir));
+        }
+        let is_dir = is_dir();
+        let d = self.guard_policy_path(path, policy.decide_child(parent, path, || is_dir));
+        self.with_outer(path, is_dir, d)
     }
 
     /// A node's place with a decision that is current for this epoch.
@@ -219,7 +224,8 @@ impl VeilFs {
         if path.is_empty() {
             return Decision::root();
         }
-        self.guard_policy_path(path, policy.decide(path, is_dir))
+        let d = self.guard_policy_path(path, policy.decide(path, is_dir));
+        self.with_outer(path, is_dir, d)
     }
 
     fn visible(&self, node: &Node) -> io::Result<Place> {
@@ -853,6 +859,7 @@ impl VeilFs {
         self.guard_holder(&from_path)?;
         self.guard_holder(&to_path)?;
         self.guard_head(&to_path)?;
+        self.guard_way_rename(&from_path, &to_path)?;
         if from_is_dir && self.git_guard.everywhere() {
             let dfd = from_dir.dir_fd()?;
             let holds_git = {

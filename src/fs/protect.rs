@@ -179,6 +179,9 @@ impl VeilFs {
     /// directory the command chose.
     pub(crate) fn guard_config_way(&self, path: &[u8]) -> io::Result<()> {
         self.guard_head(path)?;
+        if self.ways.iter().any(|w| w.as_slice() == path) {
+            return Err(refuse(path, &Decision::way()));
+        }
         if self.config_dirs.iter().any(|c| at_or_under(c, path)) {
             Err(refuse(path, &Decision::veilfs_config()))
         } else if self.git_guard.only_dir(path) {
@@ -217,6 +220,62 @@ impl VeilFs {
         } else {
             Ok(())
         }
+    }
+}
+
+/// The policy of a mount that encloses this one (the home directory's, for a
+/// workspace inside it) and where this mount's root lies in it.
+#[derive(Debug)]
+pub struct Outer {
+    /// This mount's root, relative to the enclosing mount's.
+    pub prefix: Vec<u8>,
+    pub policy: std::sync::Arc<RwLock<std::sync::Arc<crate::policy::Policy>>>,
+}
+
+impl VeilFs {
+    /// Decides every path of this mount by the enclosing mount's policy too, the
+    /// stricter of the two winning: a workspace inside the home directory (say
+    /// `~/.config` or a dotfiles repository) keeps what the home policy hides
+    /// hidden and what it makes read-only read-only. Set before mounting.
+    pub fn set_outer(&mut self, outer: Outer) {
+        self.outer = Some(outer);
+    }
+
+    /// `d`, or the enclosing mount's decision for `path` when that is stricter.
+    pub(crate) fn with_outer(&self, path: &[u8], is_dir: bool, d: Decision) -> Decision {
+        let Some(o) = &self.outer else {
+            return d;
+        };
+        let mut full = o.prefix.clone();
+        if !path.is_empty() {
+            if !full.is_empty() {
+                full.push(b'/');
+            }
+            full.extend_from_slice(path);
+        }
+        let od = o.policy.read().clone().decide(&full, is_dir);
+        if od.action > d.action { od } else { d }
+    }
+
+    /// Keeps the directories on the way to the paths the policy hides or makes
+    /// read-only by name (`.cargo` for `/.cargo/config.toml`, `.local` and
+    /// `.local/share` for `/.local/share/systemd/`) from being replaced: nothing but
+    /// a directory is made there, and they are not renamed (a symbolic link put in
+    /// their place would send the name elsewhere, past the policy). Relative to the
+    /// mount's root. Set before mounting.
+    pub fn guard_ways(&mut self, ways: Vec<Vec<u8>>) {
+        self.ways = ways;
+    }
+
+    /// Refuses to rename `from` to `to` when either is a guarded way (see
+    /// [`VeilFs::guard_ways`]).
+    pub(crate) fn guard_way_rename(&self, from: &[u8], to: &[u8]) -> io::Result<()> {
+        for p in [from, to] {
+            if self.ways.iter().any(|w| w.as_slice() == p) {
+                return Err(refuse(p, &Decision::way()));
+            }
+        }
+        Ok(())
     }
 }
 

@@ -239,6 +239,10 @@ pub enum Reason {
     /// (`~/.config/veilfs`, where the home policy lives), read-only so that the
     /// command cannot choose the policy of a later run.
     VeilfsConfig,
+    /// Under `veilfs run`: a directory on the way to a path the policy hides or
+    /// makes read-only by name; only a directory is made there, and it is not
+    /// renamed, so no symbolic link in its place leads the name past the policy.
+    Way,
 }
 
 /// The effective action for one path, and why.
@@ -337,6 +341,16 @@ impl Decision {
         Self::veilfs_config()
     }
 
+    /// The decision refusing to replace a directory on the way to a named path
+    /// (see [`Reason::Way`]).
+    pub fn way() -> Decision {
+        Decision {
+            action: Action::ReadOnly,
+            reason: Reason::Way,
+            ruled: true,
+        }
+    }
+
     /// The decision refusing a change to veilfs's configuration directory, or to a
     /// directory that holds it (see [`Reason::VeilfsConfig`]).
     pub fn veilfs_config() -> Decision {
@@ -385,6 +399,7 @@ impl Decision {
             Reason::HoldsPolicyFile => ("holds-policy-file", None, None),
             Reason::GitControl => ("git-control", None, None),
             Reason::VeilfsConfig => ("veilfs-config", None, None),
+            Reason::Way => ("way", None, None),
             Reason::Ancestor { path, cause } => {
                 let p = match &**cause {
                     Reason::Rule(p) | Reason::Admitted(p) => Some(p),
@@ -440,6 +455,10 @@ fn write_reason(s: &mut String, action: Action, reason: &Reason) {
             "git runs or obeys this (the repository's config, hooks, `.git` itself): \
              read-only under `veilfs run`, so the command cannot plant code your own \
              git runs later",
+        ),
+        Reason::Way => s.push_str(
+            "on the way to a path the policy names: only a directory is made here, and \
+             it is not renamed, so no symbolic link in its place leads past the policy",
         ),
         Reason::VeilfsConfig => s.push_str(
             "veilfs's own configuration (the home policy): read-only under `veilfs run`, \

@@ -182,9 +182,11 @@ pub(super) fn env_rules(explicit: Option<&Path>) -> Result<super::env::EnvRules,
 /// or makes read-only: with `~/.aws -> dotfiles/aws` or `~/.bashrc ->
 /// dotfiles/bashrc` (as dotfile managers set up), the policy names `~/.aws` and
 /// `~/.bashrc`, and these rules hold `~/dotfiles/aws` and `~/dotfiles/bashrc` the
-/// same. Taken for each deny or read-only pattern that names one path (no
-/// wildcard): anchored, or a bare name at the root; when a link on its way leads
-/// elsewhere inside `root`, and only where the target is held less tightly.
+/// same. Taken for each read-only pattern that names one path (no wildcard) and
+/// each deny pattern whose leading directories are named (`hosts.yml*` below them
+/// is kept): anchored, or a bare name at the root; when a link on its way leads
+/// elsewhere inside `root`, and a read-only one only where the target is held less
+/// tightly.
 /// Computed once, at start.
 pub fn alias_rules(root: &Path, policy: &Policy) -> Vec<crate::policy::RawRule> {
     use crate::policy::{Action, RawRule};
@@ -192,25 +194,33 @@ pub fn alias_rules(root: &Path, policy: &Policy) -> Vec<crate::policy::RawRule> 
         return Vec::new();
     };
     let mut out: Vec<RawRule> = Vec::new();
+    let wild = |seg: &str| seg.contains(['*', '?', '[', '{', '\\']);
     for p in policy.patterns() {
         let glob = p.glob();
-        if p.action == Action::Allow || glob.contains(['*', '?', '[', '{', '\\']) {
+        if p.action == Action::Allow || (!p.anchored && glob.contains('/')) {
             continue;
         }
-        if !p.anchored && glob.contains('/') {
+        // The literal directories and name in front, and the rest (a wildcard
+        // part, kept as it is below the resolved place: `hosts.yml*`).
+        let segs: Vec<&str> = glob.split('/').collect();
+        let n = segs.iter().take_while(|s| !wild(s)).count();
+        let (literal, rest) = (segs[..n].join("/"), segs[n..].join("/"));
+        // A read-only alias only for a whole literal path, which can be checked not
+        // to loosen what another rule holds there.
+        if literal.is_empty() || (!rest.is_empty() && p.action != Action::Deny) {
             continue;
         }
         // Resolved through its nearest existing ancestor: a link on the way to a
         // name that does not exist yet (`~/.config -> dotfiles/config`, no
         // `systemd/` in it) leads where it would be made.
-        let full = root.join(glob);
+        let full = root.join(&literal);
         let Some(real) = full.ancestors().find_map(|a| {
-            let rest = full.strip_prefix(a).ok()?;
-            a.canonicalize().ok().map(|c| c.join(rest))
+            let tail = full.strip_prefix(a).ok()?;
+            a.canonicalize().ok().map(|c| c.join(tail))
         }) else {
             continue;
         };
-        if real == real_root.join(glob) {
+        if real == real_root.join(&literal) {
             continue;
         }
         let Ok(rel) = real.strip_prefix(&real_root) else {
@@ -226,7 +236,13 @@ pub fn alias_rules(root: &Path, policy: &Policy) -> Vec<crate::policy::RawRule> 
             }
             escaped.push(c);
         }
-        let is_dir = real.is_dir() || (!real.exists() && p.dir_only);
+        let is_dir = if rest.is_empty() {
+            real.is_dir() || (!real.exists() && p.dir_only)
+        } else {
+            escaped.push('/');
+            escaped.push_str(&rest);
+            p.dir_only
+        };
         if is_dir {
             escaped.push('/');
         }
@@ -235,7 +251,7 @@ pub fn alias_rules(root: &Path, policy: &Policy) -> Vec<crate::policy::RawRule> 
         }
         // Never loosen: a target another rule already holds at least as tightly
         // keeps that rule (the alias comes last, and the last match wins).
-        if policy.decide(rel.as_bytes(), is_dir).action >= p.action {
+        if rest.is_empty() && policy.decide(rel.as_bytes(), is_dir).action >= p.action {
             continue;
         }
         out.push(RawRule {
@@ -279,3 +295,48 @@ pub const HOME_BUILTIN: (&str, &str) = (
 
 /// The built-in workspace policy's name and text, for [`with_aliases`].
 pub const WS_BUILTIN: (&str, &str) = (crate::policy::BUILTIN_NAME, crate::policy::DEFAULT_POLICY);
+
+/// The directories on the way to the paths `policy` (of the mount of `root`) hides
+/// or makes read-only by name, as absolute paths: for each such anchored pattern, the
+/// directories above its literal part (`root/.cargo` for `/.cargo/config.toml`).
+/// See [`crate::fs::VeilFs::guard_ways`].
+pub fn guarded_ways(root: &Path, policy: &Policy) -> Vec<PathBuf> {
+    use crate::policy::Action;
+    let mut out: Vec<PathBuf> = Vec::new();
+    for p in policy.patterns() {
+        if p.action == Action::Allow || !p.anchored {
+            continue;
+        }
+        let literal: Vec<&str> = p
+            .glob()
+            .split('/')
+            .take_while(|seg| !seg.contains(['*', '?', '[', '{', '\\']))
+            .collect();
+        // The directories above the named path (the path itself is held by the
+        // rule); above a wildcard, those above it.
+        let whole = literal.len() == p.glob().split('/').count();
+        let n = if whole {
+            literal.len().saturating_sub(1)
+        } else {
+            literal.len()
+        };
+        let mut way = root.to_path_buf();
+        for seg in &literal[..n] {
+            way.push(seg);
+            if !out.contains(&way) {
+                out.push(way.clone());
+            }
+        }
+    }
+    out
+}
+
+/// `ways` (absolute) that lie in `root`, relative to it.
+pub fn ways_under(root: &Path, ways: &[PathBuf]) -> Vec<Vec<u8>> {
+    use std::os::unix::ffi::OsStrExt;
+    ways.iter()
+        .filter_map(|w| w.strip_prefix(root).ok())
+        .map(|r| r.as_os_str().as_bytes().to_vec())
+        .filter(|r| !r.is_empty())
+        .collect()
+}

@@ -338,6 +338,8 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         fs.guard_git_everywhere();
         fs.set_policy_base(base);
         fs.set_policy_after(ws_after);
+        let ways = home::guarded_ways(&ws, &fs.policy_handle().read().clone());
+        fs.guard_ways(home::ways_under(&ws, &ways));
         for dir in home::config_dirs_under(&ws) {
             fs.guard_config_dir(&dir);
         }
@@ -351,6 +353,22 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
                     hfs.set_quiet_notices(opts.quiet);
                     hfs.guard_git_everywhere();
                     hfs.set_policy_after(home_after);
+                    let ways = home::guarded_ways(h, &hfs.policy_handle().read().clone());
+                    hfs.guard_ways(home::ways_under(h, &ways));
+                    // A workspace inside the home directory: the home policy holds
+                    // there too (the stricter decision wins), with its ways and
+                    // veilfs's configuration directory.
+                    if let Ok(prefix) = ws.strip_prefix(h) {
+                        use std::os::unix::ffi::OsStrExt;
+                        fs.set_outer(crate::fs::protect::Outer {
+                            prefix: prefix.as_os_str().as_bytes().to_vec(),
+                            policy: hfs.policy_handle(),
+                        });
+                        fs.guard_ways(home::ways_under(&ws, &ways));
+                        for dir in home::config_dirs_under(&ws) {
+                            fs.guard_config_dir(&dir);
+                        }
+                    }
                     for dir in home::config_dirs_under(h) {
                         hfs.guard_config_dir(&dir);
                     }
