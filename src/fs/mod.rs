@@ -5,6 +5,7 @@
 //! place the policy is enforced.
 
 pub mod fuse;
+pub mod git_guard;
 pub mod inode;
 pub mod inval;
 pub mod notice;
@@ -79,8 +80,8 @@ pub struct VeilFs {
     pub(crate) ways: Vec<Vec<u8>>,
     /// The policy file read, by identity (see [`protect`]).
     pub(crate) protected: Arc<protect::ProtectedFiles>,
-    /// What git runs or obeys, under `veilfs run` (see [`protect::GitGuard`]).
-    pub(crate) git_guard: protect::GitGuard,
+    /// What git runs or obeys, under `veilfs run` (see [`git_guard::GitGuard`]).
+    pub(crate) git_guard: git_guard::GitGuard,
     /// The policy file, for reloads (`None`: the built-in policy).
     /// The policy file, held by its directory (opened when the filesystem is built,
     /// before anything is mounted), for reloads.
@@ -200,7 +201,7 @@ impl VeilFs {
             outer: None,
             ways: Vec::new(),
             protected,
-            git_guard: protect::GitGuard::default(),
+            git_guard: git_guard::GitGuard::default(),
             proc_fd,
             files: RwLock::new(HashMap::new()),
             listings: parking_lot::Mutex::new(HashMap::new()),
