@@ -277,7 +277,7 @@ pub fn start(mut fs: VeilFs, mnt: &Path, config: &Config, opts: &MountOptions) -
     let inval = fs.invalidator();
     let session = fuser::Session::new(fs, mnt, config)?;
     reloader.set_notifier(session.notifier());
-    inval.start(session.notifier())?;
+    inval.start(session.notifier(), Arc::downgrade(&inodes))?;
     if let Some(w) = watcher.clone() {
         let notifier = session.notifier();
         let weak = Arc::downgrade(&inodes);

@@ -1077,3 +1077,70 @@ fn the_way_to_a_named_path_cannot_be_replaced_by_a_link() {
     assert!(h.home.join(".cargo").is_dir());
     assert!(!h.home.join(".huggingface").exists());
 }
+
+/// The workspace mount inside the home mount stays, whatever is renamed or
+/// reloaded: the kernel would detach it if the home mount had an entry on the way
+/// to it invalidated, and its paths would then be served under the home policy
+/// alone.
+#[test]
+fn the_workspace_mount_inside_the_home_stays_put() {
+    let h = Home::with_ws("home/code/p2");
+    write(
+        &h.ws.join(".veilfs.toml"),
+        "extends = \"default\"\n[[rules]]\naction = \"deny\"\npaths = [\"private/\"]\n",
+    );
+    write(&h.ws.join("private/s.txt"), &format!("{SECRET} private\n"));
+    let cfg = h.home.join(".config/veilfs");
+    std::fs::create_dir_all(&cfg).unwrap();
+    write(&cfg.join("home.toml"), "extends = \"home-default\"\n");
+    let go = h.tmp.path().join("go");
+    let ready = h.tmp.path().join("ready");
+    let script = format!(
+        "cd /; mv ~/code ~/code2 2>/dev/null && echo MOVED; \
+         mkdir ~/zz && python3 -c 'import ctypes,os; l=ctypes.CDLL(None,use_errno=True); \
+           r=l.renameat2(-100,os.path.expanduser(\"~/code\").encode(),-100,os.path.expanduser(\"~/zz\").encode(),2); \
+           print(\"EXCHANGED\" if r==0 else \"refused\")'; \
+         touch {ready}; i=0; while [ ! -e {go} ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; \
+         sleep 1; grep -c ' {ws} ' /proc/self/mountinfo; cat {ws}/private/s.txt; \
+         ls -A {ws}; echo done",
+        ready = ready.display(),
+        go = go.display(),
+        ws = h.ws.display(),
+    );
+    let child = h
+        .veilfs(&["--quiet", "--", "sh", "-c", &script])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(20), || ready.exists()),
+        "the command never got ready"
+    );
+    // From outside: a home policy reload (every kernel cache of the home mount is
+    // dropped) and changes to the directories on the way.
+    write(
+        &cfg.join("home.toml"),
+        "extends = \"home-default\"\n[[rules]]\naction = \"deny\"\npaths = [\"/nothing\"]\n",
+    );
+    let code = h.home.join("code");
+    std::fs::set_permissions(&code, std::os::unix::fs::PermissionsExt::from_mode(0o750)).unwrap();
+    std::fs::write(code.join("beside"), "x").unwrap();
+    std::fs::write(&go, "").unwrap();
+    let o = child.wait_with_output().unwrap();
+    let out = text(&o.stdout);
+    assert!(out.contains("done"), "{}", show(&o));
+    assert!(!out.contains(SECRET), "{}", show(&o));
+    assert!(
+        !out.contains("MOVED") && !out.contains("EXCHANGED"),
+        "{}",
+        show(&o)
+    );
+    assert!(!out.contains("private"), "private/ listed: {}", show(&o));
+    assert!(
+        out.lines()
+            .any(|l| l.trim().parse::<u32>().is_ok_and(|n| n >= 1)),
+        "the workspace mount is gone: {}",
+        show(&o)
+    );
+}

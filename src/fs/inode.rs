@@ -176,6 +176,9 @@ pub struct Inodes {
     /// The source root's `st_dev`: inode numbers of that filesystem are shown as they
     /// are.
     root_dev: u64,
+    /// Entries (parent's backing object, name) never invalidated by name: the way
+    /// to another mount beneath this one (see [`Inodes::keep_entry`]).
+    kept: RwLock<std::collections::HashSet<(Key, Vec<u8>)>>,
 }
 
 impl Inodes {
@@ -187,6 +190,7 @@ impl Inodes {
         Inodes {
             map: RwLock::new(t),
             pinned: std::sync::atomic::AtomicUsize::new(1),
+            kept: RwLock::new(Default::default()),
             next: AtomicU64::new(FOREIGN),
             root_dev,
         }
@@ -346,6 +350,25 @@ impl Inodes {
                 links: n.place().links,
             })
             .collect()
+    }
+
+    /// Never invalidates the entry `name` in the directory `parent` (a backing
+    /// object) by name: the kernel detaches every mount beneath an entry it is told
+    /// to invalidate, in every namespace, and `veilfs run` mounts the workspace
+    /// beneath the home mount. Its attributes are still refreshed.
+    pub fn keep_entry(&self, parent: Key, name: &[u8]) {
+        self.kept.write().insert((parent, name.to_vec()));
+    }
+
+    /// Whether the entry `name` in the directory numbered `parent` is kept (see
+    /// [`Inodes::keep_entry`]).
+    pub fn entry_kept(&self, parent: u64, name: &[u8]) -> bool {
+        let kept = self.kept.read();
+        if kept.is_empty() {
+            return false;
+        }
+        self.get(parent)
+            .is_some_and(|n| kept.contains(&(n.key, name.to_vec())))
     }
 
     pub fn len(&self) -> usize {

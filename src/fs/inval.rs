@@ -46,19 +46,26 @@ impl Invalidator {
 
     /// Starts the thread that makes the queued invalidations through `notifier`; it
     /// ends when the filesystem (and so the queue's sender) is dropped.
-    pub fn start(&self, notifier: fuser::Notifier) -> std::io::Result<()> {
+    pub fn start(
+        &self,
+        notifier: fuser::Notifier,
+        inodes: std::sync::Weak<super::inode::Inodes>,
+    ) -> std::io::Result<()> {
         let Some(rx) = self.rx.lock().take() else {
             return Ok(());
         };
+        let kept =
+            move |dir: u64, name: &[u8]| inodes.upgrade().is_some_and(|i| i.entry_kept(dir, name));
         std::thread::Builder::new()
             .name("veilfs-inval".into())
             .spawn(move || {
                 for job in rx {
                     // ENOENT (nothing cached) and the like need no handling.
                     let _ = match job {
-                        Inval::Entry(dir, name) => {
+                        Inval::Entry(dir, name) if !kept(dir, &name) => {
                             notifier.inval_entry(fuser::INodeNo(dir), OsStr::from_bytes(&name))
                         }
+                        Inval::Entry(..) => Ok(()),
                         Inval::Inode(ino) => notifier.inval_inode(fuser::INodeNo(ino), 0, 0),
                     };
                 }
@@ -75,7 +82,9 @@ impl Invalidator {
 pub(crate) fn invalidate_all(inodes: &super::inode::Inodes, n: &fuser::Notifier) {
     for known in inodes.snapshot() {
         for (parent, name) in &known.links {
-            let _ = n.inval_entry(fuser::INodeNo(*parent), OsStr::from_bytes(name));
+            if !inodes.entry_kept(*parent, name) {
+                let _ = n.inval_entry(fuser::INodeNo(*parent), OsStr::from_bytes(name));
+            }
         }
         let _ = n.inval_inode(fuser::INodeNo(known.ino), 0, 0);
     }

@@ -436,7 +436,9 @@ impl Watcher {
             return;
         }
         for (dir, name) in &entries {
-            let _ = notifier.inval_entry(fuser::INodeNo(*dir), OsStr::from_bytes(name));
+            if !inodes.entry_kept(*dir, name) {
+                let _ = notifier.inval_entry(fuser::INodeNo(*dir), OsStr::from_bytes(name));
+            }
         }
         for now in files.into_values().flatten() {
             if let Some(n) = inodes.find((now.dev, now.ino)) {

@@ -340,3 +340,34 @@ pub fn ways_under(root: &Path, ways: &[PathBuf]) -> Vec<Vec<u8>> {
         .filter(|r| !r.is_empty())
         .collect()
 }
+
+/// Keeps the way from the root `outer` of one mount down to `inner`, where another
+/// mount sits (the workspace inside the home directory, or the other way round):
+/// each entry on it is never invalidated by name in `outer`'s mount (the kernel
+/// would detach the inner mount, in every namespace, and its paths would then be
+/// served by the outer mount under the outer policy alone), and the paths returned,
+/// relative to `outer`, go to [`crate::fs::VeilFs::guard_ways`] so that none is
+/// renamed. Empty when `inner` is not inside `outer`.
+pub fn nested(outer: &Path, inner: &Path, inodes: &crate::fs::inode::Inodes) -> Vec<Vec<u8>> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::MetadataExt;
+    let Ok(rel) = inner.strip_prefix(outer) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut dir = outer.to_path_buf();
+    let mut path: Vec<u8> = Vec::new();
+    for c in rel.components() {
+        let name = c.as_os_str().as_bytes();
+        if let Ok(md) = std::fs::metadata(&dir) {
+            inodes.keep_entry((md.dev(), md.ino()), name);
+        }
+        if !path.is_empty() {
+            path.push(b'/');
+        }
+        path.extend_from_slice(name);
+        out.push(path.clone());
+        dir.push(c);
+    }
+    out
+}

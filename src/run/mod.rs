@@ -354,7 +354,11 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
                     hfs.guard_git_everywhere();
                     hfs.set_policy_after(home_after);
                     let ways = home::guarded_ways(h, &hfs.policy_handle().read().clone());
-                    hfs.guard_ways(home::ways_under(h, &ways));
+                    let mut hways = home::ways_under(h, &ways);
+                    // The way down to the workspace mount when it lies inside:
+                    // never renamed, never invalidated by name (see `nested`).
+                    hways.extend(home::nested(h, &ws, &hfs.inodes()));
+                    hfs.guard_ways(hways);
                     // A workspace inside the home directory: the home policy holds
                     // there too (the stricter decision wins), with its ways and
                     // veilfs's configuration directory.
@@ -371,6 +375,10 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
                     }
                     for dir in home::config_dirs_under(h) {
                         hfs.guard_config_dir(&dir);
+                    }
+                    // The home directory inside the workspace: the way down to it.
+                    if h.starts_with(&ws) {
+                        fs.guard_ways(home::nested(&ws, h, &fs.inodes()));
                     }
                     Some((h.clone(), hfs))
                 }
