@@ -131,6 +131,18 @@ impl Home {
     fn sh(&self, script: &str) -> Output {
         self.sh_with(&["--quiet"], script)
     }
+
+    /// `veilfs explain ARGS` from `cwd`, with this home directory.
+    fn explain<S: AsRef<std::ffi::OsStr>>(&self, cwd: &Path, args: &[S]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_veilfs"))
+            .arg("explain")
+            .args(args)
+            .current_dir(cwd)
+            .env("HOME", &self.home)
+            .env_remove("XDG_CONFIG_HOME")
+            .output()
+            .unwrap()
+    }
 }
 
 fn write(p: &Path, body: &str) {
@@ -454,19 +466,18 @@ fn the_audit_log_names_the_root() {
 #[test]
 fn explain_decides_home_paths_with_the_home_policy() {
     let h = Home::new();
-    let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
-        .args(["explain"])
-        .arg(h.home.join(".aws/credentials"))
-        .arg(h.home.join(".bashrc"))
-        .arg(h.home.join(".cache/x"))
-        .arg(h.home.join(".config/veilfs/home.toml"))
-        .arg(h.home.join("src/repo/.git/config"))
-        .arg(".env")
-        .current_dir(&h.ws)
-        .env("HOME", &h.home)
-        .env_remove("XDG_CONFIG_HOME")
-        .output()
-        .unwrap();
+    let mut args: Vec<PathBuf> = [
+        ".aws/credentials",
+        ".bashrc",
+        ".cache/x",
+        ".config/veilfs/home.toml",
+        "src/repo/.git/config",
+    ]
+    .iter()
+    .map(|r| h.home.join(r))
+    .collect();
+    args.push(".env".into());
+    let o = h.explain(&h.ws, &args);
     let out = text(&o.stdout);
     assert!(o.status.success(), "{}", show(&o));
     for want in [
@@ -908,14 +919,7 @@ fn the_targets_of_linked_credential_stores_are_hidden_too() {
     }
     assert!(!dots.join("config/systemd").exists());
     // explain agrees.
-    let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
-        .arg("explain")
-        .arg(dots.join("aws/credentials"))
-        .current_dir(&h.ws)
-        .env("HOME", &h.home)
-        .env_remove("XDG_CONFIG_HOME")
-        .output()
-        .unwrap();
+    let o = h.explain(&h.ws, &[dots.join("aws/credentials")]);
     let out = text(&o.stdout);
     assert!(
         out.contains("deny      ~/dotfiles/aws/credentials") && out.contains("symbolic link"),
@@ -1027,13 +1031,7 @@ fn a_workspace_inside_the_home_directory_keeps_the_home_policy() {
     );
     assert!(!cfg.join("veilfs").exists());
     // explain agrees, from inside that workspace.
-    let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
-        .args(["explain", "gh/hosts.yml", "git/config"])
-        .current_dir(&cfg)
-        .env("HOME", &h.home)
-        .env_remove("XDG_CONFIG_HOME")
-        .output()
-        .unwrap();
+    let o = h.explain(&cfg, &["gh/hosts.yml", "git/config"]);
     let out = text(&o.stdout);
     assert!(
         out.contains("deny      gh/hosts.yml") && out.contains("read-only git/config"),
