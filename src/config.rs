@@ -383,14 +383,7 @@ pub const HOME_POLICY: &str = "home.toml";
 pub fn config_dir() -> Option<PathBuf> {
     let absolute = |v: Option<std::ffi::OsString>| v.map(PathBuf::from).filter(|p| p.is_absolute());
     if let Some(x) = absolute(std::env::var_os("XDG_CONFIG_HOME")) {
-        // Resolved through its nearest existing ancestor.
-        let real = x
-            .ancestors()
-            .find_map(|a| {
-                let rest = x.strip_prefix(a).ok()?;
-                a.canonicalize().ok().map(|c| c.join(rest))
-            })
-            .unwrap_or_else(|| x.clone());
+        let real = resolve_existing(&x).unwrap_or_else(|| x.clone());
         let scratch = ["/tmp", "/var/tmp", "/dev/shm"]
             .iter()
             .filter_map(|s| Path::new(s).canonicalize().ok())
@@ -446,6 +439,24 @@ fn builtin_home() -> LoadedPolicy {
     }
 }
 
+/// The name and text `loaded` was compiled from: its file read again, or the
+/// built-in `builtin` (name, text).
+fn source_text(
+    loaded: &LoadedPolicy,
+    builtin: (&str, &str),
+) -> Result<(String, String), ConfigError> {
+    match &loaded.path {
+        None => Ok((builtin.0.to_string(), builtin.1.to_string())),
+        Some(p) => {
+            let text = read_text(p).map_err(|source| ConfigError::Read {
+                path: p.clone(),
+                source,
+            })?;
+            Ok((p.display().to_string(), text))
+        }
+    }
+}
+
 /// The rules of a loaded policy, uncompiled (to stack another policy on them, see
 /// [`Policy::parse_on`]): the file read again, or the built-in text `builtin`
 /// (name, text) for a built-in policy.
@@ -453,16 +464,8 @@ pub fn raw_of(
     loaded: &LoadedPolicy,
     builtin: (&str, &str),
 ) -> Result<crate::policy::RawPolicy, ConfigError> {
-    match &loaded.path {
-        None => Ok(Policy::raw(builtin.0, builtin.1)?),
-        Some(p) => {
-            let (text, _) = read_policy_text(p).map_err(|source| ConfigError::Read {
-                path: p.clone(),
-                source,
-            })?;
-            Ok(Policy::raw(&p.display().to_string(), &text)?)
-        }
-    }
+    let (name, text) = source_text(loaded, builtin)?;
+    Ok(Policy::raw(&name, &text)?)
 }
 
 /// `loaded` compiled again between `base` and `after` (see
@@ -474,21 +477,8 @@ pub fn recompile(
     builtin: (&str, &str),
     after: &[crate::policy::RawRule],
 ) -> Result<Policy, ConfigError> {
-    match &loaded.path {
-        None => Ok(Policy::parse_between(base, after, builtin.0, builtin.1)?),
-        Some(p) => {
-            let text = read_text(p).map_err(|source| ConfigError::Read {
-                path: p.clone(),
-                source,
-            })?;
-            Ok(Policy::parse_between(
-                base,
-                after,
-                &p.display().to_string(),
-                &text,
-            )?)
-        }
-    }
+    let (name, text) = source_text(loaded, builtin)?;
+    Ok(Policy::parse_between(base, after, &name, &text)?)
 }
 
 /// Loads the workspace policy as [`load_policy`] does, stacked on `base` (see
@@ -499,23 +489,21 @@ pub fn load_policy_on(
     workspace: &Path,
 ) -> Result<LoadedPolicy, ConfigError> {
     let plain = load_policy(explicit, workspace)?;
-    let policy = match &plain.path {
-        None => Policy::parse_on(
-            Some(base),
-            crate::policy::BUILTIN_NAME,
-            crate::policy::DEFAULT_POLICY,
-        )?,
-        Some(p) => {
-            let (text, _) = read_policy_text(p).map_err(|source| ConfigError::Read {
-                path: p.clone(),
-                source,
-            })?;
-            Policy::parse_on(Some(base), &p.display().to_string(), &text)?
-        }
-    };
+    let builtin = (crate::policy::BUILTIN_NAME, crate::policy::DEFAULT_POLICY);
+    let policy = recompile(&plain, Some(base), builtin, &[])?;
     Ok(LoadedPolicy {
         policy,
         path: plain.path,
+    })
+}
+
+/// `path` with its nearest existing ancestor's links resolved and the rest as named
+/// (where a name that does not exist yet would be made); `None` when no ancestor
+/// resolves.
+pub fn resolve_existing(path: &Path) -> Option<PathBuf> {
+    path.ancestors().find_map(|a| {
+        let rest = path.strip_prefix(a).ok()?;
+        a.canonicalize().ok().map(|c| c.join(rest))
     })
 }
 

@@ -108,22 +108,8 @@ pub fn config_dirs_under(root: &Path) -> Vec<Vec<u8>> {
         return Vec::new();
     };
     let mut out = Vec::new();
-    let mut candidates = vec![dir.clone()];
-    // The nearest existing ancestor resolved, the rest as named.
-    let mut existing = dir.as_path();
-    let mut rest = PathBuf::new();
-    loop {
-        if let Ok(c) = existing.canonicalize() {
-            candidates.push(c.join(&rest));
-            break;
-        }
-        let (Some(parent), Some(name)) = (existing.parent(), existing.file_name()) else {
-            break;
-        };
-        rest = Path::new(name).join(&rest);
-        existing = parent;
-    }
-    for c in candidates {
+    let resolved = config::resolve_existing(&dir);
+    for c in std::iter::once(dir).chain(resolved) {
         if let Ok(rel) = c.strip_prefix(root) {
             let rel = rel.as_os_str().as_bytes().to_vec();
             if !rel.is_empty() && !out.contains(&rel) {
@@ -213,11 +199,7 @@ pub fn alias_rules(root: &Path, policy: &Policy) -> Vec<crate::policy::RawRule> 
         // Resolved through its nearest existing ancestor: a link on the way to a
         // name that does not exist yet (`~/.config -> dotfiles/config`, no
         // `systemd/` in it) leads where it would be made.
-        let full = root.join(&literal);
-        let Some(real) = full.ancestors().find_map(|a| {
-            let tail = full.strip_prefix(a).ok()?;
-            a.canonicalize().ok().map(|c| c.join(tail))
-        }) else {
+        let Some(real) = config::resolve_existing(&root.join(&literal)) else {
             continue;
         };
         if real == real_root.join(&literal) {
