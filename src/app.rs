@@ -63,6 +63,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Doctor => Ok(crate::doctor::doctor()),
         Command::Reload { mnt } => Ok(crate::control::reload_command(&mnt)),
+        Command::Prompt { paths } => Ok(crate::prompt::prompt(&paths)),
         Command::Check {
             policy,
             print_default,
@@ -335,10 +336,7 @@ fn explain_one(
         && !rel.bytes.is_empty()
     {
         let full = [prefix, b"/", &rel.bytes].concat();
-        let od = outer.decide(&full, is_dir);
-        if od.action > decision.action {
-            decision = od;
-        }
+        decision = decision.stricter(outer.decide(&full, is_dir));
     }
     let p = rel.bytes.as_slice();
     if guarded
@@ -413,7 +411,8 @@ fn mount(
     let mut session = live.session;
     let reloader = live.reloader;
     let audit = live.audit;
-    let control = crate::control::serve(mnt, reloader.clone());
+    let broker = live.broker;
+    let control = crate::control::serve(mnt, reloader.clone(), broker.clone());
     if let Err(e) = &control {
         eprintln!("veilfs: no control socket (`veilfs reload` will not reach this mount): {e}");
     }
@@ -440,7 +439,10 @@ fn mount(
             }
         }
     });
-    if let Ok(Some(_signal)) = rx.recv() {
+    let ended = rx.recv();
+    // Parked requests are refused: nothing waits on a person while unmounting.
+    broker.close();
+    if let Ok(Some(_signal)) = ended {
         unmounter
             .unmount()
             .with_context(|| format!("unmounting {}", mnt.display()))?;

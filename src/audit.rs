@@ -36,6 +36,12 @@ pub struct Event {
     /// `/proc/<pid>/comm`, read when the request came in (the process may be gone by
     /// the time the line is written).
     pub comm: String,
+    /// The event's `result` when it is not plainly `refused` or `allowed` (a
+    /// question: `asked`, `approved`).
+    pub result: Option<&'static str>,
+    /// About a question (see [`crate::fs::ask`]): its id, outcome, how long it
+    /// waited, who answered and why.
+    pub ask: Option<serde_json::Value>,
 }
 
 /// The request side of the log.
@@ -221,7 +227,13 @@ fn write_loop(
         }
         v["time"] = rfc3339(e.time).into();
         v["op"] = e.op.into();
-        v["result"] = if e.refused { "refused" } else { "allowed" }.into();
+        v["result"] = e
+            .result
+            .unwrap_or(if e.refused { "refused" } else { "allowed" })
+            .into();
+        if let Some(ask) = e.ask {
+            v["ask"] = ask;
+        }
         v["pid"] = e.pid.into();
         v["uid"] = e.uid.into();
         v["gid"] = e.gid.into();

@@ -117,6 +117,18 @@ pub enum Command {
         #[arg(value_name = "PATH")]
         mnt: PathBuf,
     },
+    /// Answer the questions of `ask` paths: shows each request that waits (the
+    /// path, the operation, the process and its command line, the rule) and takes
+    /// one key: y allow once, p allow this path for the session, d allow its
+    /// directory for the session, n deny, r deny with a reason (written to the audit
+    /// log). Without PATH, every session of this user (`veilfs mount` and `veilfs
+    /// run`, also those started later); with PATH, the sessions serving it. While no
+    /// approver is connected, a question is refused at once.
+    Prompt {
+        /// Mount points or workspaces.
+        #[arg(value_name = "PATH")]
+        paths: Vec<PathBuf>,
+    },
     /// Check this machine: /dev/fuse, fusermount3, the kernel and FUSE passthrough,
     /// user namespaces (for `run` without root), --allow-other, the open-file limit.
     /// Says what to change; exit 0 when mounting will work.
@@ -220,6 +232,15 @@ pub struct CacheArgs {
     /// the kernel may show stale entries).
     #[arg(long)]
     pub no_watch: bool,
+    /// Seconds a question about an `ask` path waits for `veilfs prompt` (or another
+    /// approver) before the request is refused with EACCES.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = crate::fs::ask::DEFAULT_TIMEOUT.as_secs_f64(),
+        value_parser = parse_ask_timeout
+    )]
+    pub ask_timeout: f64,
 }
 
 impl CacheArgs {
@@ -232,6 +253,15 @@ impl CacheArgs {
         opts.threads = self.threads.max(1);
         opts.audit = self.audit.clone();
         opts.audit_all = self.audit_all;
+        opts.ask_timeout = std::time::Duration::from_secs_f64(self.ask_timeout);
+    }
+}
+
+/// `--ask-timeout`: seconds, more than 0 and at most a day.
+fn parse_ask_timeout(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(t) if t > 0.0 && t <= 86_400.0 => Ok(t),
+        _ => Err("expected a number of seconds, more than 0 and at most 86400".into()),
     }
 }
 

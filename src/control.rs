@@ -21,8 +21,10 @@
 //! * **No client holds the daemon.** Each connection has its own thread (at most
 //!   [`MAX_CLIENTS`] at once) and a two-second read timeout.
 //!
-//! Protocol: one request per connection, the line `reload`, answered by
-//! `ok MESSAGE` or `error MESSAGE` (MESSAGE may span lines).
+//! Protocol: one request per connection. The line `reload` is answered by
+//! `ok MESSAGE` or `error MESSAGE` (MESSAGE may span lines). The line `subscribe`
+//! makes the connection an approver of the session's questions about `ask` paths,
+//! in JSON lines both ways (see [`crate::ask_socket`]).
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -39,6 +41,7 @@ use nix::fcntl::OFlag;
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 use nix::sys::stat::Mode;
 
+use crate::fs::ask::Broker;
 use crate::fs::reload::Reloader;
 
 /// Connections answered at once; more are closed unanswered.
@@ -265,9 +268,10 @@ pub fn bind(path: &Path, session: Session) -> io::Result<Listener> {
 
 /// Starts answering `veilfs reload` for the `veilfs mount` at `mnt`; reloads are
 /// reported on stderr.
-pub fn serve(mnt: &Path, reloader: Arc<Reloader>) -> io::Result<Control> {
+pub fn serve(mnt: &Path, reloader: Arc<Reloader>, broker: Arc<Broker>) -> io::Result<Control> {
     bind(mnt, Session::Mount)?.serve(
         reloader,
+        broker,
         Guard {
             inside: None,
             report: crate::mount::report_reload,
@@ -299,19 +303,29 @@ impl Listener {
     /// `veilfs run`: answers requests from outside the session whose init process
     /// is `init`, and reports reloads through the `log` crate only (the command's
     /// stderr is not the daemon's to write on).
-    pub fn serve_run(self, reloader: Arc<Reloader>, init: i32) -> Option<Control> {
+    pub fn serve_run(
+        self,
+        reloader: Arc<Reloader>,
+        broker: Arc<Broker>,
+        init: i32,
+    ) -> Option<Control> {
         let guard = Guard {
             inside: Some(init),
             report: crate::mount::log_reload,
         };
-        self.serve(reloader, guard)
+        self.serve(reloader, broker, guard)
             .map_err(|e| log::warn!("control socket: not served: {e}"))
             .ok()
     }
 
     /// Answers requests on a thread of its own until the returned [`Control`] is
     /// dropped (the socket file is then removed and nothing new reaches it).
-    pub fn serve(self, reloader: Arc<Reloader>, guard: Guard) -> io::Result<Control> {
+    pub fn serve(
+        self,
+        reloader: Arc<Reloader>,
+        broker: Arc<Broker>,
+        guard: Guard,
+    ) -> io::Result<Control> {
         let Listener { sock, control } = self;
         let busy = Arc::new(AtomicUsize::new(0));
         std::thread::Builder::new()
@@ -323,11 +337,11 @@ impl Listener {
                         log::warn!("control socket: too many clients at once, one dropped");
                         continue;
                     }
-                    let (reloader, busy) = (reloader.clone(), busy.clone());
+                    let (reloader, broker, busy) = (reloader.clone(), broker.clone(), busy.clone());
                     let spawned = std::thread::Builder::new()
                         .name("veilfs-control-client".into())
                         .spawn(move || {
-                            if let Err(e) = answer(&conn, &reloader, guard) {
+                            if let Err(e) = answer(&conn, &reloader, &broker, guard) {
                                 log::info!("control socket: {e}");
                             }
                             busy.fetch_sub(1, Ordering::AcqRel);
@@ -341,7 +355,12 @@ impl Listener {
     }
 }
 
-fn answer(conn: &UnixStream, reloader: &Reloader, guard: Guard) -> io::Result<()> {
+fn answer(
+    conn: &UnixStream,
+    reloader: &Reloader,
+    broker: &Arc<Broker>,
+    guard: Guard,
+) -> io::Result<()> {
     conn.set_read_timeout(Some(REQUEST_TIMEOUT))?;
     conn.set_write_timeout(Some(REQUEST_TIMEOUT))?;
     // The request is read before any answer, so that the client sees the answer
@@ -351,6 +370,7 @@ fn answer(conn: &UnixStream, reloader: &Reloader, guard: Guard) -> io::Result<()
     let reply = match refusal(conn, guard) {
         Some(why) => format!("error {why}\n"),
         None => match line.trim() {
+            "subscribe" => return crate::ask_socket::subscribe(conn, broker),
             "reload" => {
                 let outcome = reloader.reload();
                 (guard.report)(outcome.clone());
@@ -359,7 +379,9 @@ fn answer(conn: &UnixStream, reloader: &Reloader, guard: Guard) -> io::Result<()
                     Err(e) => format!("error {e}\n"),
                 }
             }
-            other => format!("error unknown request {other:?}: expected \"reload\"\n"),
+            other => {
+                format!("error unknown request {other:?}: expected \"reload\" or \"subscribe\"\n")
+            }
         },
     };
     let mut w = conn;
@@ -455,12 +477,46 @@ pub struct Answer {
 
 /// Asks every live session serving `path` to reload. `Err` when none answers (why).
 pub fn request_reload(path: &Path) -> Result<Vec<Answer>, String> {
-    let hash = path_hash(path).map_err(|e| e.to_string())?;
+    let answers: Vec<Answer> = connect(Some(path))?
+        .into_iter()
+        .map(|(session, conn)| Answer {
+            session,
+            outcome: conn.and_then(|c| ask(&c)),
+        })
+        .collect();
+    if answers.is_empty() {
+        return Err(no_daemon(path, &runtime_dir_path()));
+    }
+    Ok(answers)
+}
+
+/// A session's socket, connected, or why it could not be.
+pub(crate) type Reached = Result<UnixStream, String>;
+
+/// Connects to every live session serving `path` (every session of this user's
+/// runtime directory when `None`), mounts first, then `run` sessions by pid; a
+/// session that cannot be reached comes with why. Stale sockets are removed.
+pub(crate) fn connect(path: Option<&Path>) -> Result<Vec<(Session, Reached)>, String> {
+    Ok(connect_new(path, &mut std::collections::HashSet::new())?
+        .into_iter()
+        .map(|(s, _, c)| (s, c))
+        .collect())
+}
+
+/// [`connect`], skipping the socket names in `known` and adding the ones it
+/// reaches (so that a caller looking again finds only new sessions). Each comes
+/// with its socket's name.
+pub(crate) fn connect_new(
+    path: Option<&Path>,
+    known: &mut std::collections::HashSet<String>,
+) -> Result<Vec<(Session, String, Reached)>, String> {
+    let hash = match path {
+        Some(p) => Some(path_hash(p).map_err(|e| e.to_string())?),
+        None => None,
+    };
     let dir = match RuntimeDir::open(false) {
         Ok(d) => d,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Err(no_daemon(path, &runtime_dir_path()));
-        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e.to_string()),
     };
     let names = std::fs::read_dir(dir.entry(""))
@@ -468,39 +524,54 @@ pub fn request_reload(path: &Path) -> Result<Vec<Answer>, String> {
         .flatten()
         .filter_map(|e| e.file_name().to_str().map(str::to_string));
     let mut sessions: Vec<(Session, String)> = names
-        .filter_map(|n| Session::from_socket_name(&n, &hash).map(|s| (s, n)))
+        .filter(|n| !known.contains(n))
+        .filter_map(|n| {
+            let h = match &hash {
+                Some(h) => h.clone(),
+                None => n.get(..16)?.to_string(),
+            };
+            if !h.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return None;
+            }
+            Session::from_socket_name(&n, &h).map(|s| (s, n))
+        })
         .collect();
-    sessions.sort_by_key(|(s, _)| match s {
-        Session::Mount => 0,
-        Session::Run { pid } => u64::from(*pid) + 1,
+    sessions.sort_by_key(|(s, n)| {
+        (
+            match s {
+                Session::Mount => 0,
+                Session::Run { pid } => u64::from(*pid) + 1,
+            },
+            n.clone(),
+        )
     });
-    let mut answers = Vec::new();
+    let mut out = Vec::new();
     for (session, name) in sessions {
         let conn = match UnixStream::connect(dir.entry(&name)) {
-            Ok(c) => c,
+            Ok(c) => Ok(c),
             Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
                 // Its daemon is gone.
                 dir.remove(&name);
                 continue;
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-            Err(e) => {
-                answers.push(Answer {
-                    session,
-                    outcome: Err(format!("cannot reach it: {e}")),
-                });
-                continue;
-            }
+            Err(e) => Err(format!("cannot reach it: {e}")),
         };
-        answers.push(Answer {
-            session,
-            outcome: ask(&conn),
-        });
+        known.insert(name.clone());
+        out.push((session, name, conn));
     }
-    if answers.is_empty() {
-        return Err(no_daemon(path, &dir.path));
+    Ok(out)
+}
+
+/// Whether the peer of `conn` (a daemon) runs as this user or root: only then is
+/// it asked anything or told anything.
+pub(crate) fn trusted_daemon(conn: &UnixStream) -> Result<(), String> {
+    let me = crate::sys::euid();
+    match getsockopt(&conn.as_fd(), PeerCredentials) {
+        Ok(c) if c.uid() == me || c.uid() == 0 => Ok(()),
+        Ok(c) => Err(format!("the socket is served by uid {}", c.uid())),
+        Err(e) => Err(format!("cannot tell who serves it: {e}")),
     }
-    Ok(answers)
 }
 
 fn no_daemon(path: &Path, dir: &Path) -> String {
@@ -514,17 +585,7 @@ fn no_daemon(path: &Path, dir: &Path) -> String {
 
 /// One request on an open connection.
 fn ask(conn: &UnixStream) -> Result<String, String> {
-    let me = crate::sys::euid();
-    match getsockopt(&conn.as_fd(), PeerCredentials) {
-        Ok(c) if c.uid() == me || c.uid() == 0 => {}
-        Ok(c) => {
-            return Err(format!(
-                "not asked: the socket is served by uid {}",
-                c.uid()
-            ));
-        }
-        Err(e) => return Err(format!("not asked: cannot tell who serves it: {e}")),
-    }
+    trusted_daemon(conn).map_err(|e| format!("not asked: {e}"))?;
     let io = |e: io::Error| format!("no answer: {e}");
     conn.set_read_timeout(Some(ANSWER_TIMEOUT)).map_err(io)?;
     conn.set_write_timeout(Some(REQUEST_TIMEOUT)).map_err(io)?;

@@ -17,6 +17,7 @@
 //! ```
 
 pub mod app;
+pub mod ask_socket;
 pub mod audit;
 pub mod cli;
 pub mod config;
@@ -26,6 +27,7 @@ pub mod fs;
 pub mod mount;
 pub mod policy;
 pub mod printable;
+pub mod prompt;
 pub mod run;
 pub mod sys;
 

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use fuser::{Config, MountOption, SessionACL};
 
 use crate::fs::VeilFs;
+use crate::fs::ask::Broker;
 use crate::fs::inode::Inodes;
 use crate::fs::reload::Reloader;
 use crate::fs::watch::Watcher;
@@ -53,6 +54,9 @@ pub struct MountOptions {
     pub audit_all: bool,
     /// Where the daemon says what its policy reloads did.
     pub reports: Reports,
+    /// How long a question about an `ask` path waits for a person (see
+    /// [`crate::fs::ask`]).
+    pub ask_timeout: std::time::Duration,
 }
 
 /// Where a daemon says what a policy reload did.
@@ -89,6 +93,7 @@ impl Default for MountOptions {
             audit: None,
             audit_all: false,
             reports: Reports::Stderr,
+            ask_timeout: crate::fs::ask::DEFAULT_TIMEOUT,
         }
     }
 }
@@ -222,9 +227,11 @@ pub(crate) fn config(src: &Path, opts: &MountOptions) -> Config {
 
 /// A mounted session not yet serving, its node table and its policy reloader.
 pub struct Live {
-    pub session: fuser::Session<VeilFs>,
+    pub session: fuser::Session<crate::fs::fuse::Served>,
     pub inodes: Arc<Inodes>,
     pub reloader: Arc<Reloader>,
+    /// Where questions about `ask` paths go.
+    pub broker: Arc<Broker>,
     /// The watcher keeping the kernel's caches coherent (`None`: not watching).
     pub watcher: Option<Arc<Watcher>>,
     /// The audit writer: finish it once the session has ended.
@@ -272,10 +279,19 @@ pub fn start(mut fs: VeilFs, mnt: &Path, config: &Config, opts: &MountOptions) -
     } else {
         None
     };
+    // `veilfs run` gives both its mounts one broker; a mount of its own gets one.
+    let broker = match fs.broker() {
+        Some(b) => b,
+        None => {
+            let b = Broker::new("veilfs mount".into(), opts.ask_timeout, fs.audit.clone());
+            fs.set_broker(b.clone(), "", mnt);
+            b
+        }
+    };
     let inodes = fs.inodes();
     let reloader = fs.reloader();
     let inval = fs.invalidator();
-    let session = fuser::Session::new(fs, mnt, config)?;
+    let session = fuser::Session::new(crate::fs::fuse::Served::new(fs), mnt, config)?;
     reloader.set_notifier(session.notifier());
     inval.start(session.notifier(), Arc::downgrade(&inodes))?;
     if let Some(w) = watcher.clone() {
@@ -297,6 +313,7 @@ pub fn start(mut fs: VeilFs, mnt: &Path, config: &Config, opts: &MountOptions) -
         session,
         inodes,
         reloader,
+        broker,
         watcher,
         audit,
     })
@@ -324,6 +341,7 @@ pub struct Mount {
     mountpoint: PathBuf,
     inodes: Arc<Inodes>,
     reloader: Arc<Reloader>,
+    broker: Arc<Broker>,
     watcher: Option<Arc<Watcher>>,
     audit: Option<crate::audit::Writer>,
 }
@@ -346,6 +364,7 @@ impl Mount {
             session: s,
             inodes,
             reloader,
+            broker,
             watcher,
             audit,
         } = session(src, mnt, policy, policy_file, opts)?;
@@ -358,9 +377,15 @@ impl Mount {
             mountpoint,
             inodes,
             reloader,
+            broker,
             watcher,
             audit,
         })
+    }
+
+    /// Where questions about the mount's `ask` paths go.
+    pub fn broker(&self) -> &Arc<Broker> {
+        &self.broker
     }
 
     /// The mount point (canonical).
@@ -405,6 +430,8 @@ impl Mount {
         let Some(s) = self.session.take() else {
             return Ok(());
         };
+        // Parked requests are refused, so nothing waits on a person any more.
+        self.broker.close();
         let r = match s.umount_and_join() {
             Ok(()) => Ok(()),
             Err(e) if is_mount_point(&self.mountpoint) => {

@@ -6,6 +6,7 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::panic::{self, AssertUnwindSafe};
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -23,7 +24,9 @@ use super::ops::{Caller, Refusal, SetAttr};
 /// The one place an `io::Error` becomes a reply errno: a policy refusal is
 /// `EACCES`, anything else the backing errno untouched.
 fn err(e: io::Error) -> Errno {
-    if e.get_ref().is_some_and(|x| x.is::<Refusal>()) {
+    if e.get_ref()
+        .is_some_and(|x| x.is::<Refusal>() || x.is::<super::ask::NeedsApproval>())
+    {
         return Errno::from_i32(libc::EACCES);
     }
     Errno::from_i32(e.raw_os_error().unwrap_or(libc::EIO))
@@ -70,6 +73,137 @@ impl VeilFs {
             panic!("injected fault: lookup of {name:?}");
         }
     }
+}
+
+/// The filesystem as fuser serves it: shared, so that a request parked on a
+/// question (see [`super::ask`]) can be answered from another thread.
+pub struct Served(pub Arc<VeilFs>);
+
+impl Served {
+    pub fn new(fs: VeilFs) -> Served {
+        Served(Arc::new(fs))
+    }
+
+    /// Runs the body of a request that may wait for a person: on this thread,
+    /// and, when it hands back its reply with a question, again once the question
+    /// is answered (see [`park`]).
+    fn asking<R: Refuse>(
+        &self,
+        req: &Request,
+        op: &'static str,
+        reply: R,
+        body: impl Fn(&VeilFs, Who, R) -> Parked<R> + Send + Sync + 'static,
+    ) {
+        let who = Who::from(req);
+        guard(op, || {
+            if let Err((e, reply)) = body(&self.0, who, reply) {
+                park(
+                    self.0.clone(),
+                    who,
+                    op,
+                    e,
+                    reply,
+                    Arc::new(body),
+                    Vec::new(),
+                );
+            }
+        })
+    }
+}
+
+impl std::ops::Deref for Served {
+    type Target = VeilFs;
+    fn deref(&self) -> &VeilFs {
+        &self.0
+    }
+}
+
+/// What the body of a request that may wait returns: answered, or its reply handed
+/// back with the question it waits on.
+type Parked<R> = Result<(), (io::Error, R)>;
+
+/// The body of a parked request, run again after an approval.
+type Body<R> = dyn Fn(&VeilFs, Who, R) -> Parked<R> + Send + Sync;
+
+/// A reply a parked request can be refused with.
+pub(crate) trait Refuse: Send + 'static {
+    fn refuse(self, e: Errno);
+}
+
+macro_rules! refuse_with_error {
+    ($($t:ty),*) => {
+        $(impl Refuse for $t {
+            fn refuse(self, e: Errno) {
+                self.error(e)
+            }
+        })*
+    };
+}
+refuse_with_error!(
+    ReplyOpen,
+    ReplyEntry,
+    ReplyEmpty,
+    ReplyAttr,
+    ReplyDirectory,
+    fuser::ReplyDirectoryPlus,
+    ReplyCreate
+);
+
+/// Hands the reply back with the error when the error is a question; otherwise
+/// answers with `done`.
+fn settle<T, R>(r: io::Result<T>, reply: R, done: impl FnOnce(io::Result<T>, R)) -> Parked<R> {
+    match r {
+        Err(e) if super::ask::question_of(&e).is_some() => Err((e, reply)),
+        r => {
+            done(r, reply);
+            Ok(())
+        }
+    }
+}
+
+/// The most questions one request may raise one after another (a rename asks
+/// about its source and its destination, each of them as it is now and as it
+/// would be).
+const MAX_QUESTIONS_PER_REQUEST: usize = 8;
+
+/// Parks a request on the question `e` carries: the broker calls back once it is
+/// answered, and the body runs again with every grant this request was given (a
+/// rename may ask twice), or the reply is refused.
+fn park<R: Refuse>(
+    fs: Arc<VeilFs>,
+    who: Who,
+    op: &'static str,
+    e: io::Error,
+    reply: R,
+    body: Arc<Body<R>>,
+    grants: Vec<super::ask::Grant>,
+) {
+    let seat = fs.seat.clone();
+    let (Some(seat), Some(q)) = (seat, super::ask::question_of(&e)) else {
+        return reply.refuse(fs.fail(who, op, e));
+    };
+    if grants.len() >= MAX_QUESTIONS_PER_REQUEST {
+        return reply.refuse(fs.fail(who, op, e));
+    }
+    let asker = super::ask::Asker::of(who.pid, who.uid, who.gid);
+    let waiter = {
+        let fs = fs.clone();
+        Box::new(move |verdict| match verdict {
+            super::ask::Verdict::Granted(g) => {
+                let mut grants = grants;
+                grants.push(g);
+                guard(op, || {
+                    if let Err((e, reply)) =
+                        super::ask::with_grants(&grants, || body(&fs, who, reply))
+                    {
+                        park(fs.clone(), who, op, e, reply, body.clone(), grants.clone());
+                    }
+                })
+            }
+            super::ask::Verdict::Refused(_) => reply.refuse(Errno::from_i32(libc::EACCES)),
+        })
+    };
+    seat.broker.ask(&seat, op, q, &asker, waiter);
 }
 
 /// Open flags for a handle the daemon serves: pages stay cached across opens (the
@@ -144,10 +278,29 @@ impl VeilFs {
     }
 }
 
-fn caller(req: &Request) -> Caller {
+/// Who made a request (kept past the request, for one answered after a question).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Who {
+    pub pid: u32,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl From<&Request> for Who {
+    fn from(req: &Request) -> Who {
+        Who {
+            pid: req.pid(),
+            uid: req.uid(),
+            gid: req.gid(),
+        }
+    }
+}
+
+fn caller(who: impl Into<Who>) -> Caller {
+    let who = who.into();
     Caller {
-        uid: req.uid(),
-        gid: req.gid(),
+        uid: who.uid,
+        gid: who.gid,
     }
 }
 
@@ -178,9 +331,14 @@ fn timespec(t: TimeOrNow) -> Option<libc::timespec> {
 
 impl VeilFs {
     /// The errno for a failed request; a policy refusal also goes to the audit log.
-    fn fail(&self, req: &Request, op: &'static str, e: io::Error) -> Errno {
+    fn fail(&self, who: impl Into<Who>, op: &'static str, e: io::Error) -> Errno {
+        let who = who.into();
+        if let Some(q) = super::ask::question_of(&e) {
+            // A question nobody parked (an operation that does not wait): refused.
+            self.audit(who, op, q.path.clone(), q.decision.clone(), true);
+        }
         if let Some(r) = e.get_ref().and_then(|x| x.downcast_ref::<Refusal>()) {
-            self.audit(req, op, r.path.clone(), r.decision.clone(), true);
+            self.audit(who, op, r.path.clone(), r.decision.clone(), true);
             if super::notice::makes_a_name(op) {
                 self.notices.refused(op, &r.path, &r.decision);
             }
@@ -191,23 +349,26 @@ impl VeilFs {
     /// Hands one operation to the audit log, if there is one.
     fn audit(
         &self,
-        req: &Request,
+        who: impl Into<Who>,
         op: &'static str,
         path: Vec<u8>,
         decision: crate::Decision,
         refused: bool,
     ) {
         if let Some(audit) = &self.audit {
+            let who = who.into();
             audit.record(crate::audit::Event {
                 time: SystemTime::now(),
                 op,
                 path,
                 decision,
                 refused,
-                pid: req.pid(),
-                uid: req.uid(),
-                gid: req.gid(),
-                comm: crate::audit::comm(req.pid()),
+                pid: who.pid,
+                uid: who.uid,
+                gid: who.gid,
+                comm: crate::audit::comm(who.pid),
+                result: None,
+                ask: None,
             });
         }
     }
@@ -215,11 +376,12 @@ impl VeilFs {
     /// Replies with a new or found entry, logging it when asked to.
     fn reply_entry(
         &self,
-        req: &Request,
+        req: impl Into<Who>,
         op: &'static str,
         r: io::Result<(std::sync::Arc<super::inode::Node>, libc::stat)>,
         reply: ReplyEntry,
     ) {
+        let req = req.into();
         match r {
             Ok((node, st)) => {
                 self.allowed(req, op, node.ino);
@@ -234,7 +396,13 @@ impl VeilFs {
     }
 
     /// Replies to an operation that returns nothing.
-    fn reply_empty(&self, req: &Request, op: &'static str, r: io::Result<()>, reply: ReplyEmpty) {
+    fn reply_empty(
+        &self,
+        req: impl Into<Who>,
+        op: &'static str,
+        r: io::Result<()>,
+        reply: ReplyEmpty,
+    ) {
         match r {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(self.fail(req, op, e)),
@@ -261,12 +429,12 @@ impl VeilFs {
     }
 
     /// Logs an allowed operation on node `ino` when the audit log wants them all.
-    fn allowed(&self, req: &Request, op: &'static str, ino: u64) {
+    fn allowed(&self, req: impl Into<Who>, op: &'static str, ino: u64) {
         if self.audit.as_ref().is_some_and(|a| a.all())
             && let Some(node) = self.inodes.get(ino)
         {
             let place = node.place();
-            self.audit(req, op, place.path.to_vec(), place.decision, false);
+            self.audit(req.into(), op, place.path.to_vec(), place.decision, false);
         }
     }
 
@@ -328,7 +496,7 @@ impl VeilFs {
     }
 }
 
-impl Filesystem for VeilFs {
+impl Filesystem for Served {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
         use fuser::InitFlags as F;
         let _ = config.set_max_write(1 << 20);
@@ -358,7 +526,7 @@ impl Filesystem for VeilFs {
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         guard("lookup", || {
             self.injected_fault(parent.0, name);
-            let r = self.lookup(parent.0, name);
+            let r = VeilFs::lookup(self, parent.0, name);
             if let Err(e) = &r {
                 self.notice_refused_lookup(req.pid(), name, e);
             }
@@ -399,19 +567,23 @@ impl Filesystem for VeilFs {
         _flags: Option<BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        guard("setattr", || {
-            let a = SetAttr {
-                mode,
-                uid,
-                gid,
-                size,
-                atime: atime.map(timespec),
-                mtime: mtime.map(timespec),
-            };
-            match VeilFs::setattr(self, ino.0, &a, fh.map(|f| f.0)) {
-                Ok(st) => reply.attr(&self.ttl_of(ino.0), &self.attr(ino.0, &st)),
-                Err(e) => reply.error(self.fail(req, "setattr", e)),
-            }
+        let a = SetAttr {
+            mode,
+            uid,
+            gid,
+            size,
+            atime: atime.map(timespec),
+            mtime: mtime.map(timespec),
+        };
+        self.asking(req, "setattr", reply, move |fs, who, reply| {
+            settle(
+                VeilFs::setattr(fs, ino.0, &a, fh.map(|f| f.0)),
+                reply,
+                |r, reply| match r {
+                    Ok(st) => reply.attr(&fs.ttl_of(ino.0), &fs.attr(ino.0, &st)),
+                    Err(e) => reply.error(fs.fail(who, "setattr", e)),
+                },
+            )
         })
     }
 
@@ -432,13 +604,10 @@ impl Filesystem for VeilFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        guard("mknod", || {
-            self.reply_entry(
-                req,
-                "mknod",
-                VeilFs::mknod(self, parent.0, name, mode, umask, rdev, caller(req)),
-                reply,
-            )
+        let name = name.to_owned();
+        self.asking(req, "mknod", reply, move |fs, who, reply| {
+            let r = VeilFs::mknod(fs, parent.0, &name, mode, umask, rdev, caller(who));
+            settle(r, reply, |r, reply| fs.reply_entry(who, "mknod", r, reply))
         })
     }
 
@@ -451,25 +620,26 @@ impl Filesystem for VeilFs {
         umask: u32,
         reply: ReplyEntry,
     ) {
-        guard("mkdir", || {
-            self.reply_entry(
-                req,
-                "mkdir",
-                VeilFs::mkdir(self, parent.0, name, mode, umask, caller(req)),
-                reply,
-            )
+        let name = name.to_owned();
+        self.asking(req, "mkdir", reply, move |fs, who, reply| {
+            let r = VeilFs::mkdir(fs, parent.0, &name, mode, umask, caller(who));
+            settle(r, reply, |r, reply| fs.reply_entry(who, "mkdir", r, reply))
         })
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        guard("unlink", || {
-            self.reply_empty(req, "unlink", VeilFs::unlink(self, parent.0, name), reply)
+        let name = name.to_owned();
+        self.asking(req, "unlink", reply, move |fs, who, reply| {
+            let r = VeilFs::unlink(fs, parent.0, &name);
+            settle(r, reply, |r, reply| fs.reply_empty(who, "unlink", r, reply))
         })
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        guard("rmdir", || {
-            self.reply_empty(req, "rmdir", VeilFs::rmdir(self, parent.0, name), reply)
+        let name = name.to_owned();
+        self.asking(req, "rmdir", reply, move |fs, who, reply| {
+            let r = VeilFs::rmdir(fs, parent.0, &name);
+            settle(r, reply, |r, reply| fs.reply_empty(who, "rmdir", r, reply))
         })
     }
 
@@ -481,13 +651,12 @@ impl Filesystem for VeilFs {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        guard("symlink", || {
-            self.reply_entry(
-                req,
-                "symlink",
-                VeilFs::symlink(self, parent.0, link_name, target.as_os_str(), caller(req)),
-                reply,
-            )
+        let (link_name, target) = (link_name.to_owned(), target.as_os_str().to_owned());
+        self.asking(req, "symlink", reply, move |fs, who, reply| {
+            let r = VeilFs::symlink(fs, parent.0, &link_name, &target, caller(who));
+            settle(r, reply, |r, reply| {
+                fs.reply_entry(who, "symlink", r, reply)
+            })
         })
     }
 
@@ -501,9 +670,11 @@ impl Filesystem for VeilFs {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        guard("rename", || {
+        let (name, newname) = (name.to_owned(), newname.to_owned());
+        self.asking(req, "rename", reply, move |fs, who, reply| {
             let flags = flags.bits();
-            match VeilFs::rename(self, parent.0, name, newparent.0, newname, flags) {
+            let r = VeilFs::rename(fs, parent.0, &name, newparent.0, &newname, flags);
+            settle(r, reply, |r, reply| match r {
                 Ok(moved_dir) => {
                     reply.ok();
                     if moved_dir {
@@ -512,14 +683,14 @@ impl Filesystem for VeilFs {
                         // under its new path; files are opened without asking.
                         let entry =
                             |p: INodeNo, n: &OsStr| Inval::Entry(p.0, n.as_bytes().to_vec());
-                        self.inval.queue(entry(newparent, newname));
+                        fs.inval.queue(entry(newparent, &newname));
                         if flags & libc::RENAME_EXCHANGE != 0 {
-                            self.inval.queue(entry(parent, name));
+                            fs.inval.queue(entry(parent, &name));
                         }
                     }
                 }
-                Err(e) => reply.error(self.fail(req, "rename", e)),
-            }
+                Err(e) => reply.error(fs.fail(who, "rename", e)),
+            })
         })
     }
 
@@ -531,41 +702,46 @@ impl Filesystem for VeilFs {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        guard("link", || {
-            self.reply_entry(
-                req,
-                "link",
-                VeilFs::link(self, ino.0, newparent.0, newname),
-                reply,
-            )
+        let newname = newname.to_owned();
+        self.asking(req, "link", reply, move |fs, who, reply| {
+            let r = VeilFs::link(fs, ino.0, newparent.0, &newname);
+            settle(r, reply, |r, reply| fs.reply_entry(who, "link", r, reply))
         })
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        guard("open", || {
-            if self.light_open.load(Ordering::Relaxed) && !super::ops::opens_for_writing(flags.0) {
+        self.asking(req, "open", reply, move |fs, who, reply| {
+            if fs.light_open.load(Ordering::Relaxed) && !super::ops::opens_for_writing(flags.0) {
                 // Checked, and no handle: reads come with handle 0 and are checked
                 // again when they miss the cache (see `VeilFs::set_light_open`).
-                return match VeilFs::open_for_reading(self, ino.0) {
-                    Ok(()) => {
-                        self.allowed(req, "open", ino.0);
-                        reply.opened(FileHandle(super::ops::NO_HANDLE), CACHED_OPEN)
-                    }
-                    Err(e) => reply.error(self.fail(req, "open", e)),
-                };
+                return settle(
+                    VeilFs::open_for_reading(fs, ino.0),
+                    reply,
+                    |r, reply| match r {
+                        Ok(()) => {
+                            fs.allowed(who, "open", ino.0);
+                            reply.opened(FileHandle(super::ops::NO_HANDLE), CACHED_OPEN)
+                        }
+                        Err(e) => reply.error(fs.fail(who, "open", e)),
+                    },
+                );
             }
-            match VeilFs::open(self, ino.0, flags.0) {
-                Ok(fh) => match self.io_mode_for(
-                    ino.0,
-                    fh,
-                    flags.0 & libc::O_ACCMODE != libc::O_RDONLY,
-                    |f| reply.open_backing(f),
-                ) {
-                    Some(id) => reply.opened_passthrough(FileHandle(fh), PASSTHROUGH_OPEN, &id),
-                    None => reply.opened(FileHandle(fh), CACHED_OPEN),
+            settle(
+                VeilFs::open(fs, ino.0, flags.0),
+                reply,
+                |r, reply| match r {
+                    Ok(fh) => match fs.io_mode_for(
+                        ino.0,
+                        fh,
+                        flags.0 & libc::O_ACCMODE != libc::O_RDONLY,
+                        |f| reply.open_backing(f),
+                    ) {
+                        Some(id) => reply.opened_passthrough(FileHandle(fh), PASSTHROUGH_OPEN, &id),
+                        None => reply.opened(FileHandle(fh), CACHED_OPEN),
+                    },
+                    Err(e) => reply.error(fs.fail(who, "open", e)),
                 },
-                Err(e) => reply.error(self.fail(req, "open", e)),
-            }
+            )
         })
     }
 
@@ -667,22 +843,23 @@ impl Filesystem for VeilFs {
     }
 
     fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        guard("opendir", || {
-            if self.no_opendir.load(Ordering::Relaxed) {
+        self.asking(req, "opendir", reply, move |fs, who, reply| {
+            if fs.no_opendir.load(Ordering::Relaxed) {
                 // The kernel then stops sending OPENDIR and RELEASEDIR (two round trips
                 // per directory walked) and caches listings itself; the policy is
                 // checked on every lookup and readdir instead.
-                return reply.error(Errno::from_i32(libc::ENOSYS));
+                reply.error(Errno::from_i32(libc::ENOSYS));
+                return Ok(());
             }
-            match VeilFs::opendir(self, ino.0) {
+            settle(VeilFs::opendir(fs, ino.0), reply, |r, reply| match r {
                 // The kernel may keep the listing; the watcher invalidates it when the
                 // directory changes outside the mount.
                 Ok(()) => reply.opened(
                     FileHandle(0),
                     FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE,
                 ),
-                Err(e) => reply.error(self.fail(req, "opendir", e)),
-            }
+                Err(e) => reply.error(fs.fail(who, "opendir", e)),
+            })
         })
     }
 
@@ -692,46 +869,21 @@ impl Filesystem for VeilFs {
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
-        mut reply: ReplyDirectory,
+        reply: ReplyDirectory,
     ) {
-        guard("readdir", || {
-            let (listing, mut pos) = match self.listing_at(ino.0, offset) {
-                Ok(l) => l,
-                Err(e) => return reply.error(self.fail(req, "readdir", e)),
-            };
-            let cookie = |p: u64| (u64::from(listing.generation) << 32) | p;
-            if pos == 0 {
-                if reply.add(ino, cookie(1), FileType::Directory, ".") {
-                    return reply.ok();
+        self.asking(req, "readdir", reply, move |fs, who, reply| {
+            match fs.listing_at(ino.0, offset) {
+                Ok((listing, pos)) => {
+                    fill_dir(ino, &listing, pos, reply);
+                    fs.after_listing(ino.0);
+                    Ok(())
                 }
-                pos = 1;
-            }
-            if pos == 1 {
-                if reply.add(
-                    INodeNo(super::inode::ROOT),
-                    cookie(2),
-                    FileType::Directory,
-                    "..",
-                ) {
-                    return reply.ok();
-                }
-                pos = 2;
-            }
-            for (i, e) in listing.entries.iter().enumerate().skip((pos - 2) as usize) {
-                // Refused since the listing was taken (see `listing_at`).
-                if e.name.is_empty() {
-                    continue;
-                }
-                if reply.add(
-                    INodeNo(e.ino),
-                    cookie(i as u64 + 3),
-                    dt_kind(e.kind),
-                    OsStr::from_bytes(&e.name),
-                ) {
-                    break;
+                Err(e) if super::ask::question_of(&e).is_some() => Err((e, reply)),
+                Err(e) => {
+                    reply.error(fs.fail(who, "readdir", e));
+                    Ok(())
                 }
             }
-            reply.ok();
         })
     }
 
@@ -741,91 +893,21 @@ impl Filesystem for VeilFs {
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
-        mut reply: fuser::ReplyDirectoryPlus,
+        reply: fuser::ReplyDirectoryPlus,
     ) {
-        guard("readdirplus", || {
-            let (listing, mut pos) = match self.listing_at(ino.0, offset) {
-                Ok(l) => l,
-                Err(e) => return reply.error(self.fail(req, "readdirplus", e)),
-            };
-            let cookie = |p: u64| (u64::from(listing.generation) << 32) | p;
-            // Each entry given with its attributes counts as a lookup, so it is looked
-            // up (policy included) and forgotten again if the reply buffer had no room
-            // for it. "." and ".." are not counted (node id 0).
-            if pos < 2 {
-                if let Ok(st) = VeilFs::getattr(self, ino.0, None) {
-                    let attr = FileAttr {
-                        ino,
-                        ..self.attr(ino.0, &st)
-                    };
-                    if pos == 0
-                        && reply.add(
-                            INodeNo(0),
-                            cookie(1),
-                            ".",
-                            &self.ttl_of(ino.0),
-                            &attr,
-                            Generation(0),
-                        )
-                    {
-                        return reply.ok();
-                    }
-                    if reply.add(
-                        INodeNo(0),
-                        cookie(2),
-                        "..",
-                        &self.ttl_of(ino.0),
-                        &attr,
-                        Generation(0),
-                    ) {
-                        return reply.ok();
-                    }
+        self.asking(req, "readdirplus", reply, move |fs, who, reply| {
+            match fs.listing_at(ino.0, offset) {
+                Ok((listing, pos)) => {
+                    fill_dir_plus(fs, ino, &listing, pos, reply);
+                    fs.after_listing(ino.0);
+                    Ok(())
                 }
-                pos = 2;
-            }
-            for (i, e) in listing.entries.iter().enumerate().skip((pos - 2) as usize) {
-                if e.name.is_empty() {
-                    continue;
-                }
-                let name = OsStr::from_bytes(&e.name);
-                let offset = cookie(i as u64 + 3);
-                let full = match VeilFs::lookup(self, ino.0, name) {
-                    Ok((node, st)) => {
-                        let full = reply.add(
-                            INodeNo(node.ino),
-                            offset,
-                            name,
-                            &self.ttl_of(node.ino),
-                            &self.attr(node.ino, &st),
-                            Generation(0),
-                        );
-                        if full {
-                            VeilFs::forget(self, node.ino, 1);
-                        }
-                        full
-                    }
-                    // Gone, or refused by a policy loaded since the listing was taken:
-                    // list the name as the listing has it (one policy per listing),
-                    // under a node id the daemon never issues and with no time to
-                    // live, so the kernel caches nothing for it and the next use of
-                    // the name is looked up (and refused) anew. (Node id 0 would say
-                    // "no entry" more plainly, but fuser takes the node id from the
-                    // attributes, and a listed inode number of 0 makes the C library
-                    // skip the entry.)
-                    Err(_) => {
-                        let bare = FileAttr {
-                            kind: dt_kind(e.kind),
-                            ..self.attr(super::inode::PHANTOM, &crate::sys::zeroed_stat())
-                        };
-                        let none = Duration::ZERO;
-                        reply.add(INodeNo(0), offset, name, &none, &bare, Generation(0))
-                    }
-                };
-                if full {
-                    break;
+                Err(e) if super::ask::question_of(&e).is_some() => Err((e, reply)),
+                Err(e) => {
+                    reply.error(fs.fail(who, "readdirplus", e));
+                    Ok(())
                 }
             }
-            reply.ok();
         })
     }
 
@@ -886,13 +968,12 @@ impl Filesystem for VeilFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        guard("setxattr", || {
-            self.reply_empty(
-                req,
-                "setxattr",
-                VeilFs::setxattr(self, ino.0, name, value, flags),
-                reply,
-            )
+        let (name, value) = (name.to_owned(), value.to_vec());
+        self.asking(req, "setxattr", reply, move |fs, who, reply| {
+            let r = VeilFs::setxattr(fs, ino.0, &name, &value, flags);
+            settle(r, reply, |r, reply| {
+                fs.reply_empty(who, "setxattr", r, reply)
+            })
         })
     }
 
@@ -915,13 +996,12 @@ impl Filesystem for VeilFs {
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        guard("removexattr", || {
-            self.reply_empty(
-                req,
-                "removexattr",
-                VeilFs::removexattr(self, ino.0, name),
-                reply,
-            )
+        let name = name.to_owned();
+        self.asking(req, "removexattr", reply, move |fs, who, reply| {
+            let r = VeilFs::removexattr(fs, ino.0, &name);
+            settle(r, reply, |r, reply| {
+                fs.reply_empty(who, "removexattr", r, reply)
+            })
         })
     }
 
@@ -946,21 +1026,23 @@ impl Filesystem for VeilFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        guard("create", || {
-            match VeilFs::create(self, parent.0, name, mode, umask, flags, caller(req)) {
+        let name = name.to_owned();
+        self.asking(req, "create", reply, move |fs, who, reply| {
+            let r = VeilFs::create(fs, parent.0, &name, mode, umask, flags, caller(who));
+            settle(r, reply, |r, reply| match r {
                 Ok((node, st, fh)) => {
-                    let attr = self.attr(node.ino, &st);
+                    let attr = fs.attr(node.ino, &st);
                     // While opens for reading go without a handle, a created file is
                     // not served by passthrough: the kernel fails (EIO) an open of an
                     // inode in passthrough mode that is not itself in passthrough mode.
-                    let io = if self.light_open.load(Ordering::Relaxed) {
+                    let io = if fs.light_open.load(Ordering::Relaxed) {
                         None
                     } else {
-                        self.io_mode_for(node.ino, fh, true, |f| reply.open_backing(f))
+                        fs.io_mode_for(node.ino, fh, true, |f| reply.open_backing(f))
                     };
                     match io {
                         Some(id) => reply.created_passthrough(
-                            &self.ttl_of(node.ino),
+                            &fs.ttl_of(node.ino),
                             &attr,
                             Generation(0),
                             FileHandle(fh),
@@ -968,7 +1050,7 @@ impl Filesystem for VeilFs {
                             &id,
                         ),
                         None => reply.created(
-                            &self.ttl_of(node.ino),
+                            &fs.ttl_of(node.ino),
                             &attr,
                             Generation(0),
                             FileHandle(fh),
@@ -976,8 +1058,8 @@ impl Filesystem for VeilFs {
                         ),
                     }
                 }
-                Err(e) => reply.error(self.fail(req, "create", e)),
-            }
+                Err(e) => reply.error(fs.fail(who, "create", e)),
+            })
         })
     }
 
@@ -1043,6 +1125,131 @@ impl Filesystem for VeilFs {
             }
         })
     }
+}
+
+/// Serves `listing` from position `pos` (see [`VeilFs::listing_at`]).
+fn fill_dir(ino: INodeNo, listing: &super::ops::Listing, mut pos: u64, mut reply: ReplyDirectory) {
+    let cookie = |p: u64| (u64::from(listing.generation) << 32) | p;
+    if pos == 0 {
+        if reply.add(ino, cookie(1), FileType::Directory, ".") {
+            return reply.ok();
+        }
+        pos = 1;
+    }
+    if pos == 1 {
+        if reply.add(
+            INodeNo(super::inode::ROOT),
+            cookie(2),
+            FileType::Directory,
+            "..",
+        ) {
+            return reply.ok();
+        }
+        pos = 2;
+    }
+    for (i, e) in listing.entries.iter().enumerate().skip((pos - 2) as usize) {
+        // Refused since the listing was taken (see `listing_at`).
+        if e.name.is_empty() {
+            continue;
+        }
+        if reply.add(
+            INodeNo(e.ino),
+            cookie(i as u64 + 3),
+            dt_kind(e.kind),
+            OsStr::from_bytes(&e.name),
+        ) {
+            break;
+        }
+    }
+    reply.ok();
+}
+
+/// Serves `listing` from position `pos` with each entry's attributes.
+fn fill_dir_plus(
+    fs: &VeilFs,
+    ino: INodeNo,
+    listing: &super::ops::Listing,
+    mut pos: u64,
+    mut reply: fuser::ReplyDirectoryPlus,
+) {
+    let cookie = |p: u64| (u64::from(listing.generation) << 32) | p;
+    // Each entry given with its attributes counts as a lookup, so it is looked
+    // up (policy included) and forgotten again if the reply buffer had no room
+    // for it. "." and ".." are not counted (node id 0).
+    if pos < 2 {
+        if let Ok(st) = VeilFs::getattr(fs, ino.0, None) {
+            let attr = FileAttr {
+                ino,
+                ..fs.attr(ino.0, &st)
+            };
+            if pos == 0
+                && reply.add(
+                    INodeNo(0),
+                    cookie(1),
+                    ".",
+                    &fs.ttl_of(ino.0),
+                    &attr,
+                    Generation(0),
+                )
+            {
+                return reply.ok();
+            }
+            if reply.add(
+                INodeNo(0),
+                cookie(2),
+                "..",
+                &fs.ttl_of(ino.0),
+                &attr,
+                Generation(0),
+            ) {
+                return reply.ok();
+            }
+        }
+        pos = 2;
+    }
+    for (i, e) in listing.entries.iter().enumerate().skip((pos - 2) as usize) {
+        if e.name.is_empty() {
+            continue;
+        }
+        let name = OsStr::from_bytes(&e.name);
+        let offset = cookie(i as u64 + 3);
+        let full = match VeilFs::lookup(fs, ino.0, name) {
+            Ok((node, st)) => {
+                let full = reply.add(
+                    INodeNo(node.ino),
+                    offset,
+                    name,
+                    &fs.ttl_of(node.ino),
+                    &fs.attr(node.ino, &st),
+                    Generation(0),
+                );
+                if full {
+                    VeilFs::forget(fs, node.ino, 1);
+                }
+                full
+            }
+            // Gone, or refused by a policy loaded since the listing was taken:
+            // list the name as the listing has it (one policy per listing),
+            // under a node id the daemon never issues and with no time to
+            // live, so the kernel caches nothing for it and the next use of
+            // the name is looked up (and refused) anew. (Node id 0 would say
+            // "no entry" more plainly, but fuser takes the node id from the
+            // attributes, and a listed inode number of 0 makes the C library
+            // skip the entry.)
+            Err(_) => {
+                let bare = FileAttr {
+                    kind: dt_kind(e.kind),
+                    ..fs.attr(super::inode::PHANTOM, &crate::sys::zeroed_stat())
+                };
+                let none = Duration::ZERO;
+                reply.add(INodeNo(0), offset, name, &none, &bare, Generation(0))
+            }
+        };
+        if full {
+            break;
+        }
+    }
+    reply.ok();
 }
 
 #[cfg(test)]

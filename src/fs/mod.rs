@@ -4,6 +4,7 @@
 //! syscall relative to a parent's descriptor) → [`crate::sys`]. [`ops`] is the only
 //! place the policy is enforced.
 
+pub mod ask;
 pub mod fuse;
 pub mod git_guard;
 pub mod inode;
@@ -132,6 +133,9 @@ pub struct VeilFs {
     pub(crate) recomputed: AtomicU64,
     /// See [`VeilFs::set_mid_request_hook`].
     pub(crate) seam: snapshot::Seam,
+    /// Where questions about `ask` paths go (see [`ask`]); `None`: they are
+    /// refused.
+    pub(crate) seat: Option<ask::Seat>,
 }
 
 impl VeilFs {
@@ -221,12 +225,28 @@ impl VeilFs {
             notices: notice::Notices::default(),
             recomputed: AtomicU64::new(0),
             seam: snapshot::Seam::default(),
+            seat: None,
         })
     }
 
     /// Logs refusals (and allowed operations, if the log asks) to `audit`.
     pub fn set_audit(&mut self, audit: crate::audit::Audit) {
         self.audit = Some(audit);
+    }
+
+    /// Sends the questions about `ask` paths to `broker`, for the mount of `root`
+    /// (`"workspace"`, `"home"`, or empty for `veilfs mount`) at `mount`.
+    pub fn set_broker(&mut self, broker: Arc<ask::Broker>, root: &'static str, mount: &Path) {
+        self.seat = Some(ask::Seat {
+            broker,
+            root,
+            mount: mount.display().to_string(),
+        });
+    }
+
+    /// The broker questions go to, if any.
+    pub fn broker(&self) -> Option<Arc<ask::Broker>> {
+        self.seat.as_ref().map(|s| s.broker.clone())
     }
 
     /// Sets the entry and attribute TTL (see [`DEFAULT_TTL`]).
@@ -277,6 +297,7 @@ impl VeilFs {
             self.protected.clone(),
             self.policy_base.clone(),
             self.policy_after.clone(),
+            self.broker(),
         ))
     }
 

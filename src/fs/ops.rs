@@ -17,6 +17,7 @@ mod unseen;
 
 pub use unseen::shown_nlink;
 
+use super::ask::Access;
 use super::inode::{Key, Node, Place};
 use super::snapshot::Snapshot;
 use super::{FileHandle, VeilFs};
@@ -247,12 +248,37 @@ impl VeilFs {
 
     fn writable_in(&self, s: &Snapshot, node: &Node) -> io::Result<Place> {
         let p = self.place(s, node)?;
-        if p.decision.action.writable() {
+        let d = self.gate(&p.path, &p.decision, Access::Write, node.decided_as_dir())?;
+        if d.action.writable() {
             self.guard_key(node.key, &p.path)?;
             Ok(p)
         } else {
-            Err(refuse(&p.path, &p.decision))
+            Err(refuse(&p.path, &d))
         }
+    }
+
+    /// The node's content may be read (opened for reading, listed): visible, and
+    /// approved where the path asks (see [`super::ask`]).
+    fn readable(&self, node: &Node) -> io::Result<Place> {
+        self.readable_in(&self.snapshot(), node)
+    }
+
+    fn readable_in(&self, s: &Snapshot, node: &Node) -> io::Result<Place> {
+        let p = self.visible_in(s, node)?;
+        self.gate(&p.path, &p.decision, Access::Read, node.decided_as_dir())?;
+        Ok(p)
+    }
+
+    /// The decision a request for `access` to `path` goes by (see
+    /// [`super::ask::gate`]).
+    fn gate(
+        &self,
+        path: &[u8],
+        d: &Decision,
+        access: Access,
+        is_dir: bool,
+    ) -> io::Result<Decision> {
+        super::ask::gate(self.seat.as_ref(), path, d, access, is_dir)
     }
 
     /// The node's own attributes may be changed (see
@@ -643,8 +669,9 @@ impl VeilFs {
         let dp = self.visible_in(s, &dir)?;
         let cname = sys::name(name)?;
         let (path, d) = self.child(s, &dir, &dp, &cname, kind);
-        if !d.action.writable() {
-            return Err(refuse(&path, &d));
+        let may = self.gate(&path, &d, Access::Write, matches!(kind, Kind::Dir))?;
+        if !may.action.writable() {
+            return Err(refuse(&path, &may));
         }
         Ok(Changing {
             parent,
@@ -848,12 +875,16 @@ impl VeilFs {
         // The source as it is, and as it would be at the destination.
         let (from_path, from_now) = self.child(&s, &from_dir, &fp, &from, kind_of(from_as_dir));
         let (to_path, from_then) = self.child(&s, &to_dir, &tp, &to, kind_of(from_as_dir));
-        if !from_now.action.writable() {
-            return Err(refuse(&from_path, &from_now));
-        }
-        if !from_then.action.writable() {
-            return Err(refuse(&to_path, &from_then));
-        }
+        let may = |path: &[u8], d: &Decision, is_dir: bool| -> io::Result<()> {
+            let d = self.gate(path, d, Access::Write, is_dir)?;
+            if d.action.writable() {
+                Ok(())
+            } else {
+                Err(refuse(path, &d))
+            }
+        };
+        may(&from_path, &from_now, from_as_dir)?;
+        may(&to_path, &from_then, from_as_dir)?;
         // Neither the policy file (by any name) nor a directory holding it moves.
         self.guard_key(super::inode::key_of(&from_st), &from_path)?;
         self.guard_holder(&from_path)?;
@@ -879,14 +910,10 @@ impl VeilFs {
             let to_is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
             let to_as_dir = decided_as_dir(st.st_mode);
             let (_, to_now) = self.child(&s, &to_dir, &tp, &to, kind_of(to_as_dir));
-            if !to_now.action.writable() {
-                return Err(refuse(&to_path, &to_now));
-            }
+            may(&to_path, &to_now, to_as_dir)?;
             if exchange {
                 let (_, to_then) = self.child(&s, &from_dir, &fp, &from, kind_of(to_as_dir));
-                if !to_then.action.writable() {
-                    return Err(refuse(&from_path, &to_then));
-                }
+                may(&from_path, &to_then, to_as_dir)?;
                 if to_is_dir {
                     let fd =
                         sys::openat(to_dir.dir_fd()?, &to, libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
@@ -1002,7 +1029,7 @@ impl VeilFs {
     pub fn open_for_reading(&self, ino: u64) -> io::Result<()> {
         let node = self.node(ino)?;
         self.still_named(&node)?;
-        self.visible(&node)?;
+        self.readable(&node)?;
         self.pin(&node);
         Ok(())
     }
@@ -1017,7 +1044,7 @@ impl VeilFs {
             self.protected.written(node.key);
             self.own(place.parent, &place.name)
         } else {
-            self.visible(&node)?;
+            self.readable(&node)?;
             super::watch::Own::none()
         };
         // `O_DIRECT` is the kernel's business on the FUSE side: the daemon's buffers
@@ -1190,7 +1217,7 @@ impl VeilFs {
     /// [`VeilFs::listing_at`]), not per handle.
     pub fn opendir(&self, ino: u64) -> io::Result<()> {
         let node = self.node(ino)?;
-        self.visible(&node)?;
+        self.readable(&node)?;
         Ok(())
     }
 
@@ -1207,6 +1234,17 @@ impl VeilFs {
         let node = self.node(ino)?;
         let place = self.visible_in(&s, &node)?;
         let (generation, pos) = ((offset >> 32) as u32, offset & 0xffff_ffff);
+        // A reader continuing a listing it was given goes on; every new reading of
+        // a directory that asks is approved first.
+        let continued = offset != 0
+            && self
+                .listings
+                .lock()
+                .get(&ino)
+                .is_some_and(|v| v.iter().any(|l| l.generation == generation));
+        if !continued {
+            self.gate(&place.path, &place.decision, Access::Read, true)?;
+        }
         if offset != 0
             && let Some(l) = self
                 .listings
@@ -1243,6 +1281,14 @@ impl VeilFs {
             kept.pop_front();
         }
         Ok((listing, pos))
+    }
+
+    /// After serving a listing of directory `ino`: a listing approved once must not
+    /// be served again from the kernel's cache, so drop it there.
+    pub fn after_listing(&self, ino: u64) {
+        if super::ask::running_once() {
+            self.inval.queue(super::inval::Inval::Inode(ino));
+        }
     }
 
     /// `listing` (taken under an older policy) as the policy of `s` admits it: the
@@ -1359,12 +1405,17 @@ impl VeilFs {
         sys::removexattr(self.fd_of(&node)?.as_fd(), &c)
     }
 
+    /// `access(2)`: never asks. A path that asks answers as it would once
+    /// approved (a question comes when the content is used).
     pub fn access(&self, ino: u64, mask: i32) -> io::Result<()> {
         let node = self.node(ino)?;
+        let p = self.visible(&node)?;
         if mask & libc::W_OK != 0 {
-            self.writable(&node)?;
-        } else {
-            self.visible(&node)?;
+            let d = p.decision.once_approved();
+            if !d.action.writable() {
+                return Err(refuse(&p.path, &d));
+            }
+            self.guard_key(node.key, &p.path)?;
         }
         Ok(())
     }

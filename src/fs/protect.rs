@@ -259,7 +259,7 @@ impl VeilFs {
             full.extend_from_slice(path);
         }
         let od = o.policy.read().clone().decide(&full, is_dir);
-        if od.action > d.action { od } else { d }
+        d.stricter(od)
     }
 
     /// Keeps the directories on the way to the paths the policy hides or makes

@@ -35,9 +35,12 @@ pub struct Reloader {
     base: Option<crate::policy::RawPolicy>,
     /// Rules put after the file's on every reload.
     after: Vec<crate::policy::RawRule>,
+    /// Its session grants (see [`super::ask`]) last until the next reload.
+    broker: Option<Arc<super::ask::Broker>>,
 }
 
 impl Reloader {
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         policy: Arc<RwLock<Arc<Policy>>>,
         epoch: Arc<AtomicU64>,
@@ -46,6 +49,7 @@ impl Reloader {
         protected: Arc<super::protect::ProtectedFiles>,
         base: Option<crate::policy::RawPolicy>,
         after: Vec<crate::policy::RawRule>,
+        broker: Option<Arc<super::ask::Broker>>,
     ) -> Reloader {
         Reloader {
             policy,
@@ -57,6 +61,7 @@ impl Reloader {
             busy: Mutex::new(()),
             base,
             after,
+            broker,
         }
     }
 
@@ -137,6 +142,10 @@ impl Reloader {
             let mut policy = self.policy.write();
             *policy = Arc::new(loaded.policy);
             self.epoch.fetch_add(1, Ordering::AcqRel);
+            // What a person approved was approved under the old policy.
+            if let Some(b) = &self.broker {
+                b.forget_grants();
+            }
         }
         self.invalidate_kernel_caches();
         Ok(summary)

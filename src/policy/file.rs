@@ -128,7 +128,7 @@ impl<'a> LineIndex<'a> {
     }
 }
 
-const ACTIONS: &str = r#""allow", "read-only" or "deny""#;
+const ACTIONS: &str = r#""allow", "read-only", "ask" or "deny""#;
 
 const EXTENDS: &str = r#""default" (the built-in workspace policy) or "home-default" (the built-in home policy of `veilfs run`)"#;
 
@@ -146,6 +146,7 @@ fn parse_action(s: &str) -> Option<Action> {
     match s {
         "allow" => Some(Action::Allow),
         "read-only" => Some(Action::ReadOnly),
+        "ask" => Some(Action::Ask),
         "deny" => Some(Action::Deny),
         _ => None,
     }

@@ -1,7 +1,8 @@
 //! Lint: patterns that can never take effect as written.
 //!
 //! * An `allow` or `read-only` pattern beneath a directory that the policy makes more
-//!   restrictive (denial is recursive: `deny secrets/` then `allow secrets/x`).
+//!   restrictive (denial is recursive: `deny secrets/` then `allow secrets/x`), and an
+//!   `allow` beneath an `ask` directory (it cannot skip the question).
 //! * A pattern that a later rule's pattern always overrides (the later one matches
 //!   everything it matches), so the earlier rule never decides for it.
 //! * The same pattern twice in one rule.
@@ -77,7 +78,20 @@ fn beneath_restriction(policy: &Policy, p: &Pattern) -> Option<Warning> {
     }
     for dir in literal_dir_prefixes(&p.glob) {
         let d = policy.decide(dir.as_bytes(), true);
-        if d.action > p.action {
+        if d.action == Action::Ask && p.action == Action::Allow {
+            return Some(Warning {
+                at: p.at.clone(),
+                message: format!(
+                    "rule {} pattern {:?} cannot skip the question: `{dir}` asks ({}), \
+                     and an `allow` beneath an `ask` directory still asks",
+                    p.rule,
+                    p.text,
+                    d.why()
+                ),
+            });
+        }
+        // A read-only rule beneath a question holds once the question is approved.
+        if d.action > p.action && !(d.action == Action::Ask && p.action == Action::ReadOnly) {
             let cause = match &d.reason {
                 Reason::Ancestor { .. } => d.why(),
                 _ => format!("`{dir}` is {} by {}", d.action.past_tense(), d.why()),

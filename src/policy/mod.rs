@@ -131,6 +131,9 @@ pub const BUILTIN_HOME_NAME: &str = "<built-in home>";
 pub enum Action {
     Allow,
     ReadOnly,
+    /// Visible, and its content used only once a person approves (see
+    /// [`crate::fs::ask`]); between read-only and deny in precedence.
+    Ask,
     Deny,
 }
 
@@ -140,6 +143,7 @@ impl Action {
         match self {
             Action::Allow => "allow",
             Action::ReadOnly => "read-only",
+            Action::Ask => "ask",
             Action::Deny => "deny",
         }
     }
@@ -149,7 +153,8 @@ impl Action {
         self != Action::Deny
     }
 
-    /// Whether the path may be changed (written, created, removed, renamed, ...).
+    /// Whether the path may be changed (written, created, removed, renamed, ...)
+    /// without asking.
     pub fn writable(self) -> bool {
         self == Action::Allow
     }
@@ -158,6 +163,7 @@ impl Action {
         match self {
             Action::Allow => "allowed",
             Action::ReadOnly => "made read-only",
+            Action::Ask => "put behind a question",
             Action::Deny => "denied",
         }
     }
@@ -253,6 +259,10 @@ pub struct Decision {
     /// Some rule matched this path or an ancestor: unmatched children inherit the
     /// action instead of taking the default.
     ruled: bool,
+    /// For [`Action::Ask`]: what the path is once a person approves (`allow`, or
+    /// `read-only` where a read-only rule or guard also holds it). Otherwise the
+    /// action itself.
+    approved: Action,
 }
 
 impl Decision {
@@ -262,6 +272,54 @@ impl Decision {
             action: Action::Allow,
             reason: Reason::Root,
             ruled: false,
+            approved: Action::Allow,
+        }
+    }
+
+    /// What the path is once a person approves its use: for [`Action::Ask`],
+    /// `allow` or `read-only`; otherwise the action itself.
+    pub fn granted(&self) -> Action {
+        if self.action == Action::Ask {
+            self.approved
+        } else {
+            self.action
+        }
+    }
+
+    /// This decision as a person's approval leaves it (see [`Decision::granted`]).
+    pub fn once_approved(&self) -> Decision {
+        Decision {
+            action: self.granted(),
+            ..self.clone()
+        }
+    }
+
+    /// The stricter of two decisions for one path (the workspace's and the home
+    /// directory's around it): the more restrictive action wins; when one asks, the
+    /// other still bounds what an approval grants.
+    pub fn stricter(self, other: Decision) -> Decision {
+        let (mut hi, lo) = if other.action > self.action {
+            (other, self)
+        } else {
+            (self, other)
+        };
+        if hi.action == Action::Ask {
+            hi.approved = hi.approved.max(lo.granted());
+        }
+        hi
+    }
+
+    /// At least read-only, by `guard` (a decision that refuses changes for its own
+    /// reason): a denied path stays denied, and one that asks stays asking but is
+    /// read-only once approved.
+    fn at_least_read_only(mut self, guard: fn() -> Decision) -> Decision {
+        match self.action {
+            Action::Allow => guard(),
+            Action::Ask => {
+                self.approved = self.approved.max(Action::ReadOnly);
+                self
+            }
+            _ => self,
         }
     }
 
@@ -283,14 +341,7 @@ impl Decision {
     /// This decision made at least read-only because the path is the mount's own
     /// policy file.
     pub fn guard_policy_file(self) -> Decision {
-        if self.action >= Action::ReadOnly {
-            return self;
-        }
-        Decision {
-            action: Action::ReadOnly,
-            reason: Reason::PolicyFile,
-            ruled: true,
-        }
+        self.at_least_read_only(Decision::policy_file)
     }
 
     /// The decision refusing a change to the policy file the mount reads, whatever
@@ -300,6 +351,7 @@ impl Decision {
             action: Action::ReadOnly,
             reason: Reason::PolicyFile,
             ruled: true,
+            approved: Action::ReadOnly,
         }
     }
 
@@ -310,16 +362,14 @@ impl Decision {
             action: Action::ReadOnly,
             reason: Reason::HoldsPolicyFile,
             ruled: true,
+            approved: Action::ReadOnly,
         }
     }
 
     /// This decision made at least read-only because git runs or obeys the file
     /// (see [`Reason::GitControl`]); a denied path stays denied.
     pub fn guard_git_control(self) -> Decision {
-        if self.action >= Action::ReadOnly {
-            return self;
-        }
-        Self::git_control()
+        self.at_least_read_only(Decision::git_control)
     }
 
     /// The decision refusing a change to what git runs or obeys, or to the `.git`
@@ -329,16 +379,14 @@ impl Decision {
             action: Action::ReadOnly,
             reason: Reason::GitControl,
             ruled: true,
+            approved: Action::ReadOnly,
         }
     }
 
     /// This decision made at least read-only because the path is veilfs's own
     /// configuration (see [`Reason::VeilfsConfig`]); a denied path stays denied.
     pub fn guard_veilfs_config(self) -> Decision {
-        if self.action >= Action::ReadOnly {
-            return self;
-        }
-        Self::veilfs_config()
+        self.at_least_read_only(Decision::veilfs_config)
     }
 
     /// The decision refusing to replace a directory on the way to a named path
@@ -348,6 +396,7 @@ impl Decision {
             action: Action::ReadOnly,
             reason: Reason::Way,
             ruled: true,
+            approved: Action::ReadOnly,
         }
     }
 
@@ -358,20 +407,19 @@ impl Decision {
             action: Action::ReadOnly,
             reason: Reason::VeilfsConfig,
             ruled: true,
+            approved: Action::ReadOnly,
         }
     }
 
     /// This decision made at least read-only because the path's name is
     /// [`POLICY_FILE_NAME`].
     fn guard_policy_name(self) -> Decision {
-        if self.action >= Action::ReadOnly {
-            return self;
-        }
-        Decision {
+        self.at_least_read_only(|| Decision {
             action: Action::ReadOnly,
             reason: Reason::PolicyName,
             ruled: true,
-        }
+            approved: Action::ReadOnly,
+        })
     }
 
     /// The reason as one line of text, e.g. ``ancestor `secrets` denied by rule 1
@@ -379,6 +427,9 @@ impl Decision {
     pub fn why(&self) -> String {
         let mut s = String::new();
         write_reason(&mut s, self.action, &self.reason);
+        if self.action == Action::Ask && self.approved != Action::Allow {
+            s.push_str("; read-only once approved");
+        }
         s
     }
 
@@ -759,16 +810,20 @@ impl Policy {
                 let p = &self.patterns[id];
                 if parent.action >= p.action && parent.action != Action::Allow {
                     // The ancestor is at least as restrictive and named first; the
-                    // match still puts this subtree under the rules.
-                    Decision {
+                    // match still puts this subtree under the rules (and a
+                    // read-only rule still holds beneath a question).
+                    let mut d = Decision {
                         ruled: true,
                         ..inherit(parent, parent_path)
-                    }
+                    };
+                    d.approved = d.approved.max(approved_by(p.action));
+                    d
                 } else {
                     Decision {
                         action: p.action,
                         reason: Reason::Rule(p.clone()),
                         ruled: true,
+                        approved: asked_under(parent, p.action),
                     }
                 }
             }
@@ -779,10 +834,12 @@ impl Policy {
                     && let Some(p) = self.admitted.get(path)
                     && ask_dir()
                 {
+                    let action = parent.action.max(admits(p.action));
                     return Decision {
-                        action: parent.action.max(p.action),
+                        action,
                         reason: Reason::Admitted(p.clone()),
                         ruled: false,
+                        approved: asked_under(parent, action),
                     };
                 }
                 // No rule covers the parent either, so its action is at most the
@@ -791,6 +848,7 @@ impl Policy {
                     action,
                     reason: Reason::Default,
                     ruled: false,
+                    approved: asked_under(parent, action).max(approved_by(self.default)),
                 }
             }
         }
@@ -833,6 +891,36 @@ impl Policy {
     }
 }
 
+/// What a path whose own action is `own` grants once approved, as far as `own`
+/// says (`ask` itself grants everything).
+fn approved_by(own: Action) -> Action {
+    if own == Action::Ask {
+        Action::Allow
+    } else {
+        own
+    }
+}
+
+/// The `approved` of a path whose action is `action`, beneath `parent`: what the
+/// parent grants (a question beneath a read-only directory grants only reading).
+fn asked_under(parent: &Decision, action: Action) -> Action {
+    if action == Action::Ask {
+        parent.granted()
+    } else {
+        action
+    }
+}
+
+/// The action with which an allow-list's pattern admits the directories leading
+/// to it: an `ask` pattern's are listable without asking, never changeable.
+fn admits(pattern: Action) -> Action {
+    if pattern == Action::Ask {
+        Action::ReadOnly
+    } else {
+        pattern
+    }
+}
+
 /// The decision of a child that inherits its parent's action.
 fn inherit(parent: &Decision, parent_path: &[u8]) -> Decision {
     let reason = match &parent.reason {
@@ -846,6 +934,7 @@ fn inherit(parent: &Decision, parent_path: &[u8]) -> Decision {
         action: parent.action,
         reason,
         ruled: parent.ruled,
+        approved: parent.approved,
     }
 }
 

@@ -402,6 +402,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         audit: None,
         ..opts.mount.clone()
     };
+    let mut audit_log = None;
     let audit = match &opts.mount.audit {
         Some(target) => {
             match crate::audit::Audit::start(target, opts.mount.audit_all, crate::audit::QUEUE) {
@@ -410,6 +411,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
                     if let Some((_, hfs)) = &mut home_fs {
                         hfs.set_audit(a.for_root("home"));
                     }
+                    audit_log = Some(a);
                     Some(w)
                 }
                 Err(e) => {
@@ -421,6 +423,17 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         }
         None => None,
     };
+    // One broker for both mounts: `veilfs prompt` answers the session's questions
+    // on its control socket.
+    let broker = crate::fs::ask::Broker::new(
+        format!("veilfs run (pid {})", std::process::id()),
+        opts.mount.ask_timeout,
+        audit_log,
+    );
+    fs.set_broker(broker.clone(), "workspace", &ws);
+    if let Some((h, hfs)) = &mut home_fs {
+        hfs.set_broker(broker.clone(), "home", h);
+    }
     // The outer root first: the inner one is mounted through it.
     let mut roots = vec![(ws.clone(), fs)];
     if let Some(h) = home_fs {
@@ -500,7 +513,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         );
     }
 
-    let _control = control.and_then(|c| c.serve_run(reloader, init));
+    let _control = control.and_then(|c| c.serve_run(reloader, broker.clone(), init));
     let relay = match master {
         Some(m) => Some(m.relay().context("relaying the terminal")?),
         None => None,
@@ -529,6 +542,8 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     if let Some(r) = relay {
         r.finish(ending::TEARDOWN);
     }
+    // Nothing waits on a person any more.
+    broker.close();
     ending::unmount(sessions, audit);
     let status = status.context("waiting for the command")?;
     Ok(ExitCode::from(status.clamp(0, 255) as u8))

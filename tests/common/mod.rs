@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use veilfs::{Mount, MountOptions, Policy};
 
+pub mod daemon;
 pub mod outside;
 pub mod run;
 

@@ -150,7 +150,7 @@ impl<'a> Walk<'a> {
                         .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFLNK));
             let od = self.fs.decide(self.policy, old, &self.old_path, || as_dir);
             let nd = self.fs.decide(self.policy, new, &self.new_path, || as_dir);
-            if nd.action < od.action {
+            if nd.action < od.action || nd.granted() < od.granted() {
                 // Report the descendant that would be exposed, as it is now.
                 return Err(refuse(&self.old_path, &od));
             }

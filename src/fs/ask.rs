@@ -1,0 +1,785 @@
+//! The `ask` action: a path whose content is used only once a person approves.
+//!
+//! A request that would use the content of an `ask` path (open a file, list a
+//! directory, make, remove or rename a name there, change its attributes) stops
+//! with a [`NeedsApproval`] error instead of a refusal. [`super::fuse`] then parks
+//! the request: the reply (fuser's replies are `Send`) and a closure that runs the
+//! request again go to the [`Broker`], and the worker thread goes on with other
+//! requests. The broker sends one question per path to the approvers subscribed on
+//! the session's control socket (`veilfs prompt`, or an editor speaking the JSON
+//! lines of [`crate::control`]), and when the answer comes:
+//!
+//! * `allow once`: the parked requests run again with a grant for this path that
+//!   lives only while they run (a thread-local, see [`with_grants`]);
+//! * `allow this path` / `allow this directory` for the session: a session grant,
+//!   kept until unmount or the next policy reload, then the requests run again;
+//! * `deny` (with an optional reason, written to the audit log): `EACCES`.
+//!
+//! Nobody to ask (no approver subscribed), an approver gone, no answer within the
+//! timeout, or an unmount: `EACCES`. Fail closed.
+//!
+//! Grants are for an access: one for reading covers opening for reading and
+//! listing; one for writing covers both reading and changing. A grant never goes
+//! beyond what the path is once approved (see [`crate::Decision::granted`]): a
+//! question beneath a read-only rule grants reading only, and a request to change
+//! such a path is refused without a question.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::io;
+use std::sync::mpsc;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant, SystemTime};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::policy::{Action, Decision};
+
+/// How long a question waits for an answer by default (`--ask-timeout`).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The most questions open at once in one session; more are refused at once
+/// (a flood of distinct paths must not grow the daemon without bound).
+pub const MAX_OPEN: usize = 1024;
+
+/// What a request does with the content of a path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Access {
+    /// Open for reading, list a directory.
+    Read,
+    /// Open for writing, make, remove or rename a name, change attributes.
+    Write,
+}
+
+impl Access {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Access::Read => "read",
+            Access::Write => "write",
+        }
+    }
+}
+
+/// How far an approval reaches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// The requests waiting on this question, and nothing after them.
+    Once,
+    /// This path, until unmount or the next policy reload.
+    Path,
+    /// This directory and everything beneath it, until unmount or reload.
+    Dir,
+}
+
+/// A person's answer to one question.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Answer {
+    Allow(Scope),
+    /// Refused, with the person's reason if they gave one.
+    Deny(Option<String>),
+}
+
+impl Answer {
+    /// The answer's name in the control protocol.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Answer::Allow(Scope::Once) => "allow-once",
+            Answer::Allow(Scope::Path) => "allow-path",
+            Answer::Allow(Scope::Dir) => "allow-dir",
+            Answer::Deny(_) => "deny",
+        }
+    }
+
+    /// Parses a protocol answer (`reason` is kept for `deny`).
+    pub fn parse(s: &str, reason: Option<String>) -> Option<Answer> {
+        Some(match s {
+            "allow-once" => Answer::Allow(Scope::Once),
+            "allow-path" => Answer::Allow(Scope::Path),
+            "allow-dir" => Answer::Allow(Scope::Dir),
+            "deny" => Answer::Deny(reason.filter(|r| !r.trim().is_empty())),
+            _ => return None,
+        })
+    }
+}
+
+/// Permission to use one path (or a directory and what lies beneath it) of one
+/// mount, for an access.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Grant {
+    /// The mount's root label (`"workspace"`, `"home"`; empty for `veilfs mount`).
+    pub root: &'static str,
+    pub path: Vec<u8>,
+    /// The grant covers everything beneath `path` too.
+    pub beneath: bool,
+    pub access: Access,
+}
+
+impl Grant {
+    fn covers(&self, root: &str, path: &[u8], access: Access) -> bool {
+        self.root == root
+            && self.access >= access
+            && (self.path == path
+                || (self.beneath
+                    && (self.path.is_empty()
+                        || (path.starts_with(&self.path)
+                            && path.get(self.path.len()) == Some(&b'/')))))
+    }
+}
+
+thread_local! {
+    /// The once-grants of the request this thread is running again after approval.
+    static ONCE: RefCell<Vec<Grant>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` (a parked request, run again) with `grants` in force on this thread.
+pub fn with_grants<T>(grants: &[Grant], f: impl FnOnce() -> T) -> T {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            ONCE.with(|g| g.borrow_mut().clear());
+        }
+    }
+    ONCE.with(|g| *g.borrow_mut() = grants.to_vec());
+    let _reset = Reset;
+    f()
+}
+
+/// Whether this thread is running a request again after an `allow once`.
+pub fn running_once() -> bool {
+    ONCE.with(|g| !g.borrow().is_empty())
+}
+
+fn granted_once(root: &str, path: &[u8], access: Access) -> bool {
+    ONCE.with(|g| g.borrow().iter().any(|g| g.covers(root, path, access)))
+}
+
+/// A request that waits for a person: carried in an `io::Error` (as a refusal is)
+/// up to [`super::fuse`], which parks it. Anywhere else it is `EACCES`.
+#[derive(Debug)]
+pub struct NeedsApproval {
+    pub path: Vec<u8>,
+    pub decision: Decision,
+    pub access: Access,
+    /// The path is a directory (its own directory is then itself).
+    pub is_dir: bool,
+}
+
+impl std::fmt::Display for NeedsApproval {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: {} waits for approval ({})",
+            String::from_utf8_lossy(&self.path),
+            self.access.as_str(),
+            self.decision.why()
+        )
+    }
+}
+
+impl std::error::Error for NeedsApproval {}
+
+/// The question an error carries, if it is one.
+pub fn question_of(e: &io::Error) -> Option<&NeedsApproval> {
+    e.get_ref().and_then(|x| x.downcast_ref::<NeedsApproval>())
+}
+
+/// Who asked, as the kernel said and `/proc` tells.
+#[derive(Clone, Debug)]
+pub struct Asker {
+    pub pid: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub comm: String,
+    /// `/proc/PID/cmdline`, split at NULs (empty when the process is gone).
+    pub cmdline: Vec<String>,
+}
+
+impl Asker {
+    pub fn of(pid: u32, uid: u32, gid: u32) -> Asker {
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
+            .map(|b| {
+                b.split(|&c| c == 0)
+                    .filter(|a| !a.is_empty())
+                    .take(64)
+                    .map(|a| String::from_utf8_lossy(a).into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        Asker {
+            pid,
+            uid,
+            gid,
+            comm: crate::audit::comm(pid),
+            cmdline,
+        }
+    }
+}
+
+/// The process that answered (from the control socket's peer credentials).
+#[derive(Clone, Debug)]
+pub struct Approver {
+    pub pid: i32,
+    pub uid: u32,
+    pub comm: String,
+}
+
+impl Approver {
+    fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({"pid": self.pid, "uid": self.uid, "comm": self.comm})
+    }
+}
+
+/// What becomes of a parked request.
+pub enum Verdict {
+    /// Run it again with these grants in force.
+    Granted(Grant),
+    /// Answer `EACCES`; the string says why (for the audit log).
+    Refused(&'static str),
+}
+
+/// A parked request: called once with the verdict, on a thread of the broker's.
+pub type Waiter = Box<dyn FnOnce(Verdict) + Send>;
+
+/// One mount's side of the broker: which root its paths are relative to, and where
+/// it is mounted (shown in questions).
+#[derive(Clone, Debug)]
+pub struct Seat {
+    pub broker: Arc<Broker>,
+    pub root: &'static str,
+    pub mount: String,
+}
+
+impl Seat {
+    /// Whether a grant in force lets a request for `access` use `path` now.
+    pub fn granted(&self, path: &[u8], access: Access) -> bool {
+        granted_once(self.root, path, access) || self.broker.session_covers(self.root, path, access)
+    }
+}
+
+/// The decision a request for `access` uses: `d` itself when it does not ask; when
+/// it asks, `d` as approved if a grant covers it, a refusal if what it grants once
+/// approved is not enough, else a [`NeedsApproval`].
+pub fn gate(
+    seat: Option<&Seat>,
+    path: &[u8],
+    d: &Decision,
+    access: Access,
+    is_dir: bool,
+) -> io::Result<Decision> {
+    if d.action != Action::Ask {
+        return Ok(d.clone());
+    }
+    if access == Access::Write && !d.granted().writable() {
+        return Err(super::ops::refuse(path, &d.once_approved()));
+    }
+    if seat.is_some_and(|s| s.granted(path, access)) {
+        return Ok(d.once_approved());
+    }
+    Err(io::Error::new(
+        io::ErrorKind::PermissionDenied,
+        NeedsApproval {
+            path: path.to_vec(),
+            decision: d.clone(),
+            access,
+            is_dir,
+        },
+    ))
+}
+
+/// One open question.
+struct Pending {
+    id: u64,
+    root: &'static str,
+    path: Vec<u8>,
+    access: Access,
+    /// Its JSON, as sent to approvers.
+    json: serde_json::Value,
+    /// The directory an `allow-dir` answer grants.
+    dir: Vec<u8>,
+    asked: Instant,
+    deadline: Instant,
+    waiters: Vec<Waiter>,
+    /// For the audit log.
+    decision: Decision,
+    op: &'static str,
+    who: Asker,
+}
+
+/// An approver connected to the control socket.
+struct Subscriber {
+    id: u64,
+    tx: mpsc::Sender<String>,
+}
+
+#[derive(Default)]
+struct State {
+    next_id: u64,
+    pending: VecDeque<Pending>,
+    subscribers: Vec<Subscriber>,
+    session: Vec<Grant>,
+    closed: bool,
+}
+
+/// The questions of one session (`veilfs mount`, or both mounts of `veilfs run`),
+/// their approvers, and the session's grants.
+pub struct Broker {
+    /// Says which session asks (`veilfs mount`, `veilfs run (pid N)`).
+    label: String,
+    timeout: Duration,
+    audit: Option<crate::audit::Audit>,
+    state: Mutex<State>,
+    wake: Condvar,
+}
+
+impl std::fmt::Debug for Broker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Broker")
+            .field("label", &self.label)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Broker {
+    /// A broker whose questions wait at most `timeout`; its timer thread ends
+    /// with it.
+    pub fn new(
+        label: String,
+        timeout: Duration,
+        audit: Option<crate::audit::Audit>,
+    ) -> Arc<Broker> {
+        let b = Arc::new(Broker {
+            label,
+            timeout,
+            audit,
+            state: Mutex::new(State {
+                next_id: 1,
+                ..State::default()
+            }),
+            wake: Condvar::new(),
+        });
+        let weak = Arc::downgrade(&b);
+        let spawned = std::thread::Builder::new()
+            .name("veilfs-ask".into())
+            .spawn(move || timer(weak));
+        if let Err(e) = spawned {
+            // Without the timer no question could expire: ask nobody.
+            log::warn!("ask: cannot start the timer thread ({e}); every question is refused");
+            b.state.lock().closed = true;
+        }
+        b
+    }
+
+    /// Which session asks (`veilfs mount`, `veilfs run (pid N)`).
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// How long a question waits.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Whether a session grant covers `path` for `access`.
+    fn session_covers(&self, root: &str, path: &[u8], access: Access) -> bool {
+        let st = self.state.lock();
+        st.session.iter().any(|g| g.covers(root, path, access))
+    }
+
+    /// Forgets the session's grants (a policy reload).
+    pub fn forget_grants(&self) {
+        self.state.lock().session.clear();
+    }
+
+    /// Asks about `q` for the request of `who`, on `seat`'s mount, for the
+    /// operation `op`; `waiter` is called once with the verdict. A request for a
+    /// path whose question is already open (for at least this access) waits on
+    /// that question.
+    pub fn ask(
+        &self,
+        seat: &Seat,
+        op: &'static str,
+        q: &NeedsApproval,
+        who: &Asker,
+        waiter: Waiter,
+    ) {
+        let mut st = self.state.lock();
+        if let Some(p) = st
+            .pending
+            .iter_mut()
+            .find(|p| p.root == seat.root && p.path == q.path && p.access >= q.access)
+        {
+            p.waiters.push(waiter);
+            return;
+        }
+        let refused = if st.closed {
+            Some("unmounted")
+        } else if st.subscribers.is_empty() {
+            Some("no-approver")
+        } else if st.pending.len() >= MAX_OPEN {
+            Some("too-many-questions")
+        } else {
+            None
+        };
+        let id = st.next_id;
+        st.next_id += 1;
+        let dir = if q.is_dir {
+            q.path.clone()
+        } else {
+            q.path[..q.path.iter().rposition(|&b| b == b'/').unwrap_or(0)].to_vec()
+        };
+        let json = serde_json::json!({
+            "type": "question",
+            "id": id,
+            "session": self.label,
+            "root": seat.root,
+            "mount": seat.mount,
+            "path": String::from_utf8_lossy(&q.path),
+            "directory": String::from_utf8_lossy(&dir),
+            "is_dir": q.is_dir,
+            "op": op,
+            "access": q.access.as_str(),
+            "pid": who.pid,
+            "uid": who.uid,
+            "comm": who.comm,
+            "cmdline": who.cmdline,
+            "rule": q.decision.why(),
+            "timeout_ms": self.timeout.as_millis() as u64,
+        });
+        self.record(
+            seat.root,
+            &q.path,
+            &q.decision,
+            op,
+            who,
+            "asked",
+            serde_json::json!({"id": id}),
+        );
+        if let Some(why) = refused {
+            drop(st);
+            self.record(
+                seat.root,
+                &q.path,
+                &q.decision,
+                op,
+                who,
+                "refused",
+                serde_json::json!({"id": id, "outcome": why, "waited_ms": 0}),
+            );
+            waiter(Verdict::Refused(why));
+            return;
+        }
+        let now = Instant::now();
+        let line = json.to_string();
+        st.subscribers.retain(|s| s.tx.send(line.clone()).is_ok());
+        st.pending.push_back(Pending {
+            id,
+            root: seat.root,
+            path: q.path.clone(),
+            access: q.access,
+            json,
+            dir,
+            asked: now,
+            deadline: now + self.timeout,
+            waiters: vec![waiter],
+            decision: q.decision.clone(),
+            op,
+            who: who.clone(),
+        });
+        drop(st);
+        self.wake.notify_all();
+    }
+
+    /// Answers question `id` for `by`. The requests waiting on it, and on any other
+    /// open question a session grant now covers, go on (or fail) on a thread of
+    /// their own.
+    pub fn answer(&self, id: u64, answer: Answer, by: &Approver) -> Result<(), String> {
+        let mut st = self.state.lock();
+        let Some(at) = st.pending.iter().position(|p| p.id == id) else {
+            return Err(format!(
+                "no open question {id} (answered, expired or withdrawn)"
+            ));
+        };
+        let Some(p) = st.pending.remove(at) else {
+            return Err(format!("no open question {id}"));
+        };
+        let mut done = vec![(p, answer.clone())];
+        if let Answer::Allow(scope) = answer {
+            let p = &done[0].0;
+            let grant = Grant {
+                root: p.root,
+                path: if scope == Scope::Dir {
+                    p.dir.clone()
+                } else {
+                    p.path.clone()
+                },
+                beneath: scope == Scope::Dir,
+                access: p.access,
+            };
+            if scope != Scope::Once {
+                // Every other open question this grant answers goes too.
+                let mut i = 0;
+                while i < st.pending.len() {
+                    if grant.covers(
+                        st.pending[i].root,
+                        &st.pending[i].path,
+                        st.pending[i].access,
+                    ) {
+                        if let Some(q) = st.pending.remove(i) {
+                            done.push((q, answer.clone()));
+                        }
+                    } else {
+                        i += 1;
+                    }
+                }
+                st.session.push(grant);
+            }
+        }
+        let mut lines = Vec::new();
+        for (p, a) in &done {
+            lines.push(
+                serde_json::json!({"type": "closed", "id": p.id, "outcome": a.as_str(), "by": by.to_json()})
+                    .to_string(),
+            );
+        }
+        for line in &lines {
+            st.subscribers.retain(|s| s.tx.send(line.clone()).is_ok());
+        }
+        drop(st);
+        let mut run = Vec::new();
+        for (p, a) in done {
+            let mut extra = serde_json::json!({
+                "id": p.id,
+                "outcome": a.as_str(),
+                "waited_ms": p.asked.elapsed().as_millis() as u64,
+                "by": by.to_json(),
+            });
+            if let Answer::Deny(Some(r)) = &a {
+                extra["reason"] = r.clone().into();
+            }
+            let result = if matches!(a, Answer::Allow(_)) {
+                "approved"
+            } else {
+                "refused"
+            };
+            self.record(p.root, &p.path, &p.decision, p.op, &p.who, result, extra);
+            let verdict = |a: &Answer| match a {
+                Answer::Allow(_) => Verdict::Granted(Grant {
+                    root: p.root,
+                    path: p.path.clone(),
+                    beneath: false,
+                    access: p.access,
+                }),
+                Answer::Deny(_) => Verdict::Refused("denied"),
+            };
+            for w in p.waiters {
+                run.push((w, verdict(&a)));
+            }
+        }
+        release(run);
+        Ok(())
+    }
+
+    /// Subscribes an approver: every open question is sent now, each new one as it
+    /// is asked, and a `closed` line when one is answered or expires. Returns the
+    /// subscription's id (for [`Broker::unsubscribe`]) and the lines.
+    pub fn subscribe(&self) -> (u64, mpsc::Receiver<String>) {
+        let (tx, rx) = mpsc::channel();
+        let mut st = self.state.lock();
+        let id = st.next_id;
+        st.next_id += 1;
+        for p in &st.pending {
+            let _ = tx.send(p.json.to_string());
+        }
+        st.subscribers.push(Subscriber { id, tx });
+        (id, rx)
+    }
+
+    /// Ends a subscription. When the last approver goes, every open question is
+    /// refused: nobody is left to answer it.
+    pub fn unsubscribe(&self, id: u64) {
+        let mut st = self.state.lock();
+        st.subscribers.retain(|s| s.id != id);
+        if st.subscribers.is_empty() {
+            let gone: Vec<Pending> = st.pending.drain(..).collect();
+            drop(st);
+            self.refuse_all(gone, "approver-gone");
+        }
+    }
+
+    /// Refuses every open question and every later one (the mount is ending).
+    pub fn close(&self) {
+        let mut st = self.state.lock();
+        st.closed = true;
+        st.subscribers.clear();
+        let gone: Vec<Pending> = st.pending.drain(..).collect();
+        drop(st);
+        self.wake.notify_all();
+        self.refuse_all(gone, "unmounted");
+    }
+
+    /// How many questions are open (for tests and `doctor`).
+    pub fn open_questions(&self) -> usize {
+        self.state.lock().pending.len()
+    }
+
+    fn refuse_all(&self, gone: Vec<Pending>, why: &'static str) {
+        let mut run = Vec::new();
+        for p in gone {
+            self.record(
+                p.root,
+                &p.path,
+                &p.decision,
+                p.op,
+                &p.who,
+                "refused",
+                serde_json::json!({"id": p.id, "outcome": why, "waited_ms": p.asked.elapsed().as_millis() as u64}),
+            );
+            for w in p.waiters {
+                run.push((w, Verdict::Refused(why)));
+            }
+        }
+        release(run);
+    }
+
+    /// Expires the questions past their deadline; returns the next deadline.
+    fn expire(&self) -> Option<Instant> {
+        let now = Instant::now();
+        let mut st = self.state.lock();
+        let mut gone = Vec::new();
+        let mut i = 0;
+        while i < st.pending.len() {
+            if st.pending[i].deadline <= now {
+                if let Some(p) = st.pending.remove(i) {
+                    gone.push(p);
+                }
+            } else {
+                i += 1;
+            }
+        }
+        for p in &gone {
+            let line =
+                serde_json::json!({"type": "closed", "id": p.id, "outcome": "timeout"}).to_string();
+            st.subscribers.retain(|s| s.tx.send(line.clone()).is_ok());
+        }
+        let next = st.pending.iter().map(|p| p.deadline).min();
+        drop(st);
+        self.refuse_all(gone, "timeout");
+        next
+    }
+
+    /// One audit event about a question.
+    #[allow(clippy::too_many_arguments)]
+    fn record(
+        &self,
+        root: &'static str,
+        path: &[u8],
+        decision: &Decision,
+        op: &'static str,
+        who: &Asker,
+        result: &'static str,
+        ask: serde_json::Value,
+    ) {
+        let Some(audit) = &self.audit else {
+            return;
+        };
+        let audit = if root.is_empty() {
+            audit.clone()
+        } else {
+            audit.for_root(root)
+        };
+        audit.record(crate::audit::Event {
+            time: SystemTime::now(),
+            op,
+            path: path.to_vec(),
+            decision: decision.clone(),
+            refused: result == "refused",
+            pid: who.pid,
+            uid: who.uid,
+            gid: who.gid,
+            comm: who.comm.clone(),
+            result: Some(result),
+            ask: Some(ask),
+        });
+    }
+}
+
+/// Runs parked requests with their verdicts on a thread of their own, so that the
+/// thread answering (a control connection, the timer) is never held by them.
+fn release(run: Vec<(Waiter, Verdict)>) {
+    if run.is_empty() {
+        return;
+    }
+    let spawned = std::thread::Builder::new()
+        .name("veilfs-ask-run".into())
+        .spawn(move || {
+            for (w, v) in run {
+                w(v);
+            }
+        });
+    if let Err(e) = spawned {
+        // The closures (and their replies) were moved into the failed spawn and
+        // dropped: a dropped reply answers EIO, so nothing hangs.
+        log::warn!("ask: cannot start a thread to answer parked requests: {e}");
+    }
+}
+
+/// Expires questions at their deadlines while the broker lives.
+fn timer(weak: Weak<Broker>) {
+    loop {
+        let Some(b) = weak.upgrade() else {
+            return;
+        };
+        let next = b.expire();
+        let mut st = b.state.lock();
+        if st.closed {
+            return;
+        }
+        // Wake at the next deadline, and at least every second to see whether the
+        // broker is still wanted.
+        let cap = Instant::now() + Duration::from_secs(1);
+        let until = next.map_or(cap, |n| n.min(cap));
+        b.wake.wait_until(&mut st, until);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn g(path: &str, beneath: bool, access: Access) -> Grant {
+        Grant {
+            root: "",
+            path: path.as_bytes().to_vec(),
+            beneath,
+            access,
+        }
+    }
+
+    #[test]
+    fn grants_cover_their_path_their_directory_and_lesser_access() {
+        let once = g("m/a.sql", false, Access::Read);
+        assert!(once.covers("", b"m/a.sql", Access::Read));
+        assert!(!once.covers("", b"m/a.sql", Access::Write));
+        assert!(!once.covers("", b"m/a.sqlx", Access::Read));
+        assert!(!once.covers("home", b"m/a.sql", Access::Read));
+        let dir = g("m", true, Access::Write);
+        assert!(dir.covers("", b"m", Access::Read));
+        assert!(dir.covers("", b"m/x/y", Access::Write));
+        assert!(!dir.covers("", b"mx/y", Access::Read));
+        let top = g("", true, Access::Read);
+        assert!(top.covers("", b"anything/below", Access::Read));
+    }
+
+    #[test]
+    fn answers_round_trip() {
+        for a in ["allow-once", "allow-path", "allow-dir", "deny"] {
+            assert_eq!(Answer::parse(a, None).map(|x| x.as_str()), Some(a));
+        }
+        assert_eq!(Answer::parse("yes", None), None);
+        assert_eq!(
+            Answer::parse("deny", Some("not now".into())),
+            Some(Answer::Deny(Some("not now".into())))
+        );
+    }
+}

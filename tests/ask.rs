@@ -1,0 +1,712 @@
+//! The `ask` action on a real `veilfs mount`: a request that uses an `ask` path
+//! waits for an approver on the control socket; each answer does what it says, and
+//! nobody to ask, no answer, an approver gone or an unmount all refuse (EACCES).
+//! Other requests never wait behind a question, even with one request thread.
+
+mod common;
+
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::daemon::{Approver, Daemon};
+use common::{require_fuse, wait_until};
+
+const SECRET: &str = "ask-secret-0f3a\n";
+
+/// `mig/` asks; `src/` is allowed; `ro/` is read-only, with `ro/q/` asking.
+const POLICY: &str = r#"
+[[rules]]
+action = "ask"
+paths = ["mig/"]
+
+[[rules]]
+action = "read-only"
+paths = ["ro/"]
+
+[[rules]]
+action = "ask"
+paths = ["ro/q/"]
+"#;
+
+struct Tree {
+    tmp: tempfile::TempDir,
+}
+
+impl Tree {
+    fn new() -> Tree {
+        require_fuse();
+        let tmp = tempfile::Builder::new()
+            .prefix("veilfs-ask")
+            .tempdir()
+            .unwrap();
+        let t = Tree { tmp };
+        for d in ["ws/mig/sub", "ws/src", "ws/ro/q", "mnt", "rt"] {
+            std::fs::create_dir_all(t.p(d)).unwrap();
+        }
+        std::fs::set_permissions(t.p("rt"), std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::fs::write(t.p("ws/mig/001.sql"), SECRET).unwrap();
+        std::fs::write(t.p("ws/mig/002.sql"), SECRET).unwrap();
+        std::fs::write(t.p("ws/mig/sub/003.sql"), SECRET).unwrap();
+        std::fs::write(t.p("ws/src/a.txt"), "plain\n").unwrap();
+        std::fs::write(t.p("ws/ro/q/r.txt"), SECRET).unwrap();
+        std::fs::write(t.p("pol.toml"), POLICY).unwrap();
+        t
+    }
+
+    fn p(&self, rel: &str) -> PathBuf {
+        self.tmp.path().join(rel)
+    }
+
+    fn veilfs(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_veilfs"));
+        c.env("VEILFS_RUNTIME_DIR", self.p("rt"));
+        c
+    }
+
+    /// `veilfs mount` with the policy, the audit log and `extra` flags.
+    fn mount(&self, extra: &[&str]) -> Daemon {
+        let mut c = self.veilfs();
+        c.arg("mount")
+            .arg("--policy")
+            .arg(self.p("pol.toml"))
+            .arg("--audit")
+            .arg(self.p("audit.log"))
+            .args(extra)
+            .arg(self.p("ws"))
+            .arg(self.p("mnt"));
+        Daemon::start(c, &self.p("mnt"))
+    }
+
+    fn approver(&self) -> Approver {
+        Approver::subscribe(&self.p("rt"))
+    }
+
+    /// `sh -c script` in the tree's directory, started now.
+    fn spawn(&self, script: &str) -> Child {
+        Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .current_dir(self.tmp.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// The audit log's lines about questions.
+    fn asked(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(self.p("audit.log"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v.get("ask").is_some())
+            .collect()
+    }
+}
+
+/// Waits (at most 30 s) for `child`: exit code, stdout, stderr.
+#[track_caller]
+fn finish(mut child: Child) -> (i32, String, String) {
+    if !wait_until(Duration::from_secs(30), || {
+        child.try_wait().unwrap().is_some()
+    }) {
+        let _ = child.kill();
+        panic!("the command did not end within 30 s");
+    }
+    let mut out = String::new();
+    let mut err = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    (child.wait().unwrap().code().unwrap_or(-1), out, err)
+}
+
+fn still_running(child: &mut Child) -> bool {
+    child.try_wait().unwrap().is_none()
+}
+
+/// Drops the kernel's clean page cache (so that a new open is not served from it).
+fn drop_caches() {
+    let _ = std::fs::write("/proc/sys/vm/drop_caches", "1");
+}
+
+/// Polls the audit log (written by its own thread) until `f` holds.
+#[track_caller]
+fn audit_shows(t: &Tree, what: &str, f: impl Fn(&[serde_json::Value]) -> bool) {
+    assert!(
+        wait_until(Duration::from_secs(10), || f(&t.asked())),
+        "the audit log never showed {what}:\n{:#?}",
+        t.asked()
+    );
+}
+
+#[test]
+fn a_read_waits_and_allow_once_serves_it_once() {
+    let t = Tree::new();
+    let _d = t.mount(&[]);
+    let mut a = t.approver();
+    let mut cat = t.spawn("exec cat mnt/mig/001.sql");
+    let q = a.question(Duration::from_secs(20));
+    // The question is open, so the read is waiting: nothing served yet.
+    assert!(still_running(&mut cat), "cat ended before the answer");
+    assert_eq!(q["path"], "mig/001.sql", "{q}");
+    assert_eq!(q["op"], "open");
+    assert_eq!(q["access"], "read");
+    assert_eq!(q["directory"], "mig");
+    assert_eq!(q["pid"], cat.id());
+    assert_eq!(q["comm"], "cat");
+    assert!(
+        q["cmdline"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a == "mnt/mig/001.sql"),
+        "{q}"
+    );
+    assert!(q["rule"].as_str().unwrap().contains("mig/"), "{q}");
+    a.answer(&q["id"], "allow-once", None);
+    let (code, out, err) = finish(cat);
+    assert_eq!((code, out.as_str()), (0, SECRET), "{err}");
+
+    // Once: the next open asks again.
+    drop_caches();
+    let cat = t.spawn("cat mnt/mig/001.sql");
+    let q2 = a.question(Duration::from_secs(20));
+    assert_ne!(q2["id"], q["id"]);
+    a.answer(&q2["id"], "deny", None);
+    let (code, out, err) = finish(cat);
+    assert_ne!(code, 0);
+    assert!(err.contains("Permission denied"), "{err}");
+    assert!(!out.contains("ask-secret"), "{out}");
+    audit_shows(&t, "asked, approved, refused", |v| {
+        v.iter().filter(|e| e["result"] == "asked").count() == 2
+            && v.iter()
+                .any(|e| e["result"] == "approved" && e["ask"]["outcome"] == "allow-once")
+            && v.iter()
+                .any(|e| e["result"] == "refused" && e["ask"]["outcome"] == "deny")
+    });
+    // Who answered, and how long the request waited, are in the log.
+    let approved = t
+        .asked()
+        .into_iter()
+        .find(|e| e["result"] == "approved")
+        .unwrap();
+    assert_eq!(
+        approved["ask"]["by"]["pid"],
+        std::process::id(),
+        "{approved}"
+    );
+    assert!(approved["ask"]["waited_ms"].is_u64(), "{approved}");
+}
+
+#[test]
+fn allow_for_the_session_stops_asking_for_that_path_or_directory() {
+    let t = Tree::new();
+    let _d = t.mount(&[]);
+    let mut a = t.approver();
+    let cat = t.spawn("cat mnt/mig/001.sql");
+    a.answer_next("allow-path");
+    assert_eq!(finish(cat).0, 0);
+    // The same path: served at once, three times (were it asked, nobody answers
+    // and the cat would wait).
+    for _ in 0..3 {
+        drop_caches();
+        let (code, out, _) = finish(t.spawn("cat mnt/mig/001.sql"));
+        assert_eq!((code, out.as_str()), (0, SECRET));
+    }
+    // Another file of the directory still asks; `allow-dir` covers the directory.
+    let cat = t.spawn("cat mnt/mig/002.sql");
+    let q = a.answer_next("allow-dir");
+    assert_eq!(q["path"], "mig/002.sql");
+    assert_eq!(finish(cat).0, 0);
+    let (code, out, _) = finish(t.spawn("cat mnt/mig/sub/003.sql; ls mnt/mig"));
+    assert_eq!(code, 0);
+    assert!(out.starts_with(SECRET) && out.contains("001.sql"), "{out}");
+    // A grant for reading is not one for writing.
+    let w = t.spawn("echo changed > mnt/mig/001.sql");
+    let q = a.question(Duration::from_secs(20));
+    assert_eq!(
+        (q["access"].as_str(), q["op"].as_str()),
+        (Some("write"), Some("open"))
+    );
+    a.answer(&q["id"], "deny", Some("no edits to migrations"));
+    let (code, _, err) = finish(w);
+    assert_ne!(code, 0);
+    assert!(err.contains("Permission denied"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(t.p("ws/mig/001.sql")).unwrap(),
+        SECRET
+    );
+    audit_shows(&t, "the reason", |v| {
+        v.iter()
+            .any(|e| e["ask"]["reason"] == "no edits to migrations" && e["result"] == "refused")
+    });
+}
+
+#[test]
+fn listing_making_renaming_and_removing_in_an_ask_directory_ask() {
+    let t = Tree::new();
+    let _d = t.mount(&[]);
+    let mut a = t.approver();
+    // Metadata needs no approval: the path is listed and stat'ed.
+    let (code, out, err) = finish(t.spawn("ls mnt; stat -c %s mnt/mig/001.sql"));
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("mig") && out.contains(&SECRET.len().to_string()),
+        "{out}"
+    );
+
+    for (script, op, path, access) in [
+        ("ls mnt/mig", "readdirplus", "mig", "read"),
+        ("touch mnt/mig/new.sql", "create", "mig/new.sql", "write"),
+        ("mkdir mnt/mig/d", "mkdir", "mig/d", "write"),
+        ("rm mnt/mig/002.sql", "unlink", "mig/002.sql", "write"),
+        (
+            "mv mnt/src/a.txt mnt/mig/a.txt",
+            "rename",
+            "mig/a.txt",
+            "write",
+        ),
+        ("ln -s x mnt/mig/l", "symlink", "mig/l", "write"),
+        (
+            "chmod 600 mnt/mig/001.sql",
+            "setattr",
+            "mig/001.sql",
+            "write",
+        ),
+        (
+            "truncate -s 0 mnt/mig/001.sql",
+            "open",
+            "mig/001.sql",
+            "write",
+        ),
+    ] {
+        let before = common::snapshot(&t.p("ws"));
+        let c = t.spawn(script);
+        let q = a.question(Duration::from_secs(20));
+        let got = (q["op"].as_str(), q["path"].as_str(), q["access"].as_str());
+        // `ls` may list with readdir or readdirplus.
+        if op == "readdirplus" {
+            assert!(
+                matches!(got.0, Some("readdir" | "readdirplus")),
+                "{script}: {q}"
+            );
+            assert_eq!((got.1, got.2), (Some(path), Some(access)), "{script}: {q}");
+        } else {
+            assert_eq!(got, (Some(op), Some(path), Some(access)), "{script}: {q}");
+        }
+        a.answer(&q["id"], "deny", None);
+        let (code, _, err) = finish(c);
+        assert_ne!(code, 0, "{script}");
+        assert!(err.contains("Permission denied"), "{script}: {err}");
+        assert_eq!(
+            common::snapshot(&t.p("ws")),
+            before,
+            "{script} changed the workspace"
+        );
+    }
+    // Approved, the change is made.
+    let c = t.spawn("mv mnt/mig/001.sql mnt/mig/001-old.sql");
+    let q = a.answer_next("allow-once");
+    assert_eq!(q["path"], "mig/001.sql");
+    // The destination asks too (once-grants are per path).
+    let q = a.answer_next("allow-once");
+    assert_eq!(q["path"], "mig/001-old.sql");
+    assert_eq!(finish(c).0, 0);
+    assert!(t.p("ws/mig/001-old.sql").exists() && !t.p("ws/mig/001.sql").exists());
+}
+
+#[test]
+fn a_question_under_a_read_only_rule_grants_reading_only() {
+    let t = Tree::new();
+    let _d = t.mount(&[]);
+    let mut a = t.approver();
+    // Writing could never be granted: refused without a question.
+    let (code, _, err) = finish(t.spawn("echo x > mnt/ro/q/r.txt"));
+    assert_ne!(code, 0);
+    assert!(err.contains("Permission denied"), "{err}");
+    let c = t.spawn("cat mnt/ro/q/r.txt");
+    a.answer_next("allow-dir");
+    assert_eq!(finish(c).1, SECRET);
+    let (code, _, _) = finish(t.spawn("echo x > mnt/ro/q/r.txt; touch mnt/ro/q/n"));
+    assert_ne!(code, 0);
+    assert_eq!(
+        std::fs::read_to_string(t.p("ws/ro/q/r.txt")).unwrap(),
+        SECRET
+    );
+    assert!(!t.p("ws/ro/q/n").exists());
+    let asked = t.asked();
+    assert!(
+        asked.iter().all(|e| e["ask"]["outcome"] != "deny"),
+        "{asked:#?}"
+    );
+}
+
+#[test]
+fn nobody_to_ask_refuses_at_once() {
+    let t = Tree::new();
+    // A long timeout: the refusal cannot come from it.
+    let _d = t.mount(&["--ask-timeout", "600"]);
+    let start = Instant::now();
+    let (code, out, err) = finish(t.spawn("cat mnt/mig/001.sql"));
+    assert_ne!(code, 0);
+    assert!(err.contains("Permission denied"), "{err}");
+    assert!(out.is_empty());
+    assert!(start.elapsed() < Duration::from_secs(30));
+    audit_shows(&t, "no-approver", |v| {
+        v.iter()
+            .any(|e| e["ask"]["outcome"] == "no-approver" && e["ask"]["waited_ms"] == 0)
+    });
+}
+
+#[test]
+fn no_answer_within_the_timeout_refuses() {
+    let t = Tree::new();
+    let _d = t.mount(&["--ask-timeout", "1"]);
+    let mut a = t.approver();
+    let c = t.spawn("cat mnt/mig/001.sql");
+    let q = a.question(Duration::from_secs(20));
+    let (code, _, err) = finish(c);
+    assert_ne!(code, 0);
+    assert!(err.contains("Permission denied"), "{err}");
+    let closed = a.next(Duration::from_secs(20)).expect("a closed line");
+    assert_eq!(closed["type"], "closed");
+    assert_eq!(closed["id"], q["id"]);
+    assert_eq!(closed["outcome"], "timeout");
+    // An answer after the timeout is an error, and changes nothing.
+    a.answer(&q["id"], "allow-path", None);
+    let e = a.next(Duration::from_secs(20)).expect("an error line");
+    assert_eq!(e["type"], "error", "{e}");
+    let (code, _, _) = finish(t.spawn("cat mnt/mig/001.sql"));
+    assert_ne!(code, 0);
+}
+
+#[test]
+fn an_approver_going_away_refuses_its_open_questions() {
+    let t = Tree::new();
+    let _d = t.mount(&["--ask-timeout", "600"]);
+    let mut a = t.approver();
+    let c = t.spawn("cat mnt/mig/001.sql");
+    a.question(Duration::from_secs(20));
+    drop(a);
+    let (code, _, err) = finish(c);
+    assert_ne!(code, 0);
+    assert!(err.contains("Permission denied"), "{err}");
+    audit_shows(&t, "approver-gone", |v| {
+        v.iter().any(|e| e["ask"]["outcome"] == "approver-gone")
+    });
+}
+
+#[test]
+fn other_requests_go_on_while_a_question_is_open_even_with_one_thread() {
+    let t = Tree::new();
+    let _d = t.mount(&["--threads", "1", "--ask-timeout", "600"]);
+    let mut a = t.approver();
+    let mut waiting = t.spawn("cat mnt/mig/001.sql");
+    let q = a.question(Duration::from_secs(20));
+    // Other paths, other processes, listings and writes, while the question is
+    // open on the only request thread there is.
+    let start = Instant::now();
+    let (code, out, err) = finish(t.spawn(
+        "for i in $(seq 50); do cat mnt/src/a.txt >/dev/null || exit 1; done; \
+         ls mnt/src; echo w > mnt/src/w.txt; cat mnt/src/a.txt",
+    ));
+    let took = start.elapsed();
+    assert_eq!(code, 0, "{err}");
+    assert!(out.ends_with("plain\n"), "{out}");
+    assert!(
+        still_running(&mut waiting),
+        "the waiting read ended before its answer"
+    );
+    eprintln!("50 reads of an allowed file while a question was open: {took:?}");
+    a.answer(&q["id"], "allow-once", None);
+    assert_eq!(finish(waiting).1, SECRET);
+}
+
+/// Whether process `pid` is blocked in a FUSE request (its kernel wait channel).
+fn in_fuse_request(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/wchan"))
+        .is_ok_and(|w| w.contains("fuse") || w.contains("request_wait_answer"))
+}
+
+#[test]
+fn twenty_readers_of_one_path_raise_one_question() {
+    let t = Tree::new();
+    let _d = t.mount(&["--ask-timeout", "600"]);
+    let mut a = t.approver();
+    let mut readers: Vec<Child> = (0..20)
+        .map(|_| t.spawn("exec cat mnt/mig/001.sql"))
+        .collect();
+    let q = a.question(Duration::from_secs(20));
+    // Every reader waits in the kernel on the one question before it is answered.
+    assert!(
+        wait_until(Duration::from_secs(20), || readers
+            .iter()
+            .all(|r| in_fuse_request(r.id()))),
+        "not every reader is waiting in a FUSE request"
+    );
+    assert!(readers.iter_mut().all(still_running));
+    // No second question came.
+    if let Some(v) = a.next(Duration::from_millis(200)) {
+        panic!("a second line while one question was open: {v}");
+    }
+    a.answer(&q["id"], "allow-once", None);
+    for r in readers {
+        let (code, out, err) = finish(r);
+        assert_eq!((code, out.as_str()), (0, SECRET), "{err}");
+    }
+    let asked = t.asked();
+    assert_eq!(
+        asked.iter().filter(|e| e["result"] == "asked").count(),
+        1,
+        "{asked:#?}"
+    );
+}
+
+#[test]
+fn a_policy_reload_forgets_session_decisions() {
+    let t = Tree::new();
+    let _d = t.mount(&["--ask-timeout", "600"]);
+    let mut a = t.approver();
+    let c = t.spawn("cat mnt/mig/001.sql");
+    a.answer_next("allow-dir");
+    assert_eq!(finish(c).0, 0);
+    assert_eq!(finish(t.spawn("cat mnt/mig/002.sql")).0, 0);
+    // The same policy, written again: reloaded, and the grant is gone.
+    let o = t.veilfs().arg("reload").arg(t.p("mnt")).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    drop_caches();
+    let c = t.spawn("cat mnt/mig/002.sql");
+    let q = a.question(Duration::from_secs(20));
+    assert_eq!(q["path"], "mig/002.sql");
+    a.answer(&q["id"], "deny", None);
+    assert_ne!(finish(c).0, 0);
+}
+
+#[test]
+fn nothing_of_an_ask_file_is_read_before_approval_page_cache_included() {
+    let t = Tree::new();
+    // First allowed: read through the mount, so its pages sit in the page cache.
+    std::fs::write(t.p("pol.toml"), "default = \"allow\"\n").unwrap();
+    let _d = t.mount(&["--ask-timeout", "600"]);
+    assert_eq!(finish(t.spawn("cat mnt/mig/001.sql")).1, SECRET);
+    // Now it asks (the daemon's watcher reloads the policy file).
+    std::fs::write(t.p("pol.toml"), POLICY).unwrap();
+    assert!(
+        wait_until(Duration::from_secs(20), || finish(
+            t.spawn("cat mnt/mig/001.sql")
+        )
+        .0 != 0),
+        "the policy was not reloaded"
+    );
+    let mut a = t.approver();
+    // Every way of reading the content meets the question; each is denied.
+    for script in [
+        "cat mnt/mig/001.sql",
+        "head -c 4 mnt/mig/001.sql",
+        "dd if=mnt/mig/001.sql bs=1 count=4 status=none",
+        "python3 -c 'import mmap,os; f=os.open(\"mnt/mig/001.sql\", os.O_RDONLY); \
+         print(mmap.mmap(f, 0, prot=mmap.PROT_READ)[:])'",
+        "cp mnt/mig/001.sql copy.txt; cat copy.txt",
+        "cd mnt/mig && cat ./001.sql",
+        "cat mnt/mig/../mig//001.sql",
+        "grep -r ask-secret mnt",
+    ] {
+        let mut c = t.spawn(script);
+        // Deny every question the command raises (`grep -r` asks about each
+        // directory that asks) until it ends.
+        let mut asked = 0;
+        let end = Instant::now() + Duration::from_secs(30);
+        while still_running(&mut c) {
+            assert!(Instant::now() < end, "{script}: still running");
+            if let Some(q) = a.next(Duration::from_millis(20))
+                && q["type"] == "question"
+            {
+                a.answer(&q["id"], "deny", None);
+                asked += 1;
+            }
+        }
+        assert!(asked > 0, "{script}: no question");
+        let (_, out, err) = finish(c);
+        assert!(!out.contains("ask-secret"), "{script} read it: {out}");
+        assert!(
+            err.contains("Permission denied") || script.starts_with("grep"),
+            "{script}: {err}"
+        );
+    }
+    // An O_PATH descriptor opens nothing and reads nothing.
+    let (_, out, _) = finish(t.spawn(
+        "python3 -c 'import os; f=os.open(\"mnt/mig/001.sql\", os.O_PATH)
+try:
+    print(os.read(f, 100))
+except OSError as e:
+    print(\"refused\", e.errno)'",
+    ));
+    assert!(out.starts_with("refused"), "{out}");
+}
+
+#[test]
+fn the_window_between_an_answer_and_new_readers_never_hangs_nor_leaks() {
+    let t = Tree::new();
+    let _d = t.mount(&["--ask-timeout", "600"]);
+    let mut a = t.approver();
+    let rounds = std::env::var("VEILFS_ASK_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(10);
+    for round in 0..rounds {
+        // Readers start while questions are being answered: each one either joins
+        // an open question or raises its own; every one is answered.
+        let readers: Vec<Child> = (0..8)
+            .map(|i| {
+                t.spawn(&format!(
+                    "sleep 0.0{i}; exec cat mnt/mig/00{}.sql",
+                    1 + i % 2
+                ))
+            })
+            .collect();
+        let mut done = 0;
+        let end = Instant::now() + Duration::from_secs(30);
+        let mut readers: Vec<Option<Child>> = readers.into_iter().map(Some).collect();
+        while done < readers.len() {
+            assert!(Instant::now() < end, "round {round}: readers still waiting");
+            if let Some(q) = a.next(Duration::from_millis(20))
+                && q["type"] == "question"
+            {
+                let answer = if round % 2 == 0 { "allow-once" } else { "deny" };
+                a.answer(&q["id"], answer, None);
+            }
+            for r in readers.iter_mut() {
+                if let Some(c) = r
+                    && c.try_wait().unwrap().is_some()
+                {
+                    let (code, out, _) = finish(r.take().unwrap());
+                    if round % 2 == 0 {
+                        assert_eq!((code, out.as_str()), (0, SECRET), "round {round}");
+                    } else {
+                        assert_ne!(code, 0, "round {round}");
+                        assert!(out.is_empty(), "round {round}: {out}");
+                    }
+                    done += 1;
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn unmounting_refuses_what_waits() {
+    let t = Tree::new();
+    let d = t.mount(&["--ask-timeout", "600"]);
+    let mut a = t.approver();
+    let c = t.spawn("cat mnt/mig/001.sql");
+    a.question(Duration::from_secs(20));
+    drop(d);
+    let (code, out, _) = finish(c);
+    assert_ne!(code, 0);
+    assert!(out.is_empty());
+    assert!(!veilfs::mount::is_mount_point(
+        &t.p("mnt").canonicalize().unwrap()
+    ));
+}
+
+/// The approver's pid is recorded: `veilfs prompt` answers with one key.
+#[test]
+fn veilfs_prompt_shows_the_question_and_answers_with_one_key() {
+    let t = Tree::new();
+    let _d = t.mount(&["--ask-timeout", "600"]);
+    let mut prompt = t
+        .veilfs()
+        .arg("prompt")
+        .arg(t.p("mnt"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut keys = prompt.stdin.take().unwrap();
+    let out = prompt.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    let mut seen = String::new();
+    let mut expect = |want: &str| {
+        let end = Instant::now() + Duration::from_secs(20);
+        while !seen.contains(want) {
+            let left = end.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(l) => {
+                    seen += &l;
+                    seen += "\n";
+                }
+                Err(_) => panic!("the prompt never said {want:?}:\n{seen}"),
+            }
+        }
+        std::mem::take(&mut seen)
+    };
+    expect("answering for veilfs mount");
+    let c = t.spawn("exec cat mnt/mig/001.sql");
+    let shown = expect("deny with a reason");
+    assert!(shown.contains("wants to read"), "{shown}");
+    assert!(
+        shown.contains(&format!("{}/mig/001.sql", t.p("mnt").display())),
+        "{shown}"
+    );
+    assert!(shown.contains(&format!("pid {}", c.id())), "{shown}");
+    assert!(shown.contains("cat mnt/mig/001.sql"), "{shown}");
+    assert!(shown.contains("rule 1 \"mig/\""), "{shown}");
+    use std::io::Write;
+    keys.write_all(b"y").unwrap();
+    keys.flush().unwrap();
+    assert_eq!(finish(c).1, SECRET);
+    let c = t.spawn("cat mnt/mig/002.sql");
+    expect("deny with a reason");
+    keys.write_all(b"rnot today\n").unwrap();
+    keys.flush().unwrap();
+    assert_ne!(finish(c).0, 0);
+    audit_shows(&t, "the prompt's reason", |v| {
+        v.iter().any(|e| e["ask"]["reason"] == "not today")
+    });
+    drop(keys);
+    assert!(
+        wait_until(Duration::from_secs(10), || prompt
+            .try_wait()
+            .unwrap()
+            .is_some()),
+        "the prompt did not end when its stdin closed"
+    );
+}
+
+#[test]
+fn an_answer_for_an_unknown_question_or_a_bad_answer_is_an_error() {
+    let t = Tree::new();
+    let _d = t.mount(&[]);
+    let mut a = t.approver();
+    a.answer(&serde_json::json!(999), "allow-once", None);
+    let e = a.next(Duration::from_secs(10)).unwrap();
+    assert_eq!(e["type"], "error", "{e}");
+    let c = t.spawn("cat mnt/mig/001.sql");
+    let q = a.question(Duration::from_secs(20));
+    a.answer(&q["id"], "yes please", None);
+    let e = a.next(Duration::from_secs(10)).unwrap();
+    assert_eq!(e["type"], "error", "{e}");
+    a.answer(&q["id"], "deny", None);
+    assert_ne!(finish(c).0, 0);
+}
