@@ -326,7 +326,8 @@ pub struct Broker {
     /// Says which session asks (`veilfs mount`, `veilfs run (pid N)`).
     label: String,
     timeout: Duration,
-    audit: Option<crate::audit::Audit>,
+    /// Dropped at [`Broker::close`], so that the audit writer can finish.
+    audit: Mutex<Option<crate::audit::Audit>>,
     state: Mutex<State>,
     wake: Condvar,
 }
@@ -351,7 +352,7 @@ impl Broker {
         let b = Arc::new(Broker {
             label,
             timeout,
-            audit,
+            audit: Mutex::new(audit),
             state: Mutex::new(State {
                 next_id: 1,
                 ..State::default()
@@ -616,6 +617,9 @@ impl Broker {
         drop(st);
         self.wake.notify_all();
         self.refuse_all(gone, "unmounted");
+        // The audit log ends with the mount: its writer finishes once every
+        // sender is gone.
+        self.audit.lock().take();
     }
 
     /// How many questions are open (for tests and `doctor`).
@@ -680,7 +684,7 @@ impl Broker {
         result: &'static str,
         ask: serde_json::Value,
     ) {
-        let Some(audit) = &self.audit else {
+        let Some(audit) = self.audit.lock().clone() else {
             return;
         };
         let audit = if root.is_empty() {

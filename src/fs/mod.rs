@@ -11,8 +11,10 @@ pub mod inode;
 pub mod inval;
 pub mod notice;
 pub mod ops;
+mod parked;
 pub mod protect;
 pub mod reload;
+mod reply;
 pub mod snapshot;
 pub mod watch;
 
