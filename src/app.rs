@@ -416,8 +416,13 @@ fn mount(
     if let Err(e) = &control {
         eprintln!("veilfs: no control socket (`veilfs reload` will not reach this mount): {e}");
     }
+    let asks = if reloader.policy_asks() {
+        "; some paths ask: answer with `veilfs prompt` in another terminal"
+    } else {
+        ""
+    };
     eprintln!(
-        "veilfs: mounted {} at {} with policy {source}",
+        "veilfs: mounted {} at {} with policy {source}{asks}",
         src.display(),
         mnt.display()
     );

@@ -104,6 +104,50 @@ fn check_warns_about_an_allow_beneath_a_denied_directory() {
 }
 
 #[test]
+fn check_warns_about_an_allow_beneath_an_ask_directory_and_explain_says_ask() {
+    let t = tempfile::tempdir().unwrap();
+    write(
+        t.path(),
+        "p.toml",
+        "[[rules]]\naction = \"ask\"\npaths = [\"mig/\"]\n\n[[rules]]\naction = \"allow\"\npaths = [\"mig/open.sql\"]\n\n[[rules]]\naction = \"read-only\"\npaths = [\"mig/frozen.sql\"]\n",
+    );
+    let args = ["check", "p.toml"];
+    let o = veilfs(t.path(), &args);
+    assert_eq!(o.status.code(), Some(0), "{}", show(&args, &o));
+    // The read-only rule beneath the question takes effect (once approved): no
+    // warning for it.
+    assert_eq!(
+        text(&o.stderr),
+        "p.toml:7:10: warning: rule 2 pattern \"mig/open.sql\" cannot skip the question: `mig` \
+         asks (rule 1 \"mig/\" (p.toml:3:10)), and an `allow` beneath an `ask` directory still \
+         asks\n"
+    );
+    std::fs::create_dir(t.path().join("mig")).unwrap();
+    let args = [
+        "explain",
+        "--policy",
+        "p.toml",
+        "mig",
+        "mig/open.sql",
+        "mig/frozen.sql",
+    ];
+    let o = veilfs(t.path(), &args);
+    assert_eq!(o.status.code(), Some(0), "{}", show(&args, &o));
+    let out = text(&o.stdout);
+    let rows: Vec<&str> = out.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(
+        rows,
+        [
+            "ask       mig/  (rule 1 \"mig/\" (p.toml:3:10))",
+            "ask       mig/open.sql  (ancestor `mig` put behind a question by rule 1 \"mig/\" (p.toml:3:10))",
+            "ask       mig/frozen.sql  (ancestor `mig` put behind a question by rule 1 \"mig/\" (p.toml:3:10); read-only once approved)",
+        ],
+        "{}",
+        show(&args, &o)
+    );
+}
+
+#[test]
 fn check_warns_about_a_shadowed_pattern() {
     let t = tempfile::tempdir().unwrap();
     write(

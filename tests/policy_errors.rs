@@ -70,7 +70,7 @@ fn missing_action() {
 fn unknown_action() {
     assert_eq!(
         errors("[[rules]]\naction = \"hide\"\npaths = [\"a\"]\n"),
-        r#"bad.toml:2:10: error: rule 1: unknown action "hide": expected "allow", "read-only" or "deny""#
+        r#"bad.toml:2:10: error: rule 1: unknown action "hide": expected "allow", "read-only", "ask" or "deny""#
     );
 }
 
@@ -78,7 +78,7 @@ fn unknown_action() {
 fn unknown_default() {
     assert_eq!(
         errors("default = \"readonly\"\n"),
-        r#"bad.toml:1:11: error: unknown default action "readonly": expected "allow", "read-only" or "deny""#
+        r#"bad.toml:1:11: error: unknown default action "readonly": expected "allow", "read-only", "ask" or "deny""#
     );
 }
 

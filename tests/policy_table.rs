@@ -278,3 +278,114 @@ table! {
     star_everything: STAR, b"anything", file => Deny;
     star_dotfile: STAR, b".hidden", file => Deny;
 }
+
+/// `ask` sits between read-only and deny: `deny` > `ask` > `read-only` > `allow`
+/// along the path; what a path is once approved never goes beyond its other rules.
+const ASK: &str = r#"
+[[rules]]
+action = "ask"
+paths = ["mig/", "one.sql", "ro/q/"]
+
+[[rules]]
+action = "allow"
+paths = ["mig/open.sql"]
+
+[[rules]]
+action = "deny"
+paths = ["mig/secret/", "*.key"]
+
+[[rules]]
+action = "read-only"
+paths = ["ro/", "mig/frozen.sql"]
+"#;
+
+const ASK_DEFAULT: &str = r#"
+default = "ask"
+
+[[rules]]
+action = "allow"
+paths = ["src/**"]
+
+[[rules]]
+action = "deny"
+paths = [".env"]
+"#;
+
+table! {
+    ask_dir: ASK, b"mig", dir => Ask;
+    ask_beneath_dir: ASK, b"mig/a/b.sql", file => Ask;
+    ask_file_by_name: ASK, b"x/one.sql", file => Ask;
+    ask_name_as_file_only_dir_pattern: ASK, b"mig", file => Allow;
+    ask_allow_beneath_cannot_skip: ASK, b"mig/open.sql", file => Ask;
+    ask_deny_beneath_wins: ASK, b"mig/secret/x", file => Deny;
+    ask_deny_by_name_beneath: ASK, b"mig/a.key", file => Deny;
+    ask_read_only_beneath_still_asks: ASK, b"mig/frozen.sql", file => Ask;
+    ask_beneath_read_only_asks: ASK, b"ro/q/r.txt", file => Ask;
+    ask_read_only_dir_itself: ASK, b"ro/other.txt", file => ReadOnly;
+    ask_elsewhere_allowed: ASK, b"src/main.rs", file => Allow;
+    ask_default_unmatched: ASK_DEFAULT, b"docs/a.md", file => Ask;
+    ask_default_allow_list: ASK_DEFAULT, b"src/lib.rs", file => Allow;
+    ask_default_admits_src: ASK_DEFAULT, b"src", dir => Allow;
+    ask_default_deny_wins: ASK_DEFAULT, b".env", file => Deny;
+}
+
+/// What an `ask` path is once approved.
+#[test]
+fn an_approval_grants_no_more_than_the_other_rules() {
+    use veilfs::Action::*;
+    let p = Policy::parse("table.toml", ASK).unwrap();
+    for (path, is_dir, granted) in [
+        (&b"mig/a.sql"[..], false, Allow),
+        (b"mig/open.sql", false, Allow),
+        (b"mig/frozen.sql", false, ReadOnly),
+        (b"ro/q/r.txt", false, ReadOnly),
+        (b"ro/q", true, ReadOnly),
+        (b"x/one.sql", false, Allow),
+        (b"mig/secret/x", false, Deny),
+        (b"src/a", false, Allow),
+        (b"ro/x", false, ReadOnly),
+    ] {
+        let d = p.decide(path, is_dir);
+        assert_eq!(
+            d.granted(),
+            granted,
+            "{}: {} ({})",
+            String::from_utf8_lossy(path),
+            d.action,
+            d.why()
+        );
+    }
+    // The policy file's name stays read-only once approved.
+    let d = p.decide(b"mig/.veilfs.toml", false);
+    assert_eq!((d.action, d.granted()), (Ask, ReadOnly), "{}", d.why());
+    assert!(
+        d.why().ends_with("; read-only once approved"),
+        "{}",
+        d.why()
+    );
+}
+
+/// The stricter of two decisions (a workspace inside the home directory): one that
+/// asks stays asking, bounded by the other.
+#[test]
+fn the_stricter_of_a_question_and_a_read_only_rule_asks_and_grants_reading() {
+    use veilfs::Action::*;
+    let ask = Policy::parse("a.toml", "[[rules]]\naction = \"ask\"\npaths = [\"x\"]\n").unwrap();
+    let ro = Policy::parse(
+        "r.toml",
+        "[[rules]]\naction = \"read-only\"\npaths = [\"x\"]\n",
+    )
+    .unwrap();
+    let deny = Policy::parse("d.toml", "[[rules]]\naction = \"deny\"\npaths = [\"x\"]\n").unwrap();
+    let (a, r, d) = (
+        ask.decide(b"x", false),
+        ro.decide(b"x", false),
+        deny.decide(b"x", false),
+    );
+    for s in [a.clone().stricter(r.clone()), r.clone().stricter(a.clone())] {
+        assert_eq!((s.action, s.granted()), (Ask, ReadOnly));
+    }
+    assert_eq!(a.clone().stricter(d.clone()).action, Deny);
+    assert_eq!(d.stricter(a.clone()).action, Deny);
+    assert_eq!(a.granted(), Allow);
+}

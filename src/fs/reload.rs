@@ -70,6 +70,11 @@ impl Reloader {
         *self.notifier.lock() = Some(n);
     }
 
+    /// Whether the policy in force has paths that ask.
+    pub fn policy_asks(&self) -> bool {
+        self.policy.read().asks()
+    }
+
     /// The policy file reloads read (`None` for the built-in policy).
     pub fn file(&self) -> Option<&Path> {
         self.file.as_ref().map(|f| f.path())

@@ -471,6 +471,9 @@ impl Decision {
         if let Some(a) = ancestor {
             obj["ancestor"] = String::from_utf8_lossy(a).into();
         }
+        if self.action == Action::Ask {
+            obj["once_approved"] = self.granted().as_str().into();
+        }
         obj
     }
 }
@@ -726,6 +729,12 @@ impl Policy {
     /// Every pattern, in rule order.
     pub fn patterns(&self) -> &[Arc<Pattern>] {
         &self.patterns
+    }
+
+    /// Whether some path may ask (an `ask` rule, or the default): then an approver
+    /// (`veilfs prompt`) is worth starting.
+    pub fn asks(&self) -> bool {
+        self.default == Action::Ask || self.patterns.iter().any(|p| p.action == Action::Ask)
     }
 
     /// The number of `[[rules]]` tables.

@@ -446,6 +446,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     // Inner first when unmounting.
     let mut sessions: Vec<(fuser::BackgroundSession, PathBuf)> = Vec::new();
     let mut reloader = None;
+    let mut asks = false;
     for (root, fs) in roots {
         let cfg = crate::mount::config(&root, &mount_opts);
         let live = match crate::mount::start(fs, &root, &cfg, &mount_opts) {
@@ -457,6 +458,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
                 return refuse(format!("mounting over {} failed: {e}", root.display()));
             }
         };
+        asks |= live.reloader.policy_asks();
         if root == ws {
             reloader = Some(live.reloader);
         }
@@ -506,10 +508,15 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     };
     if !opts.quiet {
         eprintln!(
-            "veilfs: running {} in {} ({found}) with policy {}{home_note}{system_note}{as_root}{env_note}",
+            "veilfs: running {} in {} ({found}) with policy {}{home_note}{system_note}{as_root}{env_note}{}",
             command[0].to_string_lossy(),
             ws.display(),
-            source
+            source,
+            if asks {
+                "; some paths ask: answer with `veilfs prompt` in another terminal"
+            } else {
+                ""
+            }
         );
     }
 
