@@ -153,6 +153,45 @@ fn audit_shows(t: &Tree, what: &str, f: impl Fn(&[serde_json::Value]) -> bool) {
     );
 }
 
+/// What `veilfs prompt` prints, read on a thread of its own.
+struct Said {
+    rx: std::sync::mpsc::Receiver<String>,
+    seen: String,
+}
+
+impl Said {
+    fn new(out: std::process::ChildStdout) -> Said {
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+        Said {
+            rx,
+            seen: String::new(),
+        }
+    }
+
+    /// Everything said since the last call, up to `want` (within 20 s).
+    #[track_caller]
+    fn expect(&mut self, want: &str) -> String {
+        let end = Instant::now() + Duration::from_secs(20);
+        while !self.seen.contains(want) {
+            let left = end.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(l) => {
+                    self.seen += &l;
+                    self.seen += "\n";
+                }
+                Err(_) => panic!("the prompt never said {want:?}:\n{}", self.seen),
+            }
+        }
+        std::mem::take(&mut self.seen)
+    }
+}
+
 #[test]
 fn a_read_waits_and_allow_once_serves_it_once() {
     let t = Tree::new();
@@ -638,29 +677,8 @@ fn veilfs_prompt_shows_the_question_and_answers_with_one_key() {
         .spawn()
         .unwrap();
     let mut keys = prompt.stdin.take().unwrap();
-    let out = prompt.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
-            let _ = tx.send(l);
-        }
-    });
-    let mut seen = String::new();
-    let mut expect = |want: &str| {
-        let end = Instant::now() + Duration::from_secs(20);
-        while !seen.contains(want) {
-            let left = end.saturating_duration_since(Instant::now());
-            match rx.recv_timeout(left) {
-                Ok(l) => {
-                    seen += &l;
-                    seen += "\n";
-                }
-                Err(_) => panic!("the prompt never said {want:?}:\n{seen}"),
-            }
-        }
-        std::mem::take(&mut seen)
-    };
+    let mut said = Said::new(prompt.stdout.take().unwrap());
+    let mut expect = |want: &str| said.expect(want);
     expect("answering for veilfs mount");
     let c = t.spawn("exec cat mnt/mig/001.sql");
     let shown = expect("deny with a reason");
@@ -709,4 +727,52 @@ fn an_answer_for_an_unknown_question_or_a_bad_answer_is_an_error() {
     assert_eq!(e["type"], "error", "{e}");
     a.answer(&q["id"], "deny", None);
     assert_ne!(finish(c).0, 0);
+}
+
+#[test]
+fn one_prompt_answers_several_sessions_also_those_started_later() {
+    let t = Tree::new();
+    let _d1 = t.mount(&["--ask-timeout", "600"]);
+    let mut prompt = t
+        .veilfs()
+        .arg("prompt")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut keys = prompt.stdin.take().unwrap();
+    let mut said = Said::new(prompt.stdout.take().unwrap());
+    let mut expect = |want: &str| said.expect(want);
+    expect("answering for veilfs mount");
+    // A second mount, started after the prompt.
+    std::fs::create_dir_all(t.p("ws2/mig")).unwrap();
+    std::fs::create_dir_all(t.p("mnt2")).unwrap();
+    std::fs::write(t.p("ws2/mig/001.sql"), "second\n").unwrap();
+    let mut c = t.veilfs();
+    c.arg("mount")
+        .arg("--policy")
+        .arg(t.p("pol.toml"))
+        .args(["--ask-timeout", "600"])
+        .arg(t.p("ws2"))
+        .arg(t.p("mnt2"));
+    let _d2 = Daemon::start(c, &t.p("mnt2"));
+    expect("answering for veilfs mount");
+    use std::io::Write;
+    for (path, want) in [
+        ("mnt2/mig/001.sql", "second\n"),
+        ("mnt/mig/001.sql", SECRET),
+    ] {
+        let c = t.spawn(&format!("exec cat {path}"));
+        let shown = expect("deny with a reason");
+        assert!(shown.contains(&format!("/{path}")), "{shown}");
+        keys.write_all(b"y").unwrap();
+        keys.flush().unwrap();
+        assert_eq!(finish(c).1, want);
+    }
+    drop(keys);
+    assert!(wait_until(Duration::from_secs(10), || prompt
+        .try_wait()
+        .unwrap()
+        .is_some()));
 }

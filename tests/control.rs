@@ -19,9 +19,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use common::daemon::Daemon;
 use common::{assert_errno, require_fuse, wait_until};
 use veilfs::control::Session;
-use veilfs::mount::is_mount_point;
 
 const ALLOW_ALL: &str = "default = \"allow\"\n";
 const DENY_A: &str = "default = \"allow\"\n[[rules]]\naction = \"deny\"\npaths = [\"a.txt\"]\n";
@@ -116,11 +116,6 @@ fn run_with_deadline(cmd: &mut Command, limit: Duration) -> Output {
     child.wait_with_output().unwrap()
 }
 
-fn signal(child: &Child, sig: i32) {
-    // SAFETY: signalling our own child by pid.
-    unsafe { libc::kill(child.id() as i32, sig) };
-}
-
 /// Waits for `child` to exit (killing it after `limit`); its status code.
 fn wait_exit(child: &mut Child, limit: Duration) -> Option<i32> {
     if !wait_until(limit, || child.try_wait().unwrap().is_some()) {
@@ -131,67 +126,15 @@ fn wait_exit(child: &mut Child, limit: Duration) -> Option<i32> {
     child.wait().unwrap().code()
 }
 
-/// A `veilfs mount` of `ws` at `mnt`, stopped (and unmounted) on drop.
-struct Daemon {
-    child: Child,
-    mnt: PathBuf,
-    /// stderr up to and including the ready line.
-    said: String,
-}
-
-impl Daemon {
-    fn start(t: &Tree, policy: Option<&Path>) -> Daemon {
-        let mut cmd = t.veilfs();
-        cmd.arg("mount");
-        if let Some(p) = policy {
-            cmd.arg("--policy").arg(p);
-        }
-        let mut child = cmd
-            .arg(t.p("ws"))
-            .arg(t.p("mnt"))
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut err = BufReader::new(child.stderr.take().unwrap());
-        let mut said = String::new();
-        loop {
-            let mut line = String::new();
-            if err.read_line(&mut line).unwrap() == 0 {
-                let _ = child.wait();
-                panic!("veilfs mount ended before it was ready:\n{said}");
-            }
-            said += &line;
-            if line.starts_with("veilfs: mounted ") {
-                break;
-            }
-        }
-        // Keep draining stderr so the daemon never blocks on it.
-        std::thread::spawn(move || {
-            let _ = std::io::copy(&mut err, &mut std::io::sink());
-        });
-        Daemon {
-            child,
-            mnt: t.p("mnt"),
-            said,
-        }
+/// A `veilfs mount` of `ws` at `mnt` (see [`common::daemon::Daemon`]).
+fn mount(t: &Tree, policy: Option<&Path>) -> Daemon {
+    let mut cmd = t.veilfs();
+    cmd.arg("mount");
+    if let Some(p) = policy {
+        cmd.arg("--policy").arg(p);
     }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if self.child.try_wait().unwrap().is_none() {
-            signal(&self.child, libc::SIGTERM);
-            if !wait_until(Duration::from_secs(5), || {
-                self.child.try_wait().unwrap().is_some()
-            }) {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-            }
-        }
-        if is_mount_point(&self.mnt.canonicalize().unwrap()) {
-            let _ = Command::new("umount").arg("-l").arg(&self.mnt).status();
-        }
-    }
+    cmd.arg(t.p("ws")).arg(t.p("mnt"));
+    Daemon::start(cmd, &t.p("mnt"))
 }
 
 /// A `veilfs run --policy pol/p.toml --workspace ws -- sh -c SCRIPT`, its stdin
@@ -306,7 +249,7 @@ fn a_runtime_directory_someone_else_could_have_planted_is_never_used() {
         planted.set_nonblocking(true).unwrap();
         let before = std::fs::read_dir(&dir).unwrap().count();
 
-        let d = Daemon::start(&t, None);
+        let d = mount(&t, None);
         assert!(
             d.said.contains("refusing the runtime directory") && d.said.contains(case),
             "{case}: the daemon must refuse the directory and say why:\n{}",
@@ -339,7 +282,7 @@ fn a_runtime_directory_someone_else_could_have_planted_is_never_used() {
 #[test]
 fn the_runtime_directory_is_created_private() {
     let t = Tree::new();
-    let _d = Daemon::start(&t, None);
+    let _d = mount(&t, None);
     let md = std::fs::symlink_metadata(t.rt()).unwrap();
     assert!(md.is_dir());
     assert_eq!(md.mode() & 0o777, 0o700);
@@ -352,7 +295,7 @@ fn the_runtime_directory_is_created_private() {
 #[test]
 fn a_silent_client_does_not_hold_up_a_reload() {
     let t = Tree::new();
-    let d = Daemon::start(&t, Some(&t.p("pol/p.toml")));
+    let d = mount(&t, Some(&t.p("pol/p.toml")));
     let sock = t.rt().join(&t.sockets()[0]);
     let silent: Vec<UnixStream> = (0..3)
         .map(|_| UnixStream::connect(&sock).unwrap())
@@ -380,7 +323,7 @@ fn a_silent_client_does_not_hold_up_a_reload() {
 #[test]
 fn a_peer_of_another_uid_is_refused() {
     let t = Tree::new();
-    let d = Daemon::start(&t, Some(&t.p("pol/p.toml")));
+    let d = mount(&t, Some(&t.p("pol/p.toml")));
     t.edit_policy(DENY_A);
     let o = run_with_deadline(
         Command::new("setpriv")

@@ -7,7 +7,7 @@
 //! # The language
 //!
 //! ```toml
-//! default = "allow"            # "allow" | "read-only" | "deny"; for paths no rule decides
+//! default = "allow"            # "allow" | "read-only" | "ask" | "deny"; for paths no rule decides
 //!
 //! [[rules]]
 //! action = "deny"
@@ -26,7 +26,12 @@
 //! |-----------|---------|-------------|------------------------------|
 //! | allow     | shown   | yes         | yes                          |
 //! | read-only | shown   | yes         | `EACCES`                     |
+//! | ask       | shown   | stat; read once a person approves | once a person approves |
 //! | deny      | hidden  | `EACCES`    | `EACCES`                     |
+//!
+//! An `ask` path's decision also says what it is once approved
+//! ([`Decision::granted`]): `allow`, or `read-only` where a read-only rule or guard
+//! holds it too (see [`crate::fs::ask`]).
 //!
 //! # Matching
 //!
@@ -40,7 +45,7 @@
 //! * A trailing `/` restricts a pattern to directories.
 //! * For one path, the last rule with a matching pattern decides.
 //! * Decisions are inherited segment-wise, outermost first. A path's action is the
-//!   most restrictive (deny > read-only > allow) of its own rule's and its parent's;
+//!   most restrictive (deny > ask > read-only > allow) of its own rule's and its parent's;
 //!   a path no rule matches takes its nearest matched ancestor's action, or the
 //!   `default` when no ancestor matched either. A deny stops the walk: nothing below a
 //!   denied directory can be re-opened.
