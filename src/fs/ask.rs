@@ -196,7 +196,14 @@ pub struct Asker {
 
 impl Asker {
     pub fn of(pid: u32, uid: u32, gid: u32) -> Asker {
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
+        // At most 4 KiB of it: a question is shown, not archived.
+        let read = |p: String| -> io::Result<Vec<u8>> {
+            use std::io::Read;
+            let mut b = Vec::new();
+            std::fs::File::open(p)?.take(4096).read_to_end(&mut b)?;
+            Ok(b)
+        };
+        let cmdline = read(format!("/proc/{pid}/cmdline"))
             .map(|b| {
                 b.split(|&c| c == 0)
                     .filter(|a| !a.is_empty())

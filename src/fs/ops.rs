@@ -248,12 +248,13 @@ impl VeilFs {
 
     fn writable_in(&self, s: &Snapshot, node: &Node) -> io::Result<Place> {
         let p = self.place(s, node)?;
-        let d = self.gate(&p.path, &p.decision, Access::Write, node.decided_as_dir())?;
+        let approved = self.gate(&p.path, &p.decision, Access::Write, node.decided_as_dir())?;
+        let d = approved.as_ref().unwrap_or(&p.decision);
         if d.action.writable() {
             self.guard_key(node.key, &p.path)?;
             Ok(p)
         } else {
-            Err(refuse(&p.path, &d))
+            Err(refuse(&p.path, d))
         }
     }
 
@@ -269,16 +270,19 @@ impl VeilFs {
         Ok(p)
     }
 
-    /// The decision a request for `access` to `path` goes by (see
-    /// [`super::ask::gate`]).
+    /// The decision a request for `access` to `path` goes by, when it is not `d`
+    /// itself (see [`super::ask::gate`]).
     fn gate(
         &self,
         path: &[u8],
         d: &Decision,
         access: Access,
         is_dir: bool,
-    ) -> io::Result<Decision> {
-        super::ask::gate(self.seat.as_ref(), path, d, access, is_dir)
+    ) -> io::Result<Option<Decision>> {
+        if d.action != crate::policy::Action::Ask {
+            return Ok(None);
+        }
+        super::ask::gate(self.seat.as_ref(), path, d, access, is_dir).map(Some)
     }
 
     /// The node's own attributes may be changed (see
@@ -669,9 +673,10 @@ impl VeilFs {
         let dp = self.visible_in(s, &dir)?;
         let cname = sys::name(name)?;
         let (path, d) = self.child(s, &dir, &dp, &cname, kind);
-        let may = self.gate(&path, &d, Access::Write, matches!(kind, Kind::Dir))?;
+        let approved = self.gate(&path, &d, Access::Write, matches!(kind, Kind::Dir))?;
+        let may = approved.as_ref().unwrap_or(&d);
         if !may.action.writable() {
-            return Err(refuse(&path, &may));
+            return Err(refuse(&path, may));
         }
         Ok(Changing {
             parent,
@@ -876,11 +881,12 @@ impl VeilFs {
         let (from_path, from_now) = self.child(&s, &from_dir, &fp, &from, kind_of(from_as_dir));
         let (to_path, from_then) = self.child(&s, &to_dir, &tp, &to, kind_of(from_as_dir));
         let may = |path: &[u8], d: &Decision, is_dir: bool| -> io::Result<()> {
-            let d = self.gate(path, d, Access::Write, is_dir)?;
+            let approved = self.gate(path, d, Access::Write, is_dir)?;
+            let d = approved.as_ref().unwrap_or(d);
             if d.action.writable() {
                 Ok(())
             } else {
-                Err(refuse(path, &d))
+                Err(refuse(path, d))
             }
         };
         may(&from_path, &from_now, from_as_dir)?;
