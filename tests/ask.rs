@@ -776,3 +776,64 @@ fn one_prompt_answers_several_sessions_also_those_started_later() {
         .unwrap()
         .is_some()));
 }
+
+/// Lists directory descriptors with `getdents64` (offsets included) from Python.
+const GETDENTS: &str = r#"
+import ctypes, os, struct
+libc = ctypes.CDLL(None, use_errno=True)
+NR = {'x86_64': 217, 'aarch64': 61}[os.uname().machine]
+def getdents(fd):
+    buf = ctypes.create_string_buffer(65536)
+    n = libc.syscall(NR, fd, buf, len(buf))
+    if n < 0:
+        raise OSError(ctypes.get_errno(), 'getdents64')
+    out, i = [], 0
+    while i < n:
+        ino, off, reclen, typ = struct.unpack_from('QqHB', buf.raw, i)
+        out.append((buf.raw[i + 19:i + reclen].split(b'\0', 1)[0].decode(), off))
+        i += reclen
+    return out
+"#;
+
+#[test]
+fn a_listing_approved_for_one_process_is_not_continued_by_another() {
+    let t = Tree::new();
+    let _d = t.mount(&["--ask-timeout", "600"]);
+    let mut a = t.approver();
+    // A listing of `mig` is approved once, for `ls`.
+    let ls = t.spawn("exec ls mnt/mig");
+    a.answer_next("allow-once");
+    let (code, out, _) = finish(ls);
+    assert_eq!(code, 0);
+    assert!(out.contains("001.sql"), "{out}");
+    // Nobody answers from now on.
+    drop(a);
+    // Another process learns how offsets look from a directory it may list, then
+    // seeks a descriptor of `mig` into each recent listing and reads on.
+    let script = format!(
+        "{GETDENTS}
+src = os.open('mnt/src', os.O_RDONLY | os.O_DIRECTORY)
+gen = max(off for _, off in getdents(src)) >> 32
+seen, refused = [], 0
+for g in range(max(1, gen - 30), gen + 2):
+    for pos in (1, 2, 3, 4):
+        fd = os.open('mnt/mig', os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.lseek(fd, (g << 32) | pos, 0)
+            seen += [n for n, _ in getdents(fd)]
+        except OSError:
+            refused += 1
+        os.close(fd)
+print('SEEN', sorted(set(seen)), 'REFUSED', refused)
+"
+    );
+    let (code, out, err) = finish(t.spawn(&format!("python3 - <<'EOF'\n{script}\nEOF")));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("SEEN "), "{out}");
+    for name in ["001.sql", "002.sql", "sub"] {
+        assert!(
+            !out.contains(name),
+            "another process continued the listing: {out}"
+        );
+    }
+}

@@ -403,7 +403,7 @@ impl Filesystem for Served {
         reply: ReplyDirectory,
     ) {
         self.asking(req, "readdir", reply, move |fs, who, reply| {
-            match fs.listing_at(ino.0, offset) {
+            match fs.listing_at(ino.0, offset, who.pid) {
                 Ok((listing, pos)) => {
                     fill_dir(ino, &listing, pos, reply);
                     fs.after_listing(ino.0);
@@ -427,7 +427,7 @@ impl Filesystem for Served {
         reply: fuser::ReplyDirectoryPlus,
     ) {
         self.asking(req, "readdirplus", reply, move |fs, who, reply| {
-            match fs.listing_at(ino.0, offset) {
+            match fs.listing_at(ino.0, offset, who.pid) {
                 Ok((listing, pos)) => {
                     fill_dir_plus(fs, ino, &listing, pos, reply);
                     fs.after_listing(ino.0);

@@ -75,6 +75,29 @@ pub struct Listing {
     /// (mtime seconds, mtime nanoseconds, policy epoch) when it was taken.
     stamp: (i64, i64, u64),
     pub entries: Vec<Listed>,
+    /// For a directory that asks: the processes (pids) approved to read this
+    /// listing, who alone may continue it at a later offset (see
+    /// [`VeilFs::listing_at`]).
+    readers: Mutex<Vec<u32>>,
+}
+
+impl Listing {
+    /// The most readers remembered per listing.
+    const READERS: usize = 64;
+
+    fn approved_for(&self, pid: u32) -> bool {
+        self.readers.lock().contains(&pid)
+    }
+
+    fn approve_for(&self, pid: u32) {
+        let mut r = self.readers.lock();
+        if !r.contains(&pid) {
+            if r.len() >= Self::READERS {
+                r.remove(0);
+            }
+            r.push(pid);
+        }
+    }
 }
 
 /// One admitted directory entry.
@@ -1235,29 +1258,31 @@ impl VeilFs {
     /// while the directory changes: the last few listings of each directory are
     /// kept until the kernel forgets the directory. A listing is taken anew when the
     /// directory's mtime or the policy epoch has changed since the newest one.
-    pub fn listing_at(&self, ino: u64, offset: u64) -> io::Result<(Arc<Listing>, u64)> {
+    ///
+    /// In a directory that asks, every new reading is approved first, and only the
+    /// process (`pid`) a listing was approved for continues it at a later offset
+    /// (an offset is only a number: another process could seek to it).
+    pub fn listing_at(&self, ino: u64, offset: u64, pid: u32) -> io::Result<(Arc<Listing>, u64)> {
         let s = self.snapshot();
         let node = self.node(ino)?;
         let place = self.visible_in(&s, &node)?;
         let (generation, pos) = ((offset >> 32) as u32, offset & 0xffff_ffff);
-        // A reader continuing a listing it was given goes on; every new reading of
-        // a directory that asks is approved first.
-        let continued = offset != 0
-            && self
-                .listings
-                .lock()
-                .get(&ino)
-                .is_some_and(|v| v.iter().any(|l| l.generation == generation));
-        if !continued {
-            self.gate(&place.path, &place.decision, Access::Read, true)?;
-        }
-        if offset != 0
-            && let Some(l) = self
-                .listings
+        let found = if offset != 0 {
+            self.listings
                 .lock()
                 .get(&ino)
                 .and_then(|v| v.iter().find(|l| l.generation == generation).cloned())
-        {
+        } else {
+            None
+        };
+        let asks = place.decision.action == crate::policy::Action::Ask;
+        if asks && !found.as_ref().is_some_and(|l| l.approved_for(pid)) {
+            self.gate(&place.path, &place.decision, Access::Read, true)?;
+        }
+        if let Some(l) = found {
+            if asks {
+                l.approve_for(pid);
+            }
             if l.stamp.2 == s.epoch {
                 return Ok((l, pos));
             }
@@ -1273,12 +1298,16 @@ impl VeilFs {
             .get(&ino)
             .and_then(|v| v.back().filter(|l| l.stamp == stamp).cloned())
         {
+            if asks {
+                l.approve_for(pid);
+            }
             return Ok((l, pos));
         }
         let listing = Arc::new(Listing {
             generation: self.next_listing.fetch_add(1, Ordering::Relaxed),
             stamp,
             entries: self.read_listing(&s.policy, &node, &place)?,
+            readers: Mutex::new(if asks { vec![pid] } else { Vec::new() }),
         });
         let mut all = self.listings.lock();
         let kept = all.entry(ino).or_default();
@@ -1323,6 +1352,7 @@ impl VeilFs {
             generation: listing.generation,
             stamp: (listing.stamp.0, listing.stamp.1, s.epoch),
             entries,
+            readers: Mutex::new(Vec::new()),
         }
     }
 
