@@ -69,7 +69,7 @@ impl Ws {
         } else {
             self.walk(rel).unwrap()
         };
-        let (listing, _) = self.fs.listing_at(ino, 0).unwrap();
+        let (listing, _) = self.fs.listing_at(ino, 0, 0).unwrap();
         let mut v: Vec<String> = listing
             .entries
             .iter()
@@ -483,7 +483,7 @@ fn a_reload_mid_lookup_never_mixes_two_policies() {
 fn a_reload_mid_listing_never_mixes_two_policies() {
     let (ws, d) = mid_request_reload();
     let names = || -> Vec<String> {
-        let (listing, _) = ws.fs.listing_at(d, 0).unwrap();
+        let (listing, _) = ws.fs.listing_at(d, 0, 0).unwrap();
         let mut v: Vec<String> = listing
             .entries
             .iter()
