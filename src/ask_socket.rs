@@ -79,10 +79,12 @@ pub fn subscribe(conn: &UnixStream, broker: &Arc<Broker>) -> io::Result<()> {
             .spawn(move || {
                 for line in rx {
                     if send(&out, &line).is_err() {
-                        let _ = out.lock().shutdown(std::net::Shutdown::Both);
                         break;
                     }
                 }
+                // Dropped (it fell behind, or the mount ends) or gone: either way
+                // the connection ends, and with it the answers it could send.
+                let _ = out.lock().shutdown(std::net::Shutdown::Both);
             })
     };
     let writer = match writer {

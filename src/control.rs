@@ -15,9 +15,11 @@
 //!   `HASH-run-PID.sock` for `veilfs run` (PID: the `run` process). `veilfs reload`
 //!   asks every live one and removes the stale ones (connection refused).
 //! * **Only the owner, and only from outside.** A request is answered only for a peer
-//!   (`SO_PEERCRED`) of the daemon's uid or root, and under `run` never for a process
-//!   of the session itself (a descendant of its init process, or one in its PID
-//!   namespace): the confined command cannot change its own policy.
+//!   (`SO_PEERCRED`) of the daemon's uid or root in the daemon's own PID namespace
+//!   (so never a command confined by any `veilfs run`: it runs in a PID namespace
+//!   of its own), and under `run` never for a process of the session itself (a
+//!   descendant of its init process): the confined command cannot change its own
+//!   policy, nor another session's, nor answer their questions.
 //! * **No client holds the daemon.** Each connection has its own thread (at most
 //!   [`MAX_CLIENTS`] at once) and a two-second read timeout.
 //!
@@ -424,7 +426,34 @@ fn refusal(conn: &UnixStream, guard: Guard) -> Option<String> {
                 .into(),
         );
     }
+    if !same_pid_namespace(cred.pid()) {
+        log::warn!(
+            "control socket: refused a request from pid {}, in another PID namespace",
+            cred.pid()
+        );
+        return Some(
+            "refused: the request comes from another PID namespace (inside a `veilfs run` \
+             session, or a container); only a process beside this daemon may reload or \
+             answer it"
+                .into(),
+        );
+    }
     None
+}
+
+/// Whether process `pid` (as this process sees it) is in this process's PID
+/// namespace. A command confined by `veilfs run` is in one of its own: it must not
+/// reload or answer any session, its own or another one it can reach. When that
+/// cannot be told, the answer is no.
+fn same_pid_namespace(pid: i32) -> bool {
+    if pid <= 0 {
+        return false;
+    }
+    let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/pid")).ok();
+    match (ns(&pid.to_string()), ns("self")) {
+        (Some(a), Some(b)) => a == b,
+        _ => false,
+    }
 }
 
 /// Whether process `pid` (as this process sees it) belongs to the session whose init

@@ -837,3 +837,58 @@ print('SEEN', sorted(set(seen)), 'REFUSED', refused)
         );
     }
 }
+
+/// The daemon's resident memory, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn an_approver_that_stops_reading_costs_the_daemon_bounded_memory() {
+    let t = Tree::new();
+    let d = t.mount(&["--ask-timeout", "600"]);
+    // Subscribes and does not read again.
+    let mut stalled = t.approver();
+    let mut a = t.approver();
+    let before = rss_kib(d.child.id());
+    // Questions from commands with 7 arguments of 120 KiB each: what the daemon
+    // keeps of a command line, and what it queues for an approver that does not
+    // read, are bounded. The other approver answers every question meanwhile.
+    let pad = "x".repeat(120 * 1024);
+    for _ in 0..200 {
+        let c = Command::new("sh")
+            .arg("-c")
+            .arg("exec cat mnt/mig/001.sql $P $P $P $P $P $P $P 2>/dev/null")
+            .env("P", &pad)
+            .current_dir(t.tmp.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let q = a.question(Duration::from_secs(20));
+        assert!(
+            q.to_string().len() < 16 * 1024,
+            "a question of {} bytes",
+            q.to_string().len()
+        );
+        a.answer(&q["id"], "deny", None);
+        assert_ne!(finish(c).0, 0);
+    }
+    let grown = rss_kib(d.child.id()).saturating_sub(before);
+    assert!(grown < 64 * 1024, "the daemon grew by {grown} KiB");
+    // Past the socket's buffer and the daemon's queue for it, the stalled
+    // approver is dropped.
+    assert!(
+        stalled.closed_by_daemon(Duration::from_secs(5)),
+        "the daemon still queues lines for an approver that stopped reading"
+    );
+    let c = t.spawn("exec cat mnt/mig/001.sql");
+    a.answer_next("allow-once");
+    assert_eq!(finish(c).1, SECRET);
+}

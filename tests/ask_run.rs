@@ -186,3 +186,69 @@ wait"
     assert!(out.contains("cat-rc=1"), "{out}");
     assert!(!out.contains("run-ask"), "{out}");
 }
+
+#[test]
+fn the_confined_command_cannot_answer_nor_reload_another_session() {
+    let t = Tree::new();
+    // A `veilfs mount` of another tree, started outside and reachable from inside.
+    for d in ["ws2/mig", "mnt2"] {
+        std::fs::create_dir_all(t.p(d)).unwrap();
+    }
+    std::fs::write(t.p("ws2/mig/001.sql"), SECRET).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_veilfs"));
+    cmd.env("VEILFS_RUNTIME_DIR", t.p("rt"))
+        .args(["mount", "--ask-timeout", "600", "--policy"])
+        .arg(t.p("pol.toml"))
+        .arg(t.p("ws2"))
+        .arg(t.p("mnt2"));
+    let _mount = common::daemon::Daemon::start(cmd, &t.p("mnt2"));
+    let mnt2 = t.p("mnt2");
+    // Inside: subscribe on every socket and approve everything, while a second
+    // process reads the other mount's ask path; then reload that mount.
+    let script = format!(
+        "{WAIT_FOR_GO} (sleep 1; cat {m}/mig/001.sql; echo cat-rc=$?) & \
+         python3 - <<'PY'
+import glob, json, os, socket, threading
+def approve(path):
+    try:
+        s = socket.socket(socket.AF_UNIX)
+        s.settimeout(10)
+        s.connect(path)
+        s.sendall(b'subscribe\n')
+        f = s.makefile()
+        first = f.readline().strip()
+        print('GOT', first, flush=True)
+        for line in f:
+            q = json.loads(line)
+            if q.get('type') == 'question':
+                s.sendall(json.dumps({{'type': 'answer', 'id': q['id'], 'answer': 'allow-dir'}}).encode() + b'\n')
+    except OSError as e:
+        print('REFUSED', e, flush=True)
+ts = [threading.Thread(target=approve, args=(p,), daemon=True)
+      for p in glob.glob(os.environ['VEILFS_RUNTIME_DIR'] + '/*.sock')]
+for x in ts: x.start()
+for x in ts: x.join(4)
+PY
+wait; {bin} reload {m} 2>&1; echo reload-rc=$?",
+        m = mnt2.display(),
+        bin = env!("CARGO_BIN_EXE_veilfs"),
+    );
+    let run = t.run(&script);
+    assert!(
+        wait_until(Duration::from_secs(20), || std::fs::read_dir(t.p("rt"))
+            .map(|d| d.count() >= 2)
+            .unwrap_or(false)),
+        "the run's socket did not appear"
+    );
+    t.go();
+    let (code, out, err) = finish(run);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("GOT {"), "the command subscribed:\n{out}");
+    assert!(out.contains("cat-rc=1"), "{out}");
+    assert!(!out.contains("run-ask"), "{out}");
+    assert!(
+        out.contains("reload-rc=") && !out.contains("reload-rc=0"),
+        "{out}"
+    );
+    assert!(out.contains("another PID namespace"), "{out}");
+}

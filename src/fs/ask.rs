@@ -315,7 +315,24 @@ struct Pending {
 /// An approver connected to the control socket.
 struct Subscriber {
     id: u64,
-    tx: mpsc::Sender<String>,
+    tx: mpsc::SyncSender<String>,
+}
+
+/// How many lines may wait for one approver; one that falls this far behind is
+/// dropped (its open questions stay open for the others).
+pub const APPROVER_QUEUE: usize = 256;
+
+/// Sends `line` to every subscriber, dropping those that are gone or too far
+/// behind.
+fn broadcast(subscribers: &mut Vec<Subscriber>, line: &str) {
+    subscribers.retain(|s| match s.tx.try_send(line.to_string()) {
+        Ok(()) => true,
+        Err(mpsc::TrySendError::Full(_)) => {
+            log::warn!("ask: an approver fell {APPROVER_QUEUE} lines behind; dropped");
+            false
+        }
+        Err(mpsc::TrySendError::Disconnected(_)) => false,
+    });
 }
 
 #[derive(Default)]
@@ -479,7 +496,22 @@ impl Broker {
         }
         let now = Instant::now();
         let line = json.to_string();
-        st.subscribers.retain(|s| s.tx.send(line.clone()).is_ok());
+        broadcast(&mut st.subscribers, &line);
+        if st.subscribers.is_empty() {
+            // Every approver fell behind: nobody is left to ask.
+            drop(st);
+            self.record(
+                seat.root,
+                &q.path,
+                &q.decision,
+                op,
+                who,
+                "refused",
+                serde_json::json!({"id": id, "outcome": "approver-gone", "waited_ms": 0}),
+            );
+            waiter(Verdict::Refused("approver-gone"));
+            return;
+        }
         st.pending.push_back(Pending {
             id,
             root: seat.root,
@@ -551,7 +583,7 @@ impl Broker {
             );
         }
         for line in &lines {
-            st.subscribers.retain(|s| s.tx.send(line.clone()).is_ok());
+            broadcast(&mut st.subscribers, line);
         }
         drop(st);
         let mut run = Vec::new();
@@ -592,12 +624,12 @@ impl Broker {
     /// is asked, and a `closed` line when one is answered or expires. Returns the
     /// subscription's id (for [`Broker::unsubscribe`]) and the lines.
     pub fn subscribe(&self) -> (u64, mpsc::Receiver<String>) {
-        let (tx, rx) = mpsc::channel();
         let mut st = self.state.lock();
+        let (tx, rx) = mpsc::sync_channel(APPROVER_QUEUE.max(st.pending.len()));
         let id = st.next_id;
         st.next_id += 1;
         for p in &st.pending {
-            let _ = tx.send(p.json.to_string());
+            let _ = tx.try_send(p.json.to_string());
         }
         st.subscribers.push(Subscriber { id, tx });
         (id, rx)
@@ -671,7 +703,7 @@ impl Broker {
         for p in &gone {
             let line =
                 serde_json::json!({"type": "closed", "id": p.id, "outcome": "timeout"}).to_string();
-            st.subscribers.retain(|s| s.tx.send(line.clone()).is_ok());
+            broadcast(&mut st.subscribers, &line);
         }
         let next = st.pending.iter().map(|p| p.deadline).min();
         drop(st);

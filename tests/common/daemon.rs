@@ -142,6 +142,20 @@ impl Approver {
         }
     }
 
+    /// Reads on until the daemon closes the connection (`true`), or nothing comes
+    /// for `quiet` while it is still open (`false`).
+    pub fn closed_by_daemon(&mut self, quiet: Duration) -> bool {
+        self.r.get_ref().set_read_timeout(Some(quiet)).unwrap();
+        loop {
+            let mut line = String::new();
+            match self.r.read_line(&mut line) {
+                Ok(0) => return true,
+                Ok(_) => {}
+                Err(_) => return false,
+            }
+        }
+    }
+
     /// The next question (skipping `closed` lines), within `limit`.
     #[track_caller]
     pub fn question(&mut self, limit: Duration) -> serde_json::Value {
