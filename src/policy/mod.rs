@@ -98,6 +98,7 @@
 //! anchored set (the path), whatever the number of rules or the depth.
 
 mod file;
+pub mod ignore;
 mod index;
 mod lint;
 
