@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -97,6 +96,34 @@ impl Tree {
             .unwrap()
     }
 
+    /// Mounted with a long timeout, an approver subscribed, and `cat` of
+    /// `mig/001.sql` waiting on its question (returned).
+    fn waiting_read(&self) -> (Daemon, Approver, Child, serde_json::Value) {
+        let d = self.mount(&["--ask-timeout", "600"]);
+        let mut a = self.approver();
+        let c = self.spawn("exec cat mnt/mig/001.sql");
+        let q = a.question(Duration::from_secs(20));
+        (d, a, c, q)
+    }
+
+    /// `veilfs prompt PATHS`, once it answers for a first session: the process,
+    /// its stdin (the keys) and what it says.
+    fn prompt(&self, paths: &[PathBuf]) -> (Child, std::process::ChildStdin, Said) {
+        let mut prompt = self
+            .veilfs()
+            .arg("prompt")
+            .args(paths)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let keys = prompt.stdin.take().unwrap();
+        let mut said = Said::new(prompt.stdout.take().unwrap());
+        said.expect("answering for veilfs mount");
+        (prompt, keys, said)
+    }
+
     /// The audit log's lines about questions.
     fn asked(&self) -> Vec<serde_json::Value> {
         std::fs::read_to_string(self.p("audit.log"))
@@ -110,28 +137,8 @@ impl Tree {
 
 /// Waits (at most 30 s) for `child`: exit code, stdout, stderr.
 #[track_caller]
-fn finish(mut child: Child) -> (i32, String, String) {
-    if !wait_until(Duration::from_secs(30), || {
-        child.try_wait().unwrap().is_some()
-    }) {
-        let _ = child.kill();
-        panic!("the command did not end within 30 s");
-    }
-    let mut out = String::new();
-    let mut err = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    (child.wait().unwrap().code().unwrap_or(-1), out, err)
+fn finish(child: Child) -> (i32, String, String) {
+    common::finish(child, Duration::from_secs(30))
 }
 
 fn still_running(child: &mut Child) -> bool {
@@ -195,10 +202,7 @@ impl Said {
 #[test]
 fn a_read_waits_and_allow_once_serves_it_once() {
     let t = Tree::new();
-    let _d = t.mount(&[]);
-    let mut a = t.approver();
-    let mut cat = t.spawn("exec cat mnt/mig/001.sql");
-    let q = a.question(Duration::from_secs(20));
+    let (_d, mut a, mut cat, q) = t.waiting_read();
     // The question is open, so the read is waiting: nothing served yet.
     assert!(still_running(&mut cat), "cat ended before the answer");
     assert_eq!(q["path"], "mig/001.sql", "{q}");
@@ -436,10 +440,7 @@ fn no_answer_within_the_timeout_refuses() {
 #[test]
 fn an_approver_going_away_refuses_its_open_questions() {
     let t = Tree::new();
-    let _d = t.mount(&["--ask-timeout", "600"]);
-    let mut a = t.approver();
-    let c = t.spawn("cat mnt/mig/001.sql");
-    a.question(Duration::from_secs(20));
+    let (_d, a, c, _) = t.waiting_read();
     drop(a);
     let (code, _, err) = finish(c);
     assert_ne!(code, 0);
@@ -649,10 +650,7 @@ fn the_window_between_an_answer_and_new_readers_never_hangs_nor_leaks() {
 #[test]
 fn unmounting_refuses_what_waits() {
     let t = Tree::new();
-    let d = t.mount(&["--ask-timeout", "600"]);
-    let mut a = t.approver();
-    let c = t.spawn("cat mnt/mig/001.sql");
-    a.question(Duration::from_secs(20));
+    let (d, _a, c, _) = t.waiting_read();
     drop(d);
     let (code, out, _) = finish(c);
     assert_ne!(code, 0);
@@ -667,19 +665,8 @@ fn unmounting_refuses_what_waits() {
 fn veilfs_prompt_shows_the_question_and_answers_with_one_key() {
     let t = Tree::new();
     let _d = t.mount(&["--ask-timeout", "600"]);
-    let mut prompt = t
-        .veilfs()
-        .arg("prompt")
-        .arg(t.p("mnt"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut keys = prompt.stdin.take().unwrap();
-    let mut said = Said::new(prompt.stdout.take().unwrap());
+    let (mut prompt, mut keys, mut said) = t.prompt(&[t.p("mnt")]);
     let mut expect = |want: &str| said.expect(want);
-    expect("answering for veilfs mount");
     let c = t.spawn("exec cat mnt/mig/001.sql");
     let shown = expect("deny with a reason");
     assert!(shown.contains("wants to read"), "{shown}");
@@ -733,18 +720,8 @@ fn an_answer_for_an_unknown_question_or_a_bad_answer_is_an_error() {
 fn one_prompt_answers_several_sessions_also_those_started_later() {
     let t = Tree::new();
     let _d1 = t.mount(&["--ask-timeout", "600"]);
-    let mut prompt = t
-        .veilfs()
-        .arg("prompt")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut keys = prompt.stdin.take().unwrap();
-    let mut said = Said::new(prompt.stdout.take().unwrap());
+    let (mut prompt, mut keys, mut said) = t.prompt(&[]);
     let mut expect = |want: &str| said.expect(want);
-    expect("answering for veilfs mount");
     // A second mount, started after the prompt.
     std::fs::create_dir_all(t.p("ws2/mig")).unwrap();
     std::fs::create_dir_all(t.p("mnt2")).unwrap();

@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -82,28 +81,8 @@ impl Tree {
 const WAIT_FOR_GO: &str = "while [ ! -e go ]; do sleep 0.05; done; ";
 
 #[track_caller]
-fn finish(mut child: Child) -> (i32, String, String) {
-    if !wait_until(Duration::from_secs(60), || {
-        child.try_wait().unwrap().is_some()
-    }) {
-        let _ = child.kill();
-        panic!("veilfs run did not end within 60 s");
-    }
-    let mut out = String::new();
-    let mut err = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    (child.wait().unwrap().code().unwrap_or(-1), out, err)
+fn finish(child: Child) -> (i32, String, String) {
+    common::finish(child, Duration::from_secs(60))
 }
 
 #[test]

@@ -293,11 +293,19 @@ pub fn gate(
     ))
 }
 
+/// What one question is about, for the audit log.
+struct Subject {
+    root: &'static str,
+    path: Vec<u8>,
+    decision: Decision,
+    op: &'static str,
+    who: Asker,
+}
+
 /// One open question.
 struct Pending {
     id: u64,
-    root: &'static str,
-    path: Vec<u8>,
+    about: Subject,
     access: Access,
     /// Its JSON, as sent to approvers.
     json: serde_json::Value,
@@ -306,10 +314,6 @@ struct Pending {
     asked: Instant,
     deadline: Instant,
     waiters: Vec<Waiter>,
-    /// For the audit log.
-    decision: Decision,
-    op: &'static str,
-    who: Asker,
 }
 
 /// An approver connected to the control socket.
@@ -432,7 +436,7 @@ impl Broker {
         if let Some(p) = st
             .pending
             .iter_mut()
-            .find(|p| p.root == seat.root && p.path == q.path && p.access >= q.access)
+            .find(|p| p.about.root == seat.root && p.about.path == q.path && p.access >= q.access)
         {
             p.waiters.push(waiter);
             return;
@@ -471,60 +475,39 @@ impl Broker {
             "rule": q.decision.why(),
             "timeout_ms": self.timeout.as_millis() as u64,
         });
-        self.record(
-            seat.root,
-            &q.path,
-            &q.decision,
+        let about = Subject {
+            root: seat.root,
+            path: q.path.clone(),
+            decision: q.decision.clone(),
             op,
-            who,
-            "asked",
-            serde_json::json!({"id": id}),
-        );
+            who: who.clone(),
+        };
+        self.record(&about, "asked", serde_json::json!({"id": id}));
+        let mut refused = refused;
+        if refused.is_none() {
+            broadcast(&mut st.subscribers, &json.to_string());
+            if st.subscribers.is_empty() {
+                // Every approver fell behind: nobody is left to ask.
+                refused = Some("approver-gone");
+            }
+        }
         if let Some(why) = refused {
             drop(st);
-            self.record(
-                seat.root,
-                &q.path,
-                &q.decision,
-                op,
-                who,
-                "refused",
-                serde_json::json!({"id": id, "outcome": why, "waited_ms": 0}),
-            );
+            let ask = serde_json::json!({"id": id, "outcome": why, "waited_ms": 0});
+            self.record(&about, "refused", ask);
             waiter(Verdict::Refused(why));
             return;
         }
         let now = Instant::now();
-        let line = json.to_string();
-        broadcast(&mut st.subscribers, &line);
-        if st.subscribers.is_empty() {
-            // Every approver fell behind: nobody is left to ask.
-            drop(st);
-            self.record(
-                seat.root,
-                &q.path,
-                &q.decision,
-                op,
-                who,
-                "refused",
-                serde_json::json!({"id": id, "outcome": "approver-gone", "waited_ms": 0}),
-            );
-            waiter(Verdict::Refused("approver-gone"));
-            return;
-        }
         st.pending.push_back(Pending {
             id,
-            root: seat.root,
-            path: q.path.clone(),
+            about,
             access: q.access,
             json,
             dir,
             asked: now,
             deadline: now + self.timeout,
             waiters: vec![waiter],
-            decision: q.decision.clone(),
-            op,
-            who: who.clone(),
         });
         drop(st);
         self.wake.notify_all();
@@ -547,11 +530,11 @@ impl Broker {
         if let Answer::Allow(scope) = answer {
             let p = &done[0].0;
             let grant = Grant {
-                root: p.root,
+                root: p.about.root,
                 path: if scope == Scope::Dir {
                     p.dir.clone()
                 } else {
-                    p.path.clone()
+                    p.about.path.clone()
                 },
                 beneath: scope == Scope::Dir,
                 access: p.access,
@@ -561,8 +544,8 @@ impl Broker {
                 let mut i = 0;
                 while i < st.pending.len() {
                     if grant.covers(
-                        st.pending[i].root,
-                        &st.pending[i].path,
+                        st.pending[i].about.root,
+                        &st.pending[i].about.path,
                         st.pending[i].access,
                     ) {
                         if let Some(q) = st.pending.remove(i) {
@@ -602,11 +585,11 @@ impl Broker {
             } else {
                 "refused"
             };
-            self.record(p.root, &p.path, &p.decision, p.op, &p.who, result, extra);
+            self.record(&p.about, result, extra);
             let verdict = |a: &Answer| match a {
                 Answer::Allow(_) => Verdict::Granted(Grant {
-                    root: p.root,
-                    path: p.path.clone(),
+                    root: p.about.root,
+                    path: p.about.path.clone(),
                     beneath: false,
                     access: p.access,
                 }),
@@ -669,15 +652,9 @@ impl Broker {
     fn refuse_all(&self, gone: Vec<Pending>, why: &'static str) {
         let mut run = Vec::new();
         for p in gone {
-            self.record(
-                p.root,
-                &p.path,
-                &p.decision,
-                p.op,
-                &p.who,
-                "refused",
-                serde_json::json!({"id": p.id, "outcome": why, "waited_ms": p.asked.elapsed().as_millis() as u64}),
-            );
+            let waited = p.asked.elapsed().as_millis() as u64;
+            let ask = serde_json::json!({"id": p.id, "outcome": why, "waited_ms": waited});
+            self.record(&p.about, "refused", ask);
             for w in p.waiters {
                 run.push((w, Verdict::Refused(why)));
             }
@@ -712,35 +689,25 @@ impl Broker {
     }
 
     /// One audit event about a question.
-    #[allow(clippy::too_many_arguments)]
-    fn record(
-        &self,
-        root: &'static str,
-        path: &[u8],
-        decision: &Decision,
-        op: &'static str,
-        who: &Asker,
-        result: &'static str,
-        ask: serde_json::Value,
-    ) {
+    fn record(&self, about: &Subject, result: &'static str, ask: serde_json::Value) {
         let Some(audit) = self.audit.lock().clone() else {
             return;
         };
-        let audit = if root.is_empty() {
-            audit.clone()
+        let audit = if about.root.is_empty() {
+            audit
         } else {
-            audit.for_root(root)
+            audit.for_root(about.root)
         };
         audit.record(crate::audit::Event {
             time: SystemTime::now(),
-            op,
-            path: path.to_vec(),
-            decision: decision.clone(),
+            op: about.op,
+            path: about.path.clone(),
+            decision: about.decision.clone(),
             refused: result == "refused",
-            pid: who.pid,
-            uid: who.uid,
-            gid: who.gid,
-            comm: who.comm.clone(),
+            pid: about.who.pid,
+            uid: about.who.uid,
+            gid: about.who.gid,
+            comm: about.who.comm.clone(),
             result: Some(result),
             ask: Some(ask),
         });

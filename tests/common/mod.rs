@@ -141,6 +141,26 @@ impl Drop for Fixture {
     }
 }
 
+/// Waits for `child` (its stdout and stderr piped) at most `limit`, killing it and
+/// failing after that: exit code (-1 for a signal), stdout, stderr.
+#[track_caller]
+pub fn finish(mut child: std::process::Child, limit: Duration) -> (i32, String, String) {
+    use std::io::Read;
+    if !wait_until(limit, || child.try_wait().unwrap().is_some()) {
+        let _ = child.kill();
+        panic!("the command did not end within {limit:?}");
+    }
+    let mut out = String::new();
+    let mut err = String::new();
+    if let Some(mut o) = child.stdout.take() {
+        o.read_to_string(&mut out).unwrap();
+    }
+    if let Some(mut e) = child.stderr.take() {
+        e.read_to_string(&mut err).unwrap();
+    }
+    (child.wait().unwrap().code().unwrap_or(-1), out, err)
+}
+
 pub fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
     let start = Instant::now();
     while start.elapsed() < limit {
