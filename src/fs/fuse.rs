@@ -1,5 +1,5 @@
 //! `impl fuser::Filesystem`: decode the request, call [`super::ops`], reply. Errors
-//! become the reply's errno in exactly one place, [`super::reply`]'s `err`.
+//! become the reply's errno in exactly one place (`err`, in the `reply` module).
 
 use std::ffi::OsStr;
 use std::io;
