@@ -13,7 +13,7 @@ pub fn printable(bytes: &[u8]) -> String {
 pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
-        if c.is_control() {
+        if c.is_control() || invisible(c) {
             let n = c as u32;
             if n < 0x100 {
                 out.push_str(&format!("\\x{n:02x}"));
@@ -27,6 +27,17 @@ pub fn escape(text: &str) -> String {
     out
 }
 
+/// Format characters that change how a line is shown without showing themselves:
+/// bidirectional overrides, embeddings and isolates (which can make a terminal
+/// show text in another order), zero-width characters and the byte-order mark.
+fn invisible(c: char) -> bool {
+    matches!(
+        c as u32,
+        0x061C | 0x200B..=0x200F | 0x202A..=0x202E | 0x2060..=0x2064 | 0x2066..=0x206F
+            | 0xFEFF | 0xFFF9..=0xFFFB
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -37,5 +48,8 @@ mod tests {
         assert_eq!(printable(b"caf\xc3\xa9 \x7f"), "café \\x7f");
         assert_eq!(escape("\u{9b}6n"), "\\x9b6n");
         assert_eq!(printable(b"\xff"), "\u{fffd}");
+        // Bidirectional overrides and zero-width characters are escaped too.
+        assert_eq!(escape("a\u{202e}txt.exe"), "a\\u{202e}txt.exe");
+        assert_eq!(escape("x\u{200b}\u{2066}y"), "x\\u{200b}\\u{2066}y");
     }
 }

@@ -356,7 +356,7 @@ fn show(session: &Session, q: &serde_json::Value, open: usize) {
     }
     let dir = s("directory");
     let dir = if dir.is_empty() {
-        ".".to_string()
+        "the whole mount (every path that asks in it)".to_string()
     } else {
         format!("{dir}/")
     };

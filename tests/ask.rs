@@ -869,3 +869,94 @@ fn an_approver_that_stops_reading_costs_the_daemon_bounded_memory() {
     a.answer_next("allow-once");
     assert_eq!(finish(c).1, SECRET);
 }
+
+#[test]
+fn an_approval_does_not_follow_a_name_when_the_directories_above_it_are_swapped() {
+    let t = Tree::new();
+    for (d, body) in [
+        ("svc1/mig/001.sql", "harmless\n"),
+        ("svc2/mig/prod.sql", SECRET),
+    ] {
+        std::fs::create_dir_all(t.p("ws").join(d).parent().unwrap()).unwrap();
+        std::fs::write(t.p("ws").join(d), body).unwrap();
+    }
+    let _d = t.mount(&["--ask-timeout", "600"]);
+    let mut a = t.approver();
+    for (answer, script) in [
+        // A file approved by its path, for reading, and the directory for the
+        // session, for writing (and reading).
+        ("allow-path", "cat mnt/svc1/mig/001.sql"),
+        ("allow-dir", "echo new > mnt/svc1/mig/002.sql"),
+    ] {
+        let c = t.spawn(script);
+        a.answer_next(answer);
+        assert_eq!(finish(c).0, 0, "{script}");
+    }
+    // The other service's directory is denied.
+    let c = t.spawn("cat mnt/svc2/mig/prod.sql");
+    a.answer_next("deny");
+    assert_ne!(finish(c).0, 0);
+    // Nobody answers from now on: whatever asks is refused at once.
+    drop(a);
+    // The directories above (not asked about) are swapped: the unapproved directory
+    // now sits at the approved names.
+    let (code, _, err) = finish(t.spawn(
+        "mv mnt/svc1 mnt/svc1_old && mv mnt/svc2 mnt/svc1 && ls mnt/svc1/mig >/dev/null 2>&1; \
+         cat mnt/svc1/mig/prod.sql; echo DROP >> mnt/svc1/mig/prod.sql; \
+         rm -f mnt/svc1/mig/prod.sql; exit 0",
+    ));
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        !err.contains("No such file"),
+        "the swap did not happen: {err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(t.p("ws/svc1/mig/prod.sql")).unwrap(),
+        SECRET,
+        "the unapproved file was changed"
+    );
+    let (_, out, _) = finish(t.spawn("cat mnt/svc1/mig/prod.sql"));
+    assert!(!out.contains("ask-secret"), "read without approval: {out}");
+    // The approved file, at its new place, asks again too.
+    let (_, out, _) = finish(t.spawn("cat mnt/svc1_old/mig/001.sql"));
+    assert!(out.is_empty(), "{out}");
+}
+
+#[test]
+fn when_the_only_approver_falls_behind_every_open_question_is_refused_at_once() {
+    let t = Tree::new();
+    for i in 0..400 {
+        std::fs::write(t.p(&format!("ws/mig/f{i}.sql")), SECRET).unwrap();
+    }
+    // A timeout far beyond the test: only the approver's going can end the waits.
+    let _d = t.mount(&["--ask-timeout", "600"]);
+    // The only approver subscribes and never reads: once its socket and its queue
+    // are full, it is dropped, and nobody is left to answer what is open.
+    let _stalled = t.approver();
+    let pad = "y".repeat(3000);
+    let readers: Vec<Child> = (0..400)
+        .map(|i| {
+            Command::new("sh")
+                .arg("-c")
+                .arg(format!("exec cat mnt/mig/f{i}.sql $P"))
+                .env("P", &pad)
+                .current_dir(t.tmp.path())
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for r in readers {
+        let (code, out, _) = common::finish(r, Duration::from_secs(60));
+        assert_ne!(code, 0);
+        assert!(!out.contains("ask-secret"), "{out}");
+    }
+    audit_shows(&t, "approver-gone", |v| {
+        v.iter()
+            .filter(|e| e["ask"]["outcome"] == "approver-gone")
+            .count()
+            > 1
+    });
+}

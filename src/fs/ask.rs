@@ -339,6 +339,16 @@ fn broadcast(subscribers: &mut Vec<Subscriber>, line: &str) {
     });
 }
 
+/// The open questions, when no approver is left to answer them (taken out: the
+/// caller refuses them once the lock is released).
+fn orphaned(st: &mut State) -> Vec<Pending> {
+    if st.subscribers.is_empty() {
+        st.pending.drain(..).collect()
+    } else {
+        Vec::new()
+    }
+}
+
 #[derive(Default)]
 struct State {
     next_id: u64,
@@ -420,6 +430,26 @@ impl Broker {
         self.state.lock().session.clear();
     }
 
+    /// Forgets the session grants at or beneath `paths` of the mount of `root`: a
+    /// rename put something else there (or took what was approved away), and an
+    /// approval is for what the person was shown, not for whatever later sits at
+    /// its name. A grant above them (a directory and everything beneath it) keeps
+    /// its meaning and stays.
+    pub fn forget_grants_at(&self, root: &str, paths: &[&[u8]]) {
+        let mut st = self.state.lock();
+        if st.session.is_empty() {
+            return;
+        }
+        st.session.retain(|g| {
+            g.root != root
+                || !paths.iter().any(|p| {
+                    p.is_empty()
+                        || g.path == *p
+                        || (g.path.starts_with(p) && g.path.get(p.len()) == Some(&b'/'))
+                })
+        });
+    }
+
     /// Asks about `q` for the request of `who`, on `seat`'s mount, for the
     /// operation `op`; `waiter` is called once with the verdict. A request for a
     /// path whose question is already open (for at least this access) waits on
@@ -484,15 +514,19 @@ impl Broker {
         };
         self.record(&about, "asked", serde_json::json!({"id": id}));
         let mut refused = refused;
+        let mut orphans = Vec::new();
         if refused.is_none() {
             broadcast(&mut st.subscribers, &json.to_string());
             if st.subscribers.is_empty() {
-                // Every approver fell behind: nobody is left to ask.
+                // Every approver fell behind: nobody is left to ask, about this
+                // question or the ones still open.
                 refused = Some("approver-gone");
+                orphans = orphaned(&mut st);
             }
         }
         if let Some(why) = refused {
             drop(st);
+            self.refuse_all(orphans, "approver-gone");
             let ask = serde_json::json!({"id": id, "outcome": why, "waited_ms": 0});
             self.record(&about, "refused", ask);
             waiter(Verdict::Refused(why));
@@ -568,7 +602,9 @@ impl Broker {
         for line in &lines {
             broadcast(&mut st.subscribers, line);
         }
+        let orphans = orphaned(&mut st);
         drop(st);
+        self.refuse_all(orphans, "approver-gone");
         let mut run = Vec::new();
         for (p, a) in done {
             let mut extra = serde_json::json!({
@@ -682,9 +718,15 @@ impl Broker {
                 serde_json::json!({"type": "closed", "id": p.id, "outcome": "timeout"}).to_string();
             broadcast(&mut st.subscribers, &line);
         }
+        let orphans = if gone.is_empty() {
+            Vec::new()
+        } else {
+            orphaned(&mut st)
+        };
         let next = st.pending.iter().map(|p| p.deadline).min();
         drop(st);
         self.refuse_all(gone, "timeout");
+        self.refuse_all(orphans, "approver-gone");
         next
     }
 
