@@ -65,6 +65,9 @@ pub struct RawRule {
     pub action: Action,
     pub at: Location,
     pub patterns: Vec<(String, Location)>,
+    /// The ignore files whose lines are this rule's patterns (`import = ...`), each
+    /// with its location; empty for a rule with `paths`. A rule has one or the other.
+    pub imports: Vec<(String, Location)>,
     /// The rule's optional `why`: a person's reason for it, shown by `explain`.
     pub why: Option<Arc<str>>,
 }
@@ -96,8 +99,26 @@ struct FileShape {
 #[serde(deny_unknown_fields)]
 struct RuleShape {
     action: Spanned<String>,
-    paths: Spanned<Vec<Spanned<String>>>,
+    paths: Option<Spanned<Vec<Spanned<String>>>>,
+    import: Option<Spanned<OneOrMany>>,
     why: Option<String>,
+}
+
+/// `import = ".cursorignore"` or `import = [".cursorignore", ".aiexclude"]`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum OneOrMany {
+    One(Spanned<String>),
+    Many(Vec<Spanned<String>>),
+}
+
+impl OneOrMany {
+    fn names(&self) -> Vec<&Spanned<String>> {
+        match self {
+            OneOrMany::One(s) => vec![s],
+            OneOrMany::Many(v) => v.iter().collect(),
+        }
+    }
 }
 
 /// Maps byte offsets of one text to 1-based line and column (columns count chars).
@@ -129,6 +150,12 @@ impl<'a> LineIndex<'a> {
 }
 
 const ACTIONS: &str = r#""allow", "read-only", "ask" or "deny""#;
+
+/// The ignore files a rule may `import`, as error messages list them.
+fn importable() -> String {
+    let names: Vec<String> = super::ignore::NAMES.iter().map(|n| format!("{n:?}")).collect();
+    names.join(", ")
+}
 
 const EXTENDS: &str = r#""default" (the built-in workspace policy) or "home-default" (the built-in home policy of `veilfs run`)"#;
 
@@ -230,30 +257,81 @@ pub fn parse(name: &str, text: &str) -> Result<(RawPolicy, Vec<PolicyError>), Lo
                 continue;
             }
         };
-        if r.paths.get_ref().is_empty() {
-            errors.push(PolicyError {
-                at: index.at(r.paths.span().start),
+        let rule_at = index.at(rule.span().start);
+        let mut patterns = Vec::new();
+        let mut imports = Vec::new();
+        match (&r.paths, &r.import) {
+            (Some(_), Some(imp)) => errors.push(PolicyError {
+                at: index.at(imp.span().start),
                 message: format!(
-                    "rule {}: `paths` is empty: expected at least one pattern",
+                    "rule {}: both `paths` and `import`: a rule takes exactly one of them",
                     i + 1
                 ),
-            });
-        }
-        let mut patterns = Vec::new();
-        for p in r.paths.get_ref() {
-            let at = index.at(p.span().start);
-            match check_pattern_shape(p.get_ref()) {
-                Ok(()) => patterns.push((p.get_ref().clone(), at)),
-                Err(why) => errors.push(PolicyError {
-                    at,
-                    message: format!("rule {}: pattern {:?}: {why}", i + 1, p.get_ref()),
-                }),
+            }),
+            (None, None) => errors.push(PolicyError {
+                at: rule_at,
+                message: format!(
+                    "rule {}: neither `paths` nor `import`: a rule takes exactly one of them",
+                    i + 1
+                ),
+            }),
+            (Some(paths), None) => {
+                if paths.get_ref().is_empty() {
+                    errors.push(PolicyError {
+                        at: index.at(paths.span().start),
+                        message: format!(
+                            "rule {}: `paths` is empty: expected at least one pattern",
+                            i + 1
+                        ),
+                    });
+                }
+                for p in paths.get_ref() {
+                    let at = index.at(p.span().start);
+                    match check_pattern_shape(p.get_ref()) {
+                        Ok(()) => patterns.push((p.get_ref().clone(), at)),
+                        Err(why) => errors.push(PolicyError {
+                            at,
+                            message: format!("rule {}: pattern {:?}: {why}", i + 1, p.get_ref()),
+                        }),
+                    }
+                }
+            }
+            (None, Some(imp)) => {
+                let names = imp.get_ref().names();
+                if names.is_empty() {
+                    errors.push(PolicyError {
+                        at: index.at(imp.span().start),
+                        message: format!(
+                            "rule {}: `import` is empty: expected at least one file name ({})",
+                            i + 1,
+                            importable()
+                        ),
+                    });
+                }
+                for n in names {
+                    let at = index.at(n.span().start);
+                    if super::ignore::syntax_of(n.get_ref()).is_some() {
+                        imports.push((n.get_ref().clone(), at));
+                    } else {
+                        errors.push(PolicyError {
+                            at,
+                            message: format!(
+                                "rule {}: cannot import {:?}: expected one of the ignore \
+                                 files veilfs reads: {}",
+                                i + 1,
+                                n.get_ref(),
+                                importable()
+                            ),
+                        });
+                    }
+                }
             }
         }
         rules.push(RawRule {
             action,
             at: action_at,
             patterns,
+            imports,
             why: r.why.as_deref().map(Arc::from),
         });
     }

@@ -114,6 +114,17 @@ pub enum Syntax {
     AiExclude,
 }
 
+/// Every ignore file name [`syntax_of`] knows.
+pub const NAMES: [&str; 7] = [
+    ".cursorignore",
+    ".aiexclude",
+    ".geminiignore",
+    ".claudeignore",
+    ".agentignore",
+    ".aiderignore",
+    ".codeiumignore",
+];
+
 /// The syntax of a known ignore file, by its name (no directory).
 pub fn syntax_of(file_name: &str) -> Option<Syntax> {
     match file_name {

@@ -99,6 +99,7 @@
 
 mod file;
 pub mod ignore;
+mod imports;
 mod index;
 mod lint;
 
@@ -110,6 +111,7 @@ use index::{GlobIndex, GlobIndexBuilder};
 
 pub(crate) use file::{LineIndex, toml_message};
 pub use file::{LoadError, Location, PolicyError, RawPolicy, RawRule};
+pub use imports::Found;
 pub use lint::Warning;
 
 /// The name a workspace's policy file has (looked for by `veilfs run`, `mount` and
@@ -198,6 +200,8 @@ pub struct Pattern {
     glob: String,
     /// The rule's `why`, if it has one: said after the pattern by `explain`.
     pub why: Option<Arc<str>>,
+    /// A line of an imported ignore file (`at` is `DIR/NAME:LINE`).
+    imported: bool,
 }
 
 impl Pattern {
@@ -206,11 +210,21 @@ impl Pattern {
     pub fn glob(&self) -> &str {
         &self.glob
     }
+
+    /// Where the pattern was written: `file:line:col` in a policy, `DIR/NAME:LINE`
+    /// in an imported ignore file (`DIR/NAME` alone for an empty `.aiexclude`).
+    pub fn location(&self) -> String {
+        match (self.imported, self.at.line) {
+            (false, _) => self.at.to_string(),
+            (true, 0) => self.at.file.to_string(),
+            (true, line) => format!("{}:{line}", self.at.file),
+        }
+    }
 }
 
 impl fmt::Display for Pattern {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "rule {} {:?} ({})", self.rule, self.text, self.at)
+        write!(f, "rule {} {:?} ({})", self.rule, self.text, self.location())
     }
 }
 
@@ -240,6 +254,10 @@ pub enum Reason {
     /// The path's name is [`POLICY_FILE_NAME`]: read-only whether or not it exists,
     /// so that no policy can be planted for a later mount.
     PolicyName,
+    /// The path's name is one the policy imports rules from (`.cursorignore`, ...):
+    /// read-only whether or not it exists, so that the command cannot rewrite its
+    /// own rules.
+    ImportedFile,
     /// The directory holds the mount's policy file (an ancestor of it): it cannot
     /// be renamed or removed, so the file stays where the daemon reads it.
     HoldsPolicyFile,
@@ -428,6 +446,17 @@ impl Decision {
         })
     }
 
+    /// This decision made at least read-only because the path's name is one the
+    /// policy imports rules from (see [`Reason::ImportedFile`]).
+    fn guard_imported_name(self) -> Decision {
+        self.at_least_read_only(|| Decision {
+            action: Action::ReadOnly,
+            reason: Reason::ImportedFile,
+            ruled: true,
+            approved: Action::ReadOnly,
+        })
+    }
+
     /// The reason as one line of text, e.g. ``ancestor `secrets` denied by rule 1
     /// "secrets/" (policy.toml:4:12)``.
     pub fn why(&self) -> String {
@@ -453,6 +482,7 @@ impl Decision {
             Reason::Admitted(p) => ("admitted", Some(p), None),
             Reason::PolicyFile => ("policy-file", None, None),
             Reason::PolicyName => ("policy-name", None, None),
+            Reason::ImportedFile => ("imported-file", None, None),
             Reason::HoldsPolicyFile => ("holds-policy-file", None, None),
             Reason::GitControl => ("git-control", None, None),
             Reason::VeilfsConfig => ("veilfs-config", None, None),
@@ -469,7 +499,7 @@ impl Decision {
         if let Some(p) = pattern {
             obj["rule"] = p.rule.into();
             obj["pattern"] = p.text.clone().into();
-            obj["location"] = p.at.to_string().into();
+            obj["location"] = p.location().into();
             if let Some(why) = &p.why {
                 obj["rule_why"] = why.to_string().into();
             }
@@ -506,6 +536,10 @@ fn write_reason(s: &mut String, action: Action, reason: &Reason) {
         Reason::PolicyName => s.push_str(
             "the policy file's name, read-only at every depth: \
              veilfs never lets a policy be planted",
+        ),
+        Reason::ImportedFile => s.push_str(
+            "a file the policy imports rules from: read-only, so the command cannot \
+             rewrite its own rules",
         ),
         Reason::HoldsPolicyFile => s.push_str(
             "the directory holds the mount's policy file: it is not renamed or removed \
@@ -558,6 +592,10 @@ pub struct Policy {
     /// that admits each.
     admitted: HashMap<Vec<u8>, Arc<Pattern>>,
     rule_count: usize,
+    /// The rules with `import`, in rule order (empty: no extra work per path).
+    imports: Vec<imports::ImportRule>,
+    /// Every name they import: read-only at every depth.
+    import_names: Vec<String>,
 }
 
 impl Policy {
@@ -684,6 +722,7 @@ impl Policy {
                     anchored,
                     glob: body.to_string(),
                     why: rule.why.clone(),
+                    imported: false,
                 }));
             }
         }
@@ -711,6 +750,8 @@ impl Policy {
             }
         }
 
+        let imports = imports::ImportRule::of(&raw.rules);
+        let import_names = imports::names_of(&imports);
         Ok(Policy {
             name: raw.name,
             default: raw.default,
@@ -719,6 +760,8 @@ impl Policy {
             paths,
             admitted,
             rule_count: raw.rules.len(),
+            imports,
+            import_names,
         })
     }
 
@@ -740,7 +783,9 @@ impl Policy {
     /// Whether some path may ask (an `ask` rule, or the default): then an approver
     /// (`veilfs prompt`) is worth starting.
     pub fn asks(&self) -> bool {
-        self.default == Action::Ask || self.patterns.iter().any(|p| p.action == Action::Ask)
+        self.default == Action::Ask
+            || self.patterns.iter().any(|p| p.action == Action::Ask)
+            || self.imports.iter().any(|r| r.action == Action::Ask)
     }
 
     /// The number of `[[rules]]` tables.
@@ -785,8 +830,13 @@ impl Policy {
     ) -> Decision {
         let d = self.decide_by_rules(parent, path, is_dir);
         let name_start = path.iter().rposition(|&b| b == b'/').map_or(0, |i| i + 1);
-        if &path[name_start..] == POLICY_FILE_NAME.as_bytes() {
+        let name = &path[name_start..];
+        if name == POLICY_FILE_NAME.as_bytes() {
             d.guard_policy_name()
+        } else if !self.import_names.is_empty()
+            && self.import_names.iter().any(|n| n.as_bytes() == name)
+        {
+            d.guard_imported_name()
         } else {
             d
         }
@@ -819,10 +869,24 @@ impl Policy {
             }
             (a, _) => a,
         };
+        let mut own = own.map(|id| &self.patterns[id]);
+        if !self.imports.is_empty() {
+            // An import rule after the glob rule that matched (if any) decides
+            // instead where its files match: the last matching rule wins.
+            let floor = own.map_or(0, |p| p.rule);
+            for r in self.imports.iter().rev() {
+                if r.rule <= floor {
+                    break;
+                }
+                if let Some(p) = r.matching(path, &mut ask_dir) {
+                    own = Some(p);
+                    break;
+                }
+            }
+        }
         let parent_path = &path[..name_start.saturating_sub(1)];
         match own {
-            Some(id) => {
-                let p = &self.patterns[id];
+            Some(p) => {
                 if parent.action >= p.action && parent.action != Action::Allow {
                     // The ancestor is at least as restrictive and named first; the
                     // match still puts this subtree under the rules (and a

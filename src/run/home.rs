@@ -240,6 +240,7 @@ pub fn alias_rules(root: &Path, policy: &Policy) -> Vec<crate::policy::RawRule> 
             action: p.action,
             at: p.at.clone(),
             patterns: vec![(escaped, p.at.clone())],
+            imports: Vec::new(),
             why: Some(std::sync::Arc::from(format!(
                 "the target of `{glob}`, a symbolic link, which {p} {}",
                 if p.action == Action::Deny {

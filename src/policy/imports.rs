@@ -1,0 +1,260 @@
+//! Rules whose patterns are the lines of ignore files the workspace already has.
+//!
+//! ```toml
+//! [[rules]]
+//! action = "deny"
+//! import = [".cursorignore", ".aiexclude"]   # or one name: import = ".cursorignore"
+//! why    = "what the editor's agent must not read"
+//! ```
+//!
+//! A rule takes `import` instead of `paths`. Its files are found in the workspace
+//! (by the caller: this module does no I/O) and handed over with
+//! [`Policy::attach_imports`]; each is parsed by [`IgnoreFile::parse`], with git's
+//! exact `.gitignore` semantics (see [`super::ignore`]).
+//!
+//! # Deciding
+//!
+//! An import rule takes its place in rule order like any other: of the rules that
+//! match a path, the last one decides. An import rule matches a path when its files
+//! say the path is ignored: of the rule's files whose directory holds the path, the
+//! deepest one with a line matching it decides (a subdirectory's file overrides its
+//! parent's, as in git; in one directory, a name later in the `import` list overrides
+//! an earlier one), and a `!` line that decides means the rule does not match.
+//! Ancestors are decided first (see [`Policy::decide`]), so a path beneath a
+//! directory the rule denies is never re-included, as git never re-includes one.
+//!
+//! A decision by an import rule names the line: `rule 4 ".env*" (.cursorignore:3)`,
+//! or `(sub/.cursorignore:2)` for a file in a subdirectory.
+//!
+//! # The files' names
+//!
+//! Every name a policy imports is at least read-only at every depth, whether or not
+//! a file by that name exists ([`super::Reason::ImportedFile`]), as the policy file's
+//! own name is: the confined command cannot rewrite the rules that confine it.
+//!
+//! # Cost
+//!
+//! A policy without import rules does no extra work per path. With them, each import
+//! rule later than the glob rule that matched costs one hash lookup per directory on
+//! the path's way (for the directories holding one of its files).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::ignore::{IgnoreFile, syntax_of};
+use super::{Action, Location, Pattern, Policy, PolicyError, RawRule};
+
+/// One ignore file found in the workspace, to give to [`Policy::attach_imports`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Found {
+    /// The workspace-relative directory holding it (`""` for the root, no trailing
+    /// `/`).
+    pub dir: Vec<u8>,
+    /// Its name, one of those [`super::ignore::syntax_of`] knows.
+    pub name: String,
+    /// Its content.
+    pub text: String,
+}
+
+/// One ignore file as an import rule holds it: parsed once, with the
+/// [`Pattern`] each of its lines decides with (built once, not per request).
+#[derive(Debug)]
+struct Attached {
+    file: Arc<IgnoreFile>,
+    /// The position of its name in the rule's `import` list.
+    order: usize,
+    /// The pattern of each line, by line number (ascending).
+    lines: Vec<(u32, Arc<Pattern>)>,
+}
+
+/// A rule with `import`, compiled.
+#[derive(Debug)]
+pub(super) struct ImportRule {
+    /// 1-based rule number, counted with the glob rules.
+    pub(super) rule: usize,
+    pub(super) action: Action,
+    why: Option<Arc<str>>,
+    /// The names it imports, in the order written.
+    names: Vec<String>,
+    /// Its files, by the directory holding them; in one directory, by `order`.
+    files: HashMap<Vec<u8>, Vec<Attached>>,
+}
+
+impl ImportRule {
+    /// The import rules of parsed rules (numbered from 1 in that order).
+    pub(super) fn of(rules: &[RawRule]) -> Vec<ImportRule> {
+        rules
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| !r.imports.is_empty())
+            .map(|(i, r)| ImportRule {
+                rule: i + 1,
+                action: r.action,
+                why: r.why.clone(),
+                names: r.imports.iter().map(|(n, _)| n.clone()).collect(),
+                files: HashMap::new(),
+            })
+            .collect()
+    }
+
+    /// The pattern of the line that says `path` is ignored, or `None`: no file of
+    /// this rule has a line matching it, or a `!` line decides. `is_dir` is asked
+    /// only when a directory-only line matches.
+    pub(super) fn matching(
+        &self,
+        path: &[u8],
+        is_dir: &mut dyn FnMut() -> bool,
+    ) -> Option<&Arc<Pattern>> {
+        if self.files.is_empty() {
+            return None;
+        }
+        // The directories holding the path, deepest first: its parent, ..., "".
+        let mut end = path.iter().rposition(|&b| b == b'/');
+        loop {
+            let dir = end.map_or(&[][..], |i| &path[..i]);
+            if let Some(files) = self.files.get(dir) {
+                for f in files.iter().rev() {
+                    if let Some(m) = f.file.decide(path, &mut *is_dir) {
+                        if !m.ignored {
+                            return None;
+                        }
+                        let i = f.lines.binary_search_by_key(&m.line, |(l, _)| *l).ok()?;
+                        return Some(&f.lines[i].1);
+                    }
+                }
+            }
+            match end {
+                None => return None,
+                Some(i) => end = path[..i].iter().rposition(|&b| b == b'/'),
+            }
+        }
+    }
+}
+
+/// What a file's lines print as in `explain`: `DIR/NAME` (`NAME` at the root).
+fn shown(dir: &[u8], name: &str) -> Arc<str> {
+    if dir.is_empty() {
+        Arc::from(name)
+    } else {
+        Arc::from(format!("{}/{name}", String::from_utf8_lossy(dir)))
+    }
+}
+
+/// Whether `dir` is a workspace-relative directory as [`Found::dir`] wants it.
+fn well_formed(dir: &[u8]) -> bool {
+    dir.is_empty()
+        || dir
+            .split(|&b| b == b'/')
+            .all(|seg| !seg.is_empty() && seg != b"." && seg != b"..")
+}
+
+impl Policy {
+    /// The names of the ignore files this policy imports (each once, in rule order).
+    pub fn import_names(&self) -> &[String] {
+        &self.import_names
+    }
+
+    /// Gives the import rules the files found in the workspace: each file is parsed
+    /// once and held by every import rule naming it; a file no rule imports, or
+    /// whose directory is not workspace-relative, is skipped. Files attached before
+    /// are kept (attach each file once).
+    ///
+    /// Every error returned is a line that could not be compiled (the rest of its
+    /// file applies), located `DIR/NAME:LINE`: `veilfs check` prints them as
+    /// warnings.
+    pub fn attach_imports(&mut self, found: Vec<Found>) -> Vec<PolicyError> {
+        let mut errors = Vec::new();
+        for f in found {
+            let Some(syntax) = syntax_of(&f.name) else {
+                log::warn!("not an ignore file veilfs reads: {:?}", f.name);
+                continue;
+            };
+            if !self.import_names.contains(&f.name) {
+                continue;
+            }
+            if !well_formed(&f.dir) {
+                log::warn!(
+                    "ignore file {:?} in {:?}: not a workspace-relative directory",
+                    f.name,
+                    String::from_utf8_lossy(&f.dir)
+                );
+                continue;
+            }
+            let (file, line_errors) = IgnoreFile::parse(&f.name, &f.dir, &f.text, syntax);
+            let file_name = shown(&f.dir, &f.name);
+            let at = |line: u32| Location {
+                file: file_name.clone(),
+                line,
+                col: 1,
+            };
+            errors.extend(line_errors.into_iter().map(|(line, message)| PolicyError {
+                at: at(line),
+                message,
+            }));
+            let file = Arc::new(file);
+            for r in &mut self.imports {
+                let Some(order) = r.names.iter().position(|n| *n == f.name) else {
+                    continue;
+                };
+                let mut lines: Vec<(u32, Arc<Pattern>)> = file
+                    .rules()
+                    .iter()
+                    .map(|l| {
+                        let p = Pattern {
+                            rule: r.rule,
+                            action: r.action,
+                            text: l.text().to_string(),
+                            at: at(l.line()),
+                            dir_only: l.dir_only(),
+                            anchored: false,
+                            glob: l.text().to_string(),
+                            why: r.why.clone(),
+                            imported: true,
+                        };
+                        (l.line(), Arc::new(p))
+                    })
+                    .collect();
+                lines.sort_by_key(|(l, _)| *l);
+                let slot = r.files.entry(f.dir.clone()).or_default();
+                let at = slot.partition_point(|a| a.order <= order);
+                slot.insert(
+                    at,
+                    Attached {
+                        file: file.clone(),
+                        order,
+                        lines,
+                    },
+                );
+            }
+        }
+        errors
+    }
+}
+
+/// Each name the rules import, once, in rule order.
+pub(super) fn names_of(rules: &[ImportRule]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for r in rules {
+        for n in &r.names {
+            if !out.contains(n) {
+                out.push(n.clone());
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn directories() {
+        assert!(well_formed(b""));
+        assert!(well_formed(b"a/b"));
+        assert!(!well_formed(b"/a"));
+        assert!(!well_formed(b"a/"));
+        assert!(!well_formed(b"a/../b"));
+        assert!(!well_formed(b"."));
+    }
+}
