@@ -108,16 +108,33 @@ struct RuleShape {
 #[derive(Deserialize)]
 #[serde(untagged)]
 enum OneOrMany {
-    One(Spanned<String>),
-    Many(Vec<Spanned<String>>),
+    One(String),
+    Many(Vec<String>),
 }
 
 impl OneOrMany {
-    fn names(&self) -> Vec<&Spanned<String>> {
-        match self {
-            OneOrMany::One(s) => vec![s],
-            OneOrMany::Many(v) => v.iter().collect(),
-        }
+    /// The names, each with its byte offset in `text` (searched for inside `span`,
+    /// where the value was written: serde cannot carry spans through an untagged
+    /// enum).
+    fn names(&self, text: &str, span: std::ops::Range<usize>) -> Vec<(String, usize)> {
+        let names = match self {
+            OneOrMany::One(s) => std::slice::from_ref(s),
+            OneOrMany::Many(v) => v.as_slice(),
+        };
+        let mut from = span.start;
+        names
+            .iter()
+            .map(|n| {
+                let at = text
+                    .get(from..span.end)
+                    .and_then(|t| t.find(n.as_str()))
+                    .map_or(from, |i| from + i);
+                // The quote before the name, as for a pattern in `paths`.
+                let start = if at > span.start { at - 1 } else { at };
+                from = (at + n.len()).min(span.end);
+                (n.clone(), start)
+            })
+            .collect()
     }
 }
 
@@ -297,7 +314,7 @@ pub fn parse(name: &str, text: &str) -> Result<(RawPolicy, Vec<PolicyError>), Lo
                 }
             }
             (None, Some(imp)) => {
-                let names = imp.get_ref().names();
+                let names = imp.get_ref().names(text, imp.span());
                 if names.is_empty() {
                     errors.push(PolicyError {
                         at: index.at(imp.span().start),
@@ -308,10 +325,10 @@ pub fn parse(name: &str, text: &str) -> Result<(RawPolicy, Vec<PolicyError>), Lo
                         ),
                     });
                 }
-                for n in names {
-                    let at = index.at(n.span().start);
-                    if super::ignore::syntax_of(n.get_ref()).is_some() {
-                        imports.push((n.get_ref().clone(), at));
+                for (n, offset) in names {
+                    let at = index.at(offset);
+                    if super::ignore::syntax_of(&n).is_some() {
+                        imports.push((n, at));
                     } else {
                         errors.push(PolicyError {
                             at,
@@ -319,7 +336,7 @@ pub fn parse(name: &str, text: &str) -> Result<(RawPolicy, Vec<PolicyError>), Lo
                                 "rule {}: cannot import {:?}: expected one of the ignore \
                                  files veilfs reads: {}",
                                 i + 1,
-                                n.get_ref(),
+                                n,
                                 importable()
                             ),
                         });
