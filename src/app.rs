@@ -120,7 +120,7 @@ fn init_logging(verbose: u8) {
 }
 
 fn check(path: Option<&Path>) -> Result<ExitCode> {
-    let loaded = match config::load_policy(path, Path::new(".")) {
+    let mut loaded = match config::load_policy(path, Path::new(".")) {
         Ok(l) => l,
         Err(ConfigError::Invalid(e)) => {
             eprintln!("{e}");
@@ -131,7 +131,34 @@ fn check(path: Option<&Path>) -> Result<ExitCode> {
             return Ok(ExitCode::from(1));
         }
     };
-    let warnings = loaded.policy.lint();
+    // The workspace is known when the policy is the one found in it: the current
+    // directory's, or a `.veilfs.toml` named by its path.
+    let workspace = match path {
+        None => Some(Path::new(".").to_path_buf()),
+        Some(p) if p.file_name() == Some(std::ffi::OsStr::new(config::WORKSPACE_POLICY)) => {
+            std::path::absolute(p).ok().and_then(|a| a.parent().map(Path::to_path_buf))
+        }
+        Some(_) => None,
+    };
+    let mut import_warnings = Vec::new();
+    match &workspace {
+        Some(ws) => match crate::policy_imports::attach(&mut loaded.policy, ws) {
+            Ok(w) => import_warnings = w,
+            Err(e) => {
+                eprintln!("veilfs: {e}");
+                return Ok(ExitCode::from(1));
+            }
+        },
+        None if !loaded.policy.import_names().is_empty() => eprintln!(
+            "veilfs: note: the imported files ({}) are not checked: the workspace is \
+             not known (run `veilfs check` in it, or name its {})",
+            loaded.policy.import_names().join(", "),
+            config::WORKSPACE_POLICY
+        ),
+        None => {}
+    }
+    let mut warnings: Vec<String> = loaded.policy.lint().iter().map(|w| w.to_string()).collect();
+    warnings.extend(import_warnings);
     for w in &warnings {
         eprintln!("{w}");
     }
@@ -188,7 +215,7 @@ fn explain(
     // As `veilfs run` decides them: the targets of links the home policy hides by
     // name are hidden too.
     use crate::run::home::{HOME_BUILTIN, WS_BUILTIN, with_aliases};
-    let loaded = match (&mut home_loaded, same) {
+    let mut loaded = match (&mut home_loaded, same) {
         (Some(h), true) => {
             let raw = config::raw_of(h, HOME_BUILTIN)?;
             let mut l = config::load_policy_on(&raw, policy, workspace)?;
@@ -203,6 +230,9 @@ fn explain(
         }
         _ => config::load_policy(policy, workspace)?,
     };
+    for w in crate::policy_imports::attach(&mut loaded.policy, workspace)? {
+        eprintln!("veilfs explain: {w}");
+    }
     let out = std::io::stdout();
     let mut out = out.lock();
     if !json {
@@ -382,13 +412,20 @@ fn mount(
     opts: &crate::mount::MountOptions,
 ) -> Result<ExitCode> {
     const SIGNALS: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
-    let loaded = match config::load_policy(policy, src) {
+    let mut loaded = match config::load_policy(policy, src) {
         Ok(l) => l,
         Err(e) => {
             eprintln!("veilfs: {e}");
             return Ok(ExitCode::from(2));
         }
     };
+    match crate::policy_imports::attach(&mut loaded.policy, src) {
+        Ok(warnings) => warnings.iter().for_each(|w| eprintln!("veilfs: {w}")),
+        Err(e) => {
+            eprintln!("veilfs: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    }
     let source = loaded.source();
     if let Some(log) = &opts.audit
         && let Err(e) = crate::audit::check_outside(

@@ -43,6 +43,14 @@ pub enum ConfigError {
         path.display()
     )]
     NotOwned { path: PathBuf, uid: u32 },
+    /// An ignore file the policy imports (or a directory on the way to it) could
+    /// not be read: its rules could not be honoured.
+    #[error("cannot read {path}, which the policy imports rules from: {source}")]
+    Import {
+        /// Workspace-relative (`.` for the root).
+        path: String,
+        source: std::io::Error,
+    },
 }
 
 /// How a workspace was chosen, for the start-up line.

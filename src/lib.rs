@@ -26,6 +26,7 @@ pub mod doctor;
 pub mod fs;
 pub mod mount;
 pub mod policy;
+pub mod policy_imports;
 pub mod printable;
 pub mod prompt;
 pub mod run;

@@ -122,25 +122,30 @@ impl Reloader {
                 file.display()
             ));
         }
-        let policy = Policy::parse_between(
+        let mut policy = Policy::parse_between(
             self.base.as_ref(),
             &self.after,
             &file.display().to_string(),
             &read.text,
         )
         .map_err(|e| e.to_string())?;
+        let import_warnings = self.attach_imports(&mut policy)?;
         let loaded = config::LoadedPolicy {
             policy,
             path: Some(file.to_path_buf()),
         };
         let p = &loaded.policy;
-        let summary = format!(
+        let mut summary = format!(
             "{}: reloaded: {} rules, {} patterns, default \"{}\"",
             file.display(),
             p.rule_count(),
             p.patterns().len(),
             p.default_action()
         );
+        for w in import_warnings {
+            summary.push('\n');
+            summary.push_str(&w);
+        }
         {
             // Both under the write lock, so a request's snapshot reads the policy
             // with the epoch it is in force at (see `super::snapshot`).
@@ -154,6 +159,23 @@ impl Reloader {
         }
         self.invalidate_kernel_caches();
         Ok(summary)
+    }
+
+    /// Finds and attaches the ignore files `policy` imports, read through the
+    /// descriptor on the real workspace root (never through this mount): the
+    /// warnings to say, or why the old policy stays.
+    fn attach_imports(&self, policy: &mut Policy) -> Result<Vec<String>, String> {
+        if policy.import_names().is_empty() {
+            return Ok(Vec::new());
+        }
+        let root = self
+            .inodes
+            .get(super::inode::ROOT)
+            .ok_or("the workspace root is gone")?;
+        let fd = root
+            .dir_fd()
+            .map_err(|e| format!("the workspace root: {e}"))?;
+        crate::policy_imports::attach_at(policy, fd).map_err(|e| e.to_string())
     }
 
     /// Tells the kernel to drop every entry and attribute it cached for this mount.

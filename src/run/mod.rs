@@ -196,6 +196,12 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         }
         _ => (Vec::new(), Vec::new()),
     };
+    // The ignore files the workspace policy imports, read before anything covers
+    // them (after every recompilation above).
+    match crate::policy_imports::attach(&mut loaded.policy, &ws) {
+        Ok(warnings) => warnings.iter().for_each(|w| eprintln!("veilfs run: {w}")),
+        Err(e) => return refuse(e),
+    }
     if let (home::Layout::Separate(h), Some(hp)) = (&layout, &home_loaded) {
         let reach = if ws.starts_with(h) {
             home::check_reachable(h, &hp.policy, &ws)
