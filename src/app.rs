@@ -136,7 +136,9 @@ fn check(path: Option<&Path>) -> Result<ExitCode> {
     let workspace = match path {
         None => Some(Path::new(".").to_path_buf()),
         Some(p) if p.file_name() == Some(std::ffi::OsStr::new(config::WORKSPACE_POLICY)) => {
-            std::path::absolute(p).ok().and_then(|a| a.parent().map(Path::to_path_buf))
+            std::path::absolute(p)
+                .ok()
+                .and_then(|a| a.parent().map(Path::to_path_buf))
         }
         Some(_) => None,
     };

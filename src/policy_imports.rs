@@ -77,8 +77,8 @@ pub fn find(root: BorrowedFd, policy: &Policy) -> Result<(Vec<Found>, Vec<String
         String::from_utf8_lossy(&p).into_owned()
     };
     let err = |path: String| move |source| ConfigError::Import { path, source };
-    let root_dir = sys::openat(root, c".", libc::O_RDONLY | libc::O_DIRECTORY, 0)
-        .map_err(err(".".into()))?;
+    let root_dir =
+        sys::openat(root, c".", libc::O_RDONLY | libc::O_DIRECTORY, 0).map_err(err(".".into()))?;
     // Depth first (`todo` is a stack): the descriptors held are those of the
     // directories whose subdirectories are still to be read, about the depth.
     let mut todo: Vec<Todo> = Vec::new();

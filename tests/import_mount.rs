@@ -70,14 +70,28 @@ fn what_the_files_list_is_hidden() {
     }
     assert_eq!(
         names(&f.mnt),
-        [".cursorignore", ".env.example", "README.md", "app", "data.csv", "other", "sub"]
+        [
+            ".cursorignore",
+            ".env.example",
+            "README.md",
+            "app",
+            "data.csv",
+            "other",
+            "sub"
+        ]
     );
     assert!(names(&f.m("app")).is_empty());
     assert_eq!(names(&f.m("sub")), [".cursorignore", "code.rs", "deep"]);
     assert!(names(&f.m("sub/deep")).is_empty());
     // Outside `sub`, its file does not apply; `!` re-includes.
-    assert_eq!(std::fs::read_to_string(f.m("data.csv")).unwrap(), "not secret here\n");
-    assert_eq!(std::fs::read_to_string(f.m(".env.example")).unwrap(), "TOKEN=\n");
+    assert_eq!(
+        std::fs::read_to_string(f.m("data.csv")).unwrap(),
+        "not secret here\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.m(".env.example")).unwrap(),
+        "TOKEN=\n"
+    );
     // A recursive search finds none of the secrets.
     let o = f.sh("grep -r secret . ; true");
     let out = String::from_utf8_lossy(&o.stdout);
@@ -227,11 +241,20 @@ fn explain_names_the_file_and_line() {
     let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
         .args(["explain", "--no-home", "--workspace"])
         .arg(ws)
-        .args(["app/.env.local", "sub/x/data.csv", "sub/.cursorignore", "README.md"])
+        .args([
+            "app/.env.local",
+            "sub/x/data.csv",
+            "sub/.cursorignore",
+            "README.md",
+        ])
         .output()
         .unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{out}\n{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert!(
         out.contains(
             "app/.env.local  (rule 1 \".env*\" (.cursorignore:2): the editor's agent must \
@@ -239,8 +262,14 @@ fn explain_names_the_file_and_line() {
         ),
         "{out}"
     );
-    assert!(out.contains("(rule 1 \"data.csv\" (sub/.cursorignore:1)"), "{out}");
-    assert!(out.contains("a file the policy imports rules from"), "{out}");
+    assert!(
+        out.contains("(rule 1 \"data.csv\" (sub/.cursorignore:1)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("a file the policy imports rules from"),
+        "{out}"
+    );
     // `check` in the workspace reads the files too: a bad line is a warning.
     std::fs::write(ws.join("sub/.cursorignore"), "data.csv\n[[:nope:]]\n").unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
@@ -264,24 +293,48 @@ fn a_reload_reads_the_imported_files_again() {
         .file("sub/notes.txt", "notes\n");
     let file = f.tmp.path().join("policy.toml");
     std::fs::write(&file, POLICY).unwrap();
-    let mut p = Policy::parse(&file.display().to_string(), POLICY).unwrap_or_else(|e| panic!("{e}"));
+    let mut p =
+        Policy::parse(&file.display().to_string(), POLICY).unwrap_or_else(|e| panic!("{e}"));
     veilfs::policy_imports::attach(&mut p, &f.src).unwrap_or_else(|e| panic!("{e}"));
     f.mount_policy(p, Some(&file));
-    assert_eq!(std::fs::read_to_string(f.m("README.md")).unwrap(), "hello\n");
+    assert_eq!(
+        std::fs::read_to_string(f.m("README.md")).unwrap(),
+        "hello\n"
+    );
     assert_errno(std::fs::read(f.m(".env")), libc::EACCES, ".env");
 
     std::fs::write(f.s(".cursorignore"), ".env\nREADME.md\n").unwrap();
     std::fs::write(f.s("sub/.cursorignore"), "notes.txt\n").unwrap();
-    let said = f.mount.as_ref().unwrap().reload().unwrap_or_else(|e| panic!("{e}"));
+    let said = f
+        .mount
+        .as_ref()
+        .unwrap()
+        .reload()
+        .unwrap_or_else(|e| panic!("{e}"));
     assert!(said.contains("reloaded"), "{said}");
-    assert_errno(std::fs::read(f.m("README.md")), libc::EACCES, "README.md after reload");
-    assert_errno(std::fs::read(f.m("sub/notes.txt")), libc::EACCES, "sub/notes.txt");
+    assert_errno(
+        std::fs::read(f.m("README.md")),
+        libc::EACCES,
+        "README.md after reload",
+    );
+    assert_errno(
+        std::fs::read(f.m("sub/notes.txt")),
+        libc::EACCES,
+        "sub/notes.txt",
+    );
     assert!(!names(&f.mnt).contains(&"README.md".to_string()));
 
     // A file that cannot be honoured keeps the old policy.
     std::fs::remove_file(f.s("sub/.cursorignore")).unwrap();
     std::os::unix::fs::symlink("../.cursorignore", f.s("sub/.cursorignore")).unwrap();
     let e = f.mount.as_ref().unwrap().reload().unwrap_err();
-    assert!(e.contains("sub/.cursorignore") && e.contains("symbolic link"), "{e}");
-    assert_errno(std::fs::read(f.m("sub/notes.txt")), libc::EACCES, "still hidden");
+    assert!(
+        e.contains("sub/.cursorignore") && e.contains("symbolic link"),
+        "{e}"
+    );
+    assert_errno(
+        std::fs::read(f.m("sub/notes.txt")),
+        libc::EACCES,
+        "still hidden",
+    );
 }

@@ -211,7 +211,11 @@ fn explain_names_the_file_and_line() {
 #[test]
 fn imported_names_are_read_only_at_every_depth() {
     let p = cursor_policy();
-    for path in [".cursorignore", "sub/.cursorignore", "not/there/.cursorignore"] {
+    for path in [
+        ".cursorignore",
+        "sub/.cursorignore",
+        "not/there/.cursorignore",
+    ] {
         let d = p.decide(path.as_bytes(), false);
         assert_eq!(d.action, Action::ReadOnly, "{path}");
         assert!(matches!(d.reason, Reason::ImportedFile), "{path}");
@@ -244,8 +248,11 @@ paths = ["hidden/"]
 
 #[test]
 fn a_policy_without_imports_guards_no_ignore_file() {
-    let p = Policy::parse("p.toml", "[[rules]]\naction = \"deny\"\npaths = [\".env\"]\n")
-        .unwrap_or_else(|e| panic!("{e}"));
+    let p = Policy::parse(
+        "p.toml",
+        "[[rules]]\naction = \"deny\"\npaths = [\".env\"]\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     assert!(p.import_names().is_empty());
     assert_eq!(action(&p, ".cursorignore", false), Action::Allow);
 }
@@ -254,7 +261,10 @@ fn a_policy_without_imports_guards_no_ignore_file() {
 fn files_no_rule_imports_are_skipped() {
     let p = policy(
         DENY_CURSOR,
-        vec![found("", ".aiexclude", "*\n"), found("", ".cursorignore", "a\n")],
+        vec![
+            found("", ".aiexclude", "*\n"),
+            found("", ".cursorignore", "a\n"),
+        ],
     );
     assert_eq!(action(&p, "b", false), Action::Allow);
     assert_eq!(action(&p, "a", false), Action::Deny);
@@ -291,9 +301,8 @@ fn errors(text: &str) -> String {
 
 #[test]
 fn paths_and_import_together_are_refused() {
-    let e = errors(
-        "[[rules]]\naction = \"deny\"\npaths = [\".env\"]\nimport = \".cursorignore\"\n",
-    );
+    let e =
+        errors("[[rules]]\naction = \"deny\"\npaths = [\".env\"]\nimport = \".cursorignore\"\n");
     assert_eq!(
         e,
         "bad.toml:4:10: error: rule 1: both `paths` and `import`: a rule takes exactly one \
@@ -313,7 +322,10 @@ fn a_rule_with_neither_is_refused() {
 #[test]
 fn unknown_names_are_refused_with_the_supported_ones() {
     let e = errors("[[rules]]\naction = \"deny\"\nimport = [\".cursorignore\", \".gitignore\"]\n");
-    assert!(e.starts_with("bad.toml:3:28: error: rule 1: cannot import \".gitignore\""), "{e}");
+    assert!(
+        e.starts_with("bad.toml:3:28: error: rule 1: cannot import \".gitignore\""),
+        "{e}"
+    );
     for name in veilfs::policy::ignore::NAMES {
         assert!(e.contains(&format!("{name:?}")), "{e}");
     }

@@ -170,7 +170,10 @@ const ACTIONS: &str = r#""allow", "read-only", "ask" or "deny""#;
 
 /// The ignore files a rule may `import`, as error messages list them.
 fn importable() -> String {
-    let names: Vec<String> = super::ignore::NAMES.iter().map(|n| format!("{n:?}")).collect();
+    let names: Vec<String> = super::ignore::NAMES
+        .iter()
+        .map(|n| format!("{n:?}"))
+        .collect();
     names.join(", ")
 }
 

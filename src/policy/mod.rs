@@ -224,7 +224,13 @@ impl Pattern {
 
 impl fmt::Display for Pattern {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "rule {} {:?} ({})", self.rule, self.text, self.location())
+        write!(
+            f,
+            "rule {} {:?} ({})",
+            self.rule,
+            self.text,
+            self.location()
+        )
     }
 }
 
