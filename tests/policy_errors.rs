@@ -44,7 +44,7 @@ fn an_env_table_is_accepted_and_ignored() {
 fn unknown_rule_key() {
     assert_eq!(
         errors("[[rules]]\naction = \"deny\"\npaths = [\"a\"]\ncomment = \"x\"\n"),
-        "bad.toml:4:1: error: unknown key `comment`, expected one of `action`, `paths`, `why`"
+        "bad.toml:4:1: error: unknown key `comment`, expected one of `action`, `paths`, `import`, `why`"
     );
 }
 
@@ -52,7 +52,7 @@ fn unknown_rule_key() {
 fn missing_paths() {
     let e = errors("[[rules]]\naction = \"deny\"\n");
     assert!(
-        e.starts_with("bad.toml:1:1: error: missing key `paths`"),
+        e.starts_with("bad.toml:1:1: error: rule 1: missing key `paths` (or `import`)"),
         "{e}"
     );
 }

@@ -314,7 +314,7 @@ fn paths_and_import_together_are_refused() {
 fn a_rule_with_neither_is_refused() {
     let e = errors("[[rules]]\naction = \"deny\"\n");
     assert!(
-        e.starts_with("bad.toml:") && e.contains("rule 1: neither `paths` nor `import`"),
+        e.starts_with("bad.toml:") && e.contains("rule 1: missing key `paths` (or `import`)"),
         "{e}"
     );
 }

@@ -291,7 +291,7 @@ pub fn parse(name: &str, text: &str) -> Result<(RawPolicy, Vec<PolicyError>), Lo
             (None, None) => errors.push(PolicyError {
                 at: rule_at,
                 message: format!(
-                    "rule {}: neither `paths` nor `import`: a rule takes exactly one of them",
+                    "rule {}: missing key `paths` (or `import`): a rule takes exactly one of them",
                     i + 1
                 ),
             }),

@@ -22,6 +22,11 @@
 //! A rule's optional `why` is said after the rule wherever a decision is explained
 //! (`explain`, the audit log, refusal notices).
 //!
+//! A rule may take `import = ".cursorignore"` (or a list of such names) instead of
+//! `paths`: the lines of those ignore files, wherever they are in the workspace, are
+//! its patterns, and their names are read-only at every depth (see
+//! [`Policy::attach_imports`]).
+//!
 //! | action    | listing | stat / read | any change                   |
 //! |-----------|---------|-------------|------------------------------|
 //! | allow     | shown   | yes         | yes                          |
