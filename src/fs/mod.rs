@@ -5,6 +5,7 @@
 //! place the policy is enforced.
 
 pub mod ask;
+mod broker;
 pub mod fuse;
 pub mod git_guard;
 pub mod inode;
