@@ -338,3 +338,53 @@ fn a_reload_reads_the_imported_files_again() {
         "still hidden",
     );
 }
+
+/// An edit made outside the mount to an imported file, in a directory the kernel
+/// holds, reloads the policy by itself, as an edit of the policy file does.
+#[test]
+fn an_outside_edit_of_an_imported_file_reloads_the_policy() {
+    let mut f = Fixture::new();
+    f.file(".cursorignore", ".env\n")
+        .file(".env", "TOKEN=secret\n")
+        .file("README.md", "hello\n")
+        .file("sub/notes.txt", "notes\n");
+    let file = f.tmp.path().join("policy.toml");
+    std::fs::write(&file, POLICY).unwrap();
+    let mut p =
+        Policy::parse(&file.display().to_string(), POLICY).unwrap_or_else(|e| panic!("{e}"));
+    veilfs::policy_imports::attach(&mut p, &f.src).unwrap_or_else(|e| panic!("{e}"));
+    f.mount_policy(p, Some(&file));
+    // Both readable now (and `sub` looked into, so it is watched).
+    assert_eq!(
+        std::fs::read_to_string(f.m("README.md")).unwrap(),
+        "hello\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.m("sub/notes.txt")).unwrap(),
+        "notes\n"
+    );
+
+    std::fs::write(f.s(".cursorignore"), ".env\nREADME.md\n").unwrap();
+    assert!(
+        common::wait_until(std::time::Duration::from_secs(20), || std::fs::read(
+            f.m("README.md")
+        )
+        .is_err_and(|e| e.raw_os_error() == Some(libc::EACCES))),
+        "README.md is still readable after the edit of .cursorignore"
+    );
+    // A new ignore file in a directory the kernel holds counts too (the reload
+    // dropped the kernel's caches: look into `sub` again).
+    assert_eq!(
+        std::fs::read_to_string(f.m("sub/notes.txt")).unwrap(),
+        "notes\n"
+    );
+    std::fs::write(f.s("sub/.cursorignore"), "notes.txt\n").unwrap();
+    assert!(
+        common::wait_until(std::time::Duration::from_secs(20), || std::fs::read(
+            f.m("sub/notes.txt")
+        )
+        .is_err_and(|e| e.raw_os_error() == Some(libc::EACCES))),
+        "sub/notes.txt is still readable after a sub/.cursorignore was made"
+    );
+    assert!(!names(&f.mnt.join("sub")).contains(&"notes.txt".to_string()));
+}

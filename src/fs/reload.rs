@@ -37,6 +37,8 @@ pub struct Reloader {
     after: Vec<crate::policy::RawRule>,
     /// Its session grants (see [`super::ask`]) last until the next reload.
     broker: Option<Arc<super::ask::Broker>>,
+    /// A reload is already on its way (see [`Reloader::reload_soon`]).
+    soon: std::sync::atomic::AtomicBool,
 }
 
 impl Reloader {
@@ -62,12 +64,39 @@ impl Reloader {
             base,
             after,
             broker,
+            soon: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
     /// Gives the reloader the session's notifier (once mounted).
     pub fn set_notifier(&self, n: fuser::Notifier) {
         *self.notifier.lock() = Some(n);
+    }
+
+    /// Whether `name` is one the policy in force imports rules from.
+    pub fn is_source(&self, name: &[u8]) -> bool {
+        let p = self.policy.read();
+        !p.import_names().is_empty() && p.import_names().iter().any(|n| n.as_bytes() == name)
+    }
+
+    /// Reloads soon, on a thread of its own, once for a burst of calls (an editor's
+    /// save is several events), and reports the outcome with `report`.
+    pub fn reload_soon(self: &Arc<Self>, report: fn(Result<String, String>)) {
+        if self.soon.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let me = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("veilfs-reload".into())
+            .spawn(move || {
+                std::thread::sleep(Duration::from_millis(100));
+                me.soon.store(false, Ordering::Release);
+                report(me.reload());
+            });
+        if let Err(e) = spawned {
+            self.soon.store(false, Ordering::Release);
+            log::warn!("cannot start a thread to reload the policy: {e}");
+        }
     }
 
     /// Whether the policy in force has paths that ask.

@@ -193,6 +193,22 @@ pub struct Watcher {
     injected: AtomicBool,
     /// Queue overflows handled so far.
     overflows: AtomicU64,
+    /// Told when a name the policy reads rules from changes outside the mount
+    /// (see [`Watcher::on_sources`]).
+    sources: Mutex<Option<Sources>>,
+}
+
+/// Which names are sources of the policy (an imported ignore file), and what to do
+/// when one changes.
+struct Sources {
+    is_source: Box<dyn Fn(&[u8]) -> bool + Send + Sync>,
+    changed: Box<dyn Fn() + Send + Sync>,
+}
+
+impl std::fmt::Debug for Sources {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Sources")
+    }
 }
 
 impl Watcher {
@@ -203,7 +219,24 @@ impl Watcher {
             own: Mutex::new(HashMap::new()),
             injected: AtomicBool::new(false),
             overflows: AtomicU64::new(0),
+            sources: Mutex::new(None),
         })
+    }
+
+    /// Calls `changed` after a batch of outside events that touched a name for
+    /// which `is_source` holds (an ignore file the policy imports: the policy is
+    /// then reloaded, as for an edit of the policy file). Only directories the
+    /// kernel holds are watched: a file made outside in one it never looked into is
+    /// read at the next reload.
+    pub fn on_sources(
+        &self,
+        is_source: impl Fn(&[u8]) -> bool + Send + Sync + 'static,
+        changed: impl Fn() + Send + Sync + 'static,
+    ) {
+        *self.sources.lock() = Some(Sources {
+            is_source: Box::new(is_source),
+            changed: Box::new(changed),
+        });
     }
 
     /// Watches the directory node `ino` (idempotent).
@@ -379,7 +412,17 @@ impl Watcher {
         };
         let mut held: Vec<(u64, Vec<u8>, u32)> = Vec::new();
         let mut overflow = false;
+        // A name the policy reads rules from changed (never an echo: such a name is
+        // read-only through the mount).
+        let sources = self.sources.lock();
+        let mut source_changed = false;
         for (wd, mask, name) in events(buf) {
+            if !source_changed
+                && !name.is_empty()
+                && let Some(s) = sources.as_ref()
+            {
+                source_changed = (s.is_source)(name);
+            }
             if mask & libc::IN_IGNORED != 0 {
                 let mut w = self.wds.lock();
                 if let Some(ino) = w.0.remove(&wd) {
@@ -425,6 +468,12 @@ impl Watcher {
                 std::thread::sleep(Duration::from_micros(50));
             }
         }
+        if let Some(s) = sources.as_ref()
+            && (source_changed || overflow)
+        {
+            (s.changed)();
+        }
+        drop(sources);
         if overflow {
             log::warn!(
                 "inotify queue overflow: outside edits went unreported; dropping every \
