@@ -198,10 +198,13 @@ pub struct Watcher {
     sources: Mutex<Option<Sources>>,
 }
 
+/// Says whether a name is one the policy reads rules from.
+type NameTest = dyn Fn(&[u8]) -> bool + Send + Sync;
+
 /// Which names are sources of the policy (an imported ignore file), and what to do
 /// when one changes.
 struct Sources {
-    is_source: Box<dyn Fn(&[u8]) -> bool + Send + Sync>,
+    is_source: Box<NameTest>,
     changed: Box<dyn Fn() + Send + Sync>,
 }
 
