@@ -142,11 +142,6 @@ pub fn with_grants<T>(grants: &[Grant], f: impl FnOnce() -> T) -> T {
     f()
 }
 
-/// Whether this thread is running a request again after an `allow once`.
-pub fn running_once() -> bool {
-    ONCE.with(|g| !g.borrow().is_empty())
-}
-
 fn granted_once(root: &str, path: &[u8], access: Access) -> bool {
     ONCE.with(|g| g.borrow().iter().any(|g| g.covers(root, path, access)))
 }

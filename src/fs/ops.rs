@@ -1323,12 +1323,27 @@ impl VeilFs {
         Ok((listing, pos))
     }
 
-    /// After serving a listing of directory `ino`: a listing approved once must not
-    /// be served again from the kernel's cache, so drop it there.
+    /// After serving (part of) a listing of directory `ino`: a listing of a
+    /// directory that asks, unless the session approved reading it, must not be
+    /// served again from the kernel's cache (to another process, or at an offset
+    /// sought to), so drop it there. Every part of it: the reader's own
+    /// continuations refill the cache too.
     pub fn after_listing(&self, ino: u64) {
-        if super::ask::running_once() {
-            self.inval.queue(super::inval::Inval::Inode(ino));
+        let Some(node) = self.inodes.get(ino) else {
+            return;
+        };
+        let place = node.place();
+        if place.decision.action != crate::policy::Action::Ask {
+            return;
         }
+        if let Some(seat) = &self.seat
+            && seat
+                .broker
+                .session_covers(seat.root, &place.path, Access::Read)
+        {
+            return;
+        }
+        self.inval.queue(super::inval::Inval::Inode(ino));
     }
 
     /// `listing` (taken under an older policy) as the policy of `s` admits it: the
