@@ -295,10 +295,18 @@ pub fn start(mut fs: VeilFs, mnt: &Path, config: &Config, opts: &MountOptions) -
     reloader.set_notifier(session.notifier());
     inval.start(session.notifier(), Arc::downgrade(&inodes))?;
     if let Some(w) = watcher.clone() {
-        // An outside edit of an ignore file the policy imports reloads it.
-        let (r, s) = (reloader.clone(), reloader.clone());
+        // An outside edit of an ignore file the policy imports reloads it. Held
+        // weakly: the reloader holds the node table, whose end ends the watcher.
+        let (r, s) = (Arc::downgrade(&reloader), Arc::downgrade(&reloader));
         let report = opts.reports.reporter();
-        w.on_sources(move |name| r.is_source(name), move || s.reload_soon(report));
+        w.on_sources(
+            move |name| r.upgrade().is_some_and(|r| r.is_source(name)),
+            move || {
+                if let Some(s) = s.upgrade() {
+                    s.reload_soon(report)
+                }
+            },
+        );
         let notifier = session.notifier();
         let weak = Arc::downgrade(&inodes);
         std::thread::Builder::new()
