@@ -45,6 +45,23 @@ fn mounted() -> Fixture {
     f
 }
 
+/// A workspace whose `.cursorignore` lists `.env`, mounted with [`POLICY`] read
+/// from a file outside it (so that reloads read it again).
+fn mounted_from_file() -> Fixture {
+    let mut f = Fixture::new();
+    f.file(".cursorignore", ".env\n")
+        .file(".env", "TOKEN=secret\n")
+        .file("README.md", "hello\n")
+        .file("sub/notes.txt", "notes\n");
+    let file = f.tmp.path().join("policy.toml");
+    std::fs::write(&file, POLICY).unwrap();
+    let mut p =
+        Policy::parse(&file.display().to_string(), POLICY).unwrap_or_else(|e| panic!("{e}"));
+    veilfs::policy_imports::attach(&mut p, &f.src).unwrap_or_else(|e| panic!("{e}"));
+    f.mount_policy(p, Some(&file));
+    f
+}
+
 fn names(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
@@ -286,17 +303,7 @@ fn explain_names_the_file_and_line() {
 /// which reads the files through the real workspace, not through the mount.
 #[test]
 fn a_reload_reads_the_imported_files_again() {
-    let mut f = Fixture::new();
-    f.file(".cursorignore", ".env\n")
-        .file(".env", "TOKEN=secret\n")
-        .file("README.md", "hello\n")
-        .file("sub/notes.txt", "notes\n");
-    let file = f.tmp.path().join("policy.toml");
-    std::fs::write(&file, POLICY).unwrap();
-    let mut p =
-        Policy::parse(&file.display().to_string(), POLICY).unwrap_or_else(|e| panic!("{e}"));
-    veilfs::policy_imports::attach(&mut p, &f.src).unwrap_or_else(|e| panic!("{e}"));
-    f.mount_policy(p, Some(&file));
+    let f = mounted_from_file();
     assert_eq!(
         std::fs::read_to_string(f.m("README.md")).unwrap(),
         "hello\n"
@@ -343,17 +350,7 @@ fn a_reload_reads_the_imported_files_again() {
 /// holds, reloads the policy by itself, as an edit of the policy file does.
 #[test]
 fn an_outside_edit_of_an_imported_file_reloads_the_policy() {
-    let mut f = Fixture::new();
-    f.file(".cursorignore", ".env\n")
-        .file(".env", "TOKEN=secret\n")
-        .file("README.md", "hello\n")
-        .file("sub/notes.txt", "notes\n");
-    let file = f.tmp.path().join("policy.toml");
-    std::fs::write(&file, POLICY).unwrap();
-    let mut p =
-        Policy::parse(&file.display().to_string(), POLICY).unwrap_or_else(|e| panic!("{e}"));
-    veilfs::policy_imports::attach(&mut p, &f.src).unwrap_or_else(|e| panic!("{e}"));
-    f.mount_policy(p, Some(&file));
+    let f = mounted_from_file();
     // Both readable now (and `sub` looked into, so it is watched).
     assert_eq!(
         std::fs::read_to_string(f.m("README.md")).unwrap(),
