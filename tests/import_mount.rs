@@ -385,3 +385,45 @@ fn an_outside_edit_of_an_imported_file_reloads_the_policy() {
     );
     assert!(!names(&f.mnt.join("sub")).contains(&"notes.txt".to_string()));
 }
+
+/// A directory holding an ignore file is not moved or removed through the mount,
+/// even when nothing it lists exists yet: moved (or moved into `.git`, where no
+/// ignore file is looked for), its rules would stay behind, and a file saved there
+/// later would be shown.
+#[test]
+fn a_directory_holding_an_ignore_file_stays_where_its_rules_apply() {
+    let mut f = Fixture::new();
+    f.file("p/e/.cursorignore", "future.txt\n")
+        .file("p/e/code.rs", "fn main() {}\n")
+        .dir("elsewhere");
+    let mut p = Policy::parse("import.toml", POLICY).unwrap_or_else(|e| panic!("{e}"));
+    veilfs::policy_imports::attach(&mut p, &f.src).unwrap_or_else(|e| panic!("{e}"));
+    f.mount_policy(p, None);
+    std::fs::create_dir(f.m(".git")).unwrap();
+    std::fs::create_dir(f.m("elsewhere/empty")).unwrap();
+    let before = common::snapshot(&f.src);
+    for (from, to) in [
+        ("p/e", "p/e2"),
+        ("p", "q"),
+        ("p", "elsewhere/p"),
+        ("p/e", ".git/e"),
+        ("p", ".git/p"),
+        // Renamed onto: the directory holding the file would be replaced.
+        ("elsewhere/empty", "p/e"),
+    ] {
+        assert_errno(
+            std::fs::rename(f.m(from), f.m(to)),
+            libc::EACCES,
+            &format!("mv {from} {to}"),
+        );
+    }
+    assert_errno(std::fs::remove_dir(f.m("p/e")), libc::EACCES, "rmdir p/e");
+    assert_eq!(common::snapshot(&f.src), before, "the workspace changed");
+    // The person saves the file the rules name: it is hidden where it lands.
+    std::fs::write(f.s("p/e/future.txt"), "SECRET\n").unwrap();
+    assert_errno(
+        std::fs::read(f.m("p/e/future.txt")),
+        libc::EACCES,
+        "future.txt",
+    );
+}

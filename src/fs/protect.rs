@@ -222,9 +222,20 @@ impl VeilFs {
             Err(refuse(path, &Decision::git_control()))
         } else if self.config_dirs.iter().any(|c| at_or_under(c, path)) {
             Err(refuse(path, &Decision::veilfs_config()))
+        } else if self.holds_imported(path) {
+            Err(refuse(path, &Decision::holds_imported_file()))
         } else {
             Ok(())
         }
+    }
+}
+
+impl VeilFs {
+    /// Whether the directory `path` holds an ignore file the policy in force
+    /// imports (see [`crate::policy::Policy::holds_imported`]).
+    fn holds_imported(&self, path: &[u8]) -> bool {
+        let p = self.policy.read();
+        !p.import_names().is_empty() && p.holds_imported(path)
     }
 }
 

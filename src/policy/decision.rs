@@ -223,6 +223,17 @@ impl Decision {
         })
     }
 
+    /// The decision refusing to rename or remove a directory that holds an ignore
+    /// file the policy imports (see [`Reason::ImportedFile`]).
+    pub fn holds_imported_file() -> Decision {
+        Decision {
+            action: Action::ReadOnly,
+            reason: Reason::ImportedFile,
+            ruled: true,
+            approved: Action::ReadOnly,
+        }
+    }
+
     /// This decision made at least read-only because the path's name is one the
     /// policy imports rules from (see [`Reason::ImportedFile`]).
     pub(super) fn guard_imported_name(self) -> Decision {

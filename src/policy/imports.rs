@@ -154,6 +154,20 @@ impl Policy {
         &self.import_names
     }
 
+    /// Whether the directory `path` holds (at any depth) an ignore file this policy
+    /// imports: it is then not renamed or removed through the mount, so the file's
+    /// rules stay where they apply (moved elsewhere, or into `.git`, where no file
+    /// is looked for, they would leave what they hide behind).
+    pub fn holds_imported(&self, path: &[u8]) -> bool {
+        self.imports.iter().any(|r| {
+            r.files.keys().any(|dir| {
+                path.is_empty()
+                    || dir.as_slice() == path
+                    || (dir.starts_with(path) && dir.get(path.len()) == Some(&b'/'))
+            })
+        })
+    }
+
     /// Gives the import rules the files found in the workspace: each file is parsed
     /// once and held by every import rule naming it; a file no rule imports, or
     /// whose directory is not workspace-relative, is skipped. Files attached before
