@@ -21,7 +21,11 @@ impl LoadedPolicy {
     pub fn source(&self) -> String {
         match &self.path {
             Some(p) => p.display().to_string(),
-            None => "built-in default policy".to_string(),
+            None if self.policy.import_names().is_empty() => "built-in default policy".to_string(),
+            None => format!(
+                "built-in default policy, with the rules of {}",
+                self.policy.import_names().join(", ")
+            ),
         }
     }
 }
@@ -135,13 +139,26 @@ pub fn load_policy(explicit: Option<&Path>, workspace: &Path) -> Result<LoadedPo
             Some(p) => p,
             None => {
                 return Ok(LoadedPolicy {
-                    policy: Policy::builtin(),
+                    policy: builtin_for(workspace)?,
                     path: None,
                 });
             }
         },
     };
     load_file(&path)
+}
+
+/// The built-in default policy for `workspace`: honouring the ignore files its
+/// root holds (`.cursorignore`, ...; see [`crate::policy_imports::builtin_text`]).
+fn builtin_for(workspace: &Path) -> Result<Policy, ConfigError> {
+    let present = match crate::sys::open_dir_path(workspace) {
+        Ok(fd) => crate::policy_imports::present_at(std::os::fd::AsFd::as_fd(&fd)),
+        Err(_) => Vec::new(),
+    };
+    Ok(match crate::policy_imports::builtin_text(&present) {
+        Some(text) => Policy::parse(crate::policy::BUILTIN_NAME, &text)?,
+        None => Policy::builtin(),
+    })
 }
 
 /// A policy file found, not named: `None` when `candidate` does not exist;
@@ -454,6 +471,19 @@ fn source_text(
     builtin: (&str, &str),
 ) -> Result<(String, String), ConfigError> {
     match &loaded.path {
+        // The built-in default honouring the workspace's ignore files.
+        None if builtin.0 == crate::policy::BUILTIN_NAME
+            && !loaded.policy.import_names().is_empty() =>
+        {
+            let names: Vec<&str> = loaded
+                .policy
+                .import_names()
+                .iter()
+                .map(String::as_str)
+                .collect();
+            let text = crate::policy_imports::builtin_text(&names).unwrap_or_default();
+            Ok((builtin.0.to_string(), text))
+        }
         None => Ok((builtin.0.to_string(), builtin.1.to_string())),
         Some(p) => {
             let text = read_text(p).map_err(|source| ConfigError::Read {

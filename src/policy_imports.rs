@@ -23,6 +23,35 @@ use crate::sys;
 /// The most directories one walk enters.
 pub const MAX_DIRS: usize = 100_000;
 
+/// The built-in default policy's text for a workspace whose root holds the ignore
+/// files `names` (see [`present_at`]): the default's rules, then one rule denying
+/// what those files list, wherever they are in the workspace. `None` when there
+/// are none: the built-in default as it is.
+pub fn builtin_text(names: &[&str]) -> Option<String> {
+    if names.is_empty() {
+        return None;
+    }
+    let why = "listed in an ignore file of this workspace: what you told your tools not to read";
+    Some(format!(
+        "{}\n[[rules]]\naction = \"deny\"\nimport = {names:?}\nwhy = {why:?}\n",
+        crate::policy::DEFAULT_POLICY
+    ))
+}
+
+/// The ignore files (of [`crate::policy::ignore::NAMES`]) at the root of the
+/// workspace whose descriptor is `root`: the built-in default honours those.
+pub fn present_at(root: BorrowedFd) -> Vec<&'static str> {
+    crate::policy::ignore::NAMES
+        .iter()
+        .copied()
+        .filter(|n| {
+            std::ffi::CString::new(*n)
+                .ok()
+                .is_some_and(|c| sys::statat(root, &c).is_ok())
+        })
+        .collect()
+}
+
 /// Finds the files `policy` imports under the workspace `root` (an absolute path
 /// to the real directory) and attaches them. Returns warnings to print: lines that
 /// could not be compiled (as `DIR/NAME:LINE:1: warning: ...`) and a walk cut short.

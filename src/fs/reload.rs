@@ -119,7 +119,7 @@ impl Reloader {
     pub fn reload(&self) -> Result<String, String> {
         let _one = self.busy.lock();
         let Some(source) = &self.file else {
-            return Ok("built-in default policy: nothing to reload".into());
+            return self.reload_builtin();
         };
         let file = source.path();
         // Read through the directory descriptor taken before mounting: the file as
@@ -182,6 +182,56 @@ impl Reloader {
             *policy = Arc::new(loaded.policy);
             self.epoch.fetch_add(1, Ordering::AcqRel);
             // What a person approved was approved under the old policy.
+            if let Some(b) = &self.broker {
+                b.forget_grants();
+            }
+        }
+        self.invalidate_kernel_caches();
+        Ok(summary)
+    }
+
+    /// The built-in default again, honouring the ignore files the workspace root
+    /// holds now (see [`crate::policy_imports::builtin_text`]).
+    fn reload_builtin(&self) -> Result<String, String> {
+        let root = self.inodes.get(super::inode::ROOT);
+        let present = match root.as_ref().map(|r| r.dir_fd()) {
+            Some(Ok(fd)) => crate::policy_imports::present_at(fd),
+            _ => Vec::new(),
+        };
+        let Some(text) = crate::policy_imports::builtin_text(&present) else {
+            if self.policy.read().import_names().is_empty() {
+                return Ok("built-in default policy: nothing to reload".into());
+            }
+            // The ignore files are gone: the plain default.
+            return self.put(
+                Policy::builtin(),
+                "built-in default policy: reloaded".into(),
+            );
+        };
+        let mut policy = Policy::parse_between(
+            self.base.as_ref(),
+            &self.after,
+            crate::policy::BUILTIN_NAME,
+            &text,
+        )
+        .map_err(|e| e.to_string())?;
+        let mut summary = format!(
+            "built-in default policy, with the rules of {}: reloaded",
+            present.join(", ")
+        );
+        for w in self.attach_imports(&mut policy)? {
+            summary.push('\n');
+            summary.push_str(&w);
+        }
+        self.put(policy, summary)
+    }
+
+    /// Puts `policy` in force (see the module documentation) and returns `summary`.
+    fn put(&self, policy: Policy, summary: String) -> Result<String, String> {
+        {
+            let mut p = self.policy.write();
+            *p = Arc::new(policy);
+            self.epoch.fetch_add(1, Ordering::AcqRel);
             if let Some(b) = &self.broker {
                 b.forget_grants();
             }

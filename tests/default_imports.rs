@@ -1,0 +1,160 @@
+//! The built-in default policy honours the ignore files a workspace already has
+//! (`.cursorignore` and kin at its root): without a policy file, what they list is
+//! hidden through `veilfs mount` and `veilfs run`, the start-up line and `explain`
+//! say so, the files cannot be changed through the mount, and an outside edit
+//! reloads.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use common::daemon::Daemon;
+use common::{assert_errno, require_fuse, wait_until};
+
+struct Tree {
+    tmp: tempfile::TempDir,
+}
+
+impl Tree {
+    fn new() -> Tree {
+        require_fuse();
+        let tmp = tempfile::Builder::new()
+            .prefix("veilfs-default-imports")
+            .tempdir()
+            .unwrap();
+        let t = Tree { tmp };
+        for d in ["ws/sub", "mnt", "rt", "home"] {
+            std::fs::create_dir_all(t.p(d)).unwrap();
+        }
+        let rt = t.p("rt");
+        std::fs::set_permissions(&rt, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+        for (rel, body) in [
+            ("ws/.cursorignore", "secret.txt\n"),
+            ("ws/secret.txt", "SECRET-1\n"),
+            ("ws/readme.md", "readme\n"),
+            ("ws/sub/.aiexclude", "notes.txt\n"),
+            ("ws/sub/notes.txt", "SECRET-2\n"),
+        ] {
+            std::fs::write(t.p(rel), body).unwrap();
+        }
+        t
+    }
+
+    fn p(&self, rel: &str) -> PathBuf {
+        self.tmp.path().join(rel)
+    }
+
+    fn veilfs(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_veilfs"));
+        c.env("VEILFS_RUNTIME_DIR", self.p("rt"));
+        c
+    }
+}
+
+#[test]
+fn without_a_policy_file_the_ignore_files_are_honoured_through_a_mount() {
+    let t = Tree::new();
+    let mut c = t.veilfs();
+    c.arg("mount").arg(t.p("ws")).arg(t.p("mnt"));
+    let d = Daemon::start(c, &t.p("mnt"));
+    assert!(
+        d.said
+            .contains("with policy built-in default policy, with the rules of .cursorignore"),
+        "{}",
+        d.said
+    );
+    let m = |rel: &str| t.p("mnt").join(rel);
+    assert_errno(std::fs::read(m("secret.txt")), libc::EACCES, "secret.txt");
+    // The subdirectory's `.aiexclude` is not at the root: only the names present
+    // at the root are imported.
+    assert_eq!(std::fs::read_to_string(m("readme.md")).unwrap(), "readme\n");
+    let listed: Vec<String> = std::fs::read_dir(t.p("mnt"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(!listed.contains(&"secret.txt".to_string()), "{listed:?}");
+    // The files the default reads rules from cannot be changed through the mount.
+    let before = common::snapshot(&t.p("ws"));
+    assert_errno(
+        std::fs::write(m(".cursorignore"), "nothing\n"),
+        libc::EACCES,
+        "write .cursorignore",
+    );
+    assert_errno(
+        std::fs::remove_file(m(".cursorignore")),
+        libc::EACCES,
+        "rm .cursorignore",
+    );
+    assert_errno(
+        std::fs::write(m("sub/.cursorignore"), "x\n"),
+        libc::EACCES,
+        "plant sub/.cursorignore",
+    );
+    assert_eq!(
+        common::snapshot(&t.p("ws")),
+        before,
+        "the workspace changed"
+    );
+    // An outside edit reloads the built-in default with the new rules.
+    std::fs::write(t.p("ws/.cursorignore"), "secret.txt\nreadme.md\n").unwrap();
+    assert!(
+        wait_until(Duration::from_secs(20), || std::fs::read(m("readme.md"))
+            .is_err_and(|e| e.raw_os_error() == Some(libc::EACCES))),
+        "readme.md is still readable after the edit"
+    );
+    // `explain` says where the rule comes from.
+    let o = t
+        .veilfs()
+        .args(["explain", "secret.txt"])
+        .current_dir(t.p("ws"))
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("# policy: built-in default policy, with the rules of .cursorignore"),
+        "{out}"
+    );
+    assert!(
+        out.contains("deny      secret.txt  (rule ")
+            && out.contains("\"secret.txt\" (.cursorignore:1): listed in an ignore file"),
+        "{out}"
+    );
+}
+
+#[test]
+fn veilfs_run_without_a_policy_file_honours_them_too() {
+    let t = Tree::new();
+    let o = t
+        .veilfs()
+        .env("HOME", t.p("home"))
+        .env_remove("XDG_CONFIG_HOME")
+        .args(["run", "--workspace"])
+        .arg(t.p("ws"))
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "cat secret.txt; echo rc=$?; cat readme.md; echo x > .cursorignore; echo w=$?",
+        ])
+        .current_dir(t.p("ws"))
+        .output()
+        .unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains("rc=1\nreadme\n"), "{out}\n{err}");
+    assert!(out.contains("w=") && !out.contains("w=0"), "{out}\n{err}");
+    assert!(!out.contains("SECRET-1"), "{out}");
+    assert!(
+        err.contains("built-in default policy, with the rules of .cursorignore"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(t.p("ws/.cursorignore")).unwrap(),
+        "secret.txt\n"
+    );
+}
