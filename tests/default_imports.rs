@@ -35,7 +35,7 @@ impl Tree {
             ("ws/secret.txt", "SECRET-1\n"),
             ("ws/readme.md", "readme\n"),
             ("ws/sub/.aiexclude", "notes.txt\n"),
-            ("ws/sub/notes.txt", "SECRET-2\n"),
+            ("ws/sub/notes.txt", "sub-notes\n"),
         ] {
             std::fs::write(t.p(rel), body).unwrap();
         }
@@ -67,9 +67,13 @@ fn without_a_policy_file_the_ignore_files_are_honoured_through_a_mount() {
     );
     let m = |rel: &str| t.p("mnt").join(rel);
     assert_errno(std::fs::read(m("secret.txt")), libc::EACCES, "secret.txt");
-    // The subdirectory's `.aiexclude` is not at the root: only the names present
-    // at the root are imported.
     assert_eq!(std::fs::read_to_string(m("readme.md")).unwrap(), "readme\n");
+    // The subdirectory's `.aiexclude` is not honoured: only the names present at
+    // the root are imported (documented).
+    assert_eq!(
+        std::fs::read_to_string(m("sub/notes.txt")).unwrap(),
+        "sub-notes\n"
+    );
     let listed: Vec<String> = std::fs::read_dir(t.p("mnt"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
