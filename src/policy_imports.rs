@@ -24,16 +24,24 @@ use crate::sys;
 pub const MAX_DIRS: usize = 100_000;
 
 /// The built-in default policy's text for a workspace whose root holds the ignore
-/// files `names` (see [`present_at`]): the default's rules, then one rule denying
-/// what those files list, wherever they are in the workspace. `None` when there
-/// are none: the built-in default as it is.
+/// files `names` (see [`present_at`]): the default's rules, then every ignore file
+/// name read-only at every depth, then one rule denying what those files list,
+/// wherever they are in the workspace. `None` when there are none: the built-in
+/// default as it is.
 pub fn builtin_text(names: &[&str]) -> Option<String> {
     if names.is_empty() {
         return None;
     }
     let why = "listed in an ignore file of this workspace: what you told your tools not to read";
+    // Every ignore file name, present or not, is read-only at every depth: a name
+    // the command could plant (with `!` lines) would be read at the next start or
+    // reload, and loosen what the others hide.
+    let all = crate::policy::ignore::NAMES;
+    let guard = "an ignore file name: the built-in default reads rules from these, so the \
+                 command can neither plant nor change one";
     Some(format!(
-        "{}\n[[rules]]\naction = \"deny\"\nimport = {names:?}\nwhy = {why:?}\n",
+        "{}\n[[rules]]\naction = \"read-only\"\npaths = {all:?}\nwhy = {guard:?}\n\n\
+         [[rules]]\naction = \"deny\"\nimport = {names:?}\nwhy = {why:?}\n",
         crate::policy::DEFAULT_POLICY
     ))
 }

@@ -91,11 +91,17 @@ fn without_a_policy_file_the_ignore_files_are_honoured_through_a_mount() {
         libc::EACCES,
         "rm .cursorignore",
     );
-    assert_errno(
-        std::fs::write(m("sub/.cursorignore"), "x\n"),
-        libc::EACCES,
-        "plant sub/.cursorignore",
-    );
+    // Nor can any other ignore file name be planted, at the root or below: read
+    // at the next start or reload, its `!` lines would loosen what the others hide.
+    for name in veilfs::policy::ignore::NAMES {
+        for dir in ["", "sub/"] {
+            assert_errno(
+                std::fs::write(m(&format!("{dir}{name}")), "!secret.txt\n"),
+                libc::EACCES,
+                &format!("plant {dir}{name}"),
+            );
+        }
+    }
     assert_eq!(
         common::snapshot(&t.p("ws")),
         before,
@@ -140,7 +146,8 @@ fn veilfs_run_without_a_policy_file_honours_them_too() {
             "--",
             "sh",
             "-c",
-            "cat secret.txt; echo rc=$?; cat readme.md; echo x > .cursorignore; echo w=$?",
+            "cat secret.txt; echo rc=$?; cat readme.md; echo x > .cursorignore; echo w=$?; \
+             echo '!secret.txt' > .geminiignore; echo g=$?",
         ])
         .current_dir(t.p("ws"))
         .output()
@@ -152,6 +159,11 @@ fn veilfs_run_without_a_policy_file_honours_them_too() {
     assert!(o.status.success(), "{out}\n{err}");
     assert!(out.contains("rc=1\nreadme\n"), "{out}\n{err}");
     assert!(out.contains("w=") && !out.contains("w=0"), "{out}\n{err}");
+    assert!(out.contains("g=") && !out.contains("g=0"), "{out}\n{err}");
+    assert!(
+        !t.p("ws/.geminiignore").exists(),
+        "a .geminiignore was planted"
+    );
     assert!(!out.contains("SECRET-1"), "{out}");
     assert!(
         err.contains("built-in default policy, with the rules of .cursorignore"),
