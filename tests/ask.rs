@@ -5,13 +5,12 @@
 
 mod common;
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::daemon::{Approver, Daemon};
-use common::{require_fuse, wait_until};
+use common::wait_until;
 
 const SECRET: &str = "ask-secret-0f3a\n";
 
@@ -36,16 +35,12 @@ struct Tree {
 
 impl Tree {
     fn new() -> Tree {
-        require_fuse();
-        let tmp = tempfile::Builder::new()
-            .prefix("veilfs-ask")
-            .tempdir()
-            .unwrap();
-        let t = Tree { tmp };
-        for d in ["ws/mig/sub", "ws/src", "ws/ro/q", "mnt", "rt"] {
-            std::fs::create_dir_all(t.p(d)).unwrap();
-        }
-        std::fs::set_permissions(t.p("rt"), std::fs::Permissions::from_mode(0o700)).unwrap();
+        let t = Tree {
+            tmp: common::temp_tree(
+                "veilfs-ask",
+                &["ws/mig/sub", "ws/src", "ws/ro/q", "mnt", "rt"],
+            ),
+        };
         std::fs::write(t.p("ws/mig/001.sql"), SECRET).unwrap();
         std::fs::write(t.p("ws/mig/002.sql"), SECRET).unwrap();
         std::fs::write(t.p("ws/mig/sub/003.sql"), SECRET).unwrap();

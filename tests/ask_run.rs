@@ -4,13 +4,12 @@
 
 mod common;
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::daemon::Approver;
-use common::{require_fuse, wait_until};
+use common::wait_until;
 
 const SECRET: &str = "run-ask-secret-77\n";
 
@@ -20,16 +19,9 @@ struct Tree {
 
 impl Tree {
     fn new() -> Tree {
-        require_fuse();
-        let tmp = tempfile::Builder::new()
-            .prefix("veilfs-ask-run")
-            .tempdir()
-            .unwrap();
-        let t = Tree { tmp };
-        for d in ["ws/mig", "home/.config/tool", "rt"] {
-            std::fs::create_dir_all(t.p(d)).unwrap();
-        }
-        std::fs::set_permissions(t.p("rt"), std::fs::Permissions::from_mode(0o700)).unwrap();
+        let t = Tree {
+            tmp: common::temp_tree("veilfs-ask-run", &["ws/mig", "home/.config/tool", "rt"]),
+        };
         std::fs::write(t.p("ws/mig/001.sql"), SECRET).unwrap();
         std::fs::write(t.p("home/.config/tool/token"), SECRET).unwrap();
         std::fs::write(

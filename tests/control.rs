@@ -20,7 +20,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::daemon::Daemon;
-use common::{assert_errno, require_fuse, wait_until};
+use common::{assert_errno, wait_until};
 use veilfs::control::Session;
 
 const ALLOW_ALL: &str = "default = \"allow\"\n";
@@ -35,15 +35,9 @@ struct Tree {
 
 impl Tree {
     fn new() -> Tree {
-        require_fuse();
-        let tmp = tempfile::Builder::new()
-            .prefix("veilfs-control")
-            .tempdir()
-            .unwrap();
-        let t = Tree { tmp };
-        for d in ["ws", "mnt", "pol", "edit"] {
-            std::fs::create_dir(t.p(d)).unwrap();
-        }
+        let t = Tree {
+            tmp: common::temp_tree("veilfs-control", &["ws", "mnt", "pol", "edit"]),
+        };
         std::fs::write(t.p("ws/a.txt"), "hello\n").unwrap();
         std::fs::write(t.p("pol/p.toml"), ALLOW_ALL).unwrap();
         t

@@ -11,7 +11,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::daemon::Daemon;
-use common::{assert_errno, require_fuse, wait_until};
+use common::{assert_errno, wait_until};
 
 struct Tree {
     tmp: tempfile::TempDir,
@@ -19,17 +19,9 @@ struct Tree {
 
 impl Tree {
     fn new() -> Tree {
-        require_fuse();
-        let tmp = tempfile::Builder::new()
-            .prefix("veilfs-default-imports")
-            .tempdir()
-            .unwrap();
-        let t = Tree { tmp };
-        for d in ["ws/sub", "mnt", "rt", "home"] {
-            std::fs::create_dir_all(t.p(d)).unwrap();
-        }
-        let rt = t.p("rt");
-        std::fs::set_permissions(&rt, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+        let t = Tree {
+            tmp: common::temp_tree("veilfs-default-imports", &["ws/sub", "mnt", "rt", "home"]),
+        };
         for (rel, body) in [
             ("ws/.cursorignore", "secret.txt\n"),
             ("ws/secret.txt", "SECRET-1\n"),

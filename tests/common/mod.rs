@@ -141,6 +141,23 @@ impl Drop for Fixture {
     }
 }
 
+/// A temporary directory (named `prefix…`) holding the directories `dirs`
+/// (created with their parents); one named `rt`, a runtime directory for control
+/// sockets, is made private (0700) as veilfs demands. Fails loudly without FUSE.
+pub fn temp_tree(prefix: &str, dirs: &[&str]) -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    require_fuse();
+    let tmp = tempfile::Builder::new().prefix(prefix).tempdir().unwrap();
+    for d in dirs {
+        std::fs::create_dir_all(tmp.path().join(d)).unwrap();
+        if *d == "rt" {
+            std::fs::set_permissions(tmp.path().join(d), std::fs::Permissions::from_mode(0o700))
+                .unwrap();
+        }
+    }
+    tmp
+}
+
 /// Waits for `child` (its stdout and stderr piped) at most `limit`, killing it and
 /// failing after that: exit code (-1 for a signal), stdout, stderr.
 #[track_caller]
