@@ -402,11 +402,6 @@ impl Broker {
         self.audit.lock().take();
     }
 
-    /// How many questions are open (for tests and `doctor`).
-    pub fn open_questions(&self) -> usize {
-        self.state.lock().pending.len()
-    }
-
     fn refuse_all(&self, gone: Vec<Pending>, why: &'static str) {
         let mut run = Vec::new();
         for p in gone {

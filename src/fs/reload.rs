@@ -159,35 +159,18 @@ impl Reloader {
         )
         .map_err(|e| e.to_string())?;
         let import_warnings = self.attach_imports(&mut policy)?;
-        let loaded = config::LoadedPolicy {
-            policy,
-            path: Some(file.to_path_buf()),
-        };
-        let p = &loaded.policy;
         let mut summary = format!(
             "{}: reloaded: {} rules, {} patterns, default \"{}\"",
             file.display(),
-            p.rule_count(),
-            p.patterns().len(),
-            p.default_action()
+            policy.rule_count(),
+            policy.patterns().len(),
+            policy.default_action()
         );
         for w in import_warnings {
             summary.push('\n');
             summary.push_str(&w);
         }
-        {
-            // Both under the write lock, so a request's snapshot reads the policy
-            // with the epoch it is in force at (see `super::snapshot`).
-            let mut policy = self.policy.write();
-            *policy = Arc::new(loaded.policy);
-            self.epoch.fetch_add(1, Ordering::AcqRel);
-            // What a person approved was approved under the old policy.
-            if let Some(b) = &self.broker {
-                b.forget_grants();
-            }
-        }
-        self.invalidate_kernel_caches();
-        Ok(summary)
+        self.put(policy, summary)
     }
 
     /// The built-in default again, honouring the ignore files the workspace root
@@ -229,9 +212,12 @@ impl Reloader {
     /// Puts `policy` in force (see the module documentation) and returns `summary`.
     fn put(&self, policy: Policy, summary: String) -> Result<String, String> {
         {
+            // Both under the write lock, so a request's snapshot reads the policy
+            // with the epoch it is in force at (see `super::snapshot`).
             let mut p = self.policy.write();
             *p = Arc::new(policy);
             self.epoch.fetch_add(1, Ordering::AcqRel);
+            // What a person approved was approved under the old policy.
             if let Some(b) = &self.broker {
                 b.forget_grants();
             }
