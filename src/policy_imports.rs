@@ -10,47 +10,65 @@
 //! symbolic link, unreadable or too big stops the load, as a bad policy does, since
 //! the rules it holds could not be honoured.
 
-use std::ffi::CStr;
+use std::ffi::{CStr, CString};
 use std::io::Read;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 use std::sync::Arc;
 
 use crate::config::{ConfigError, MAX_POLICY_BYTES};
-use crate::policy::{Action, Decision, Found, Policy};
+use crate::policy::{Action, Decision, Found, Policy, claude};
 use crate::sys;
 
 /// The most directories one walk enters.
 pub const MAX_DIRS: usize = 100_000;
 
-/// The built-in default policy's text for a workspace whose root holds the ignore
-/// files `names` (see [`present_at`]): the default's rules, then every ignore file
-/// name read-only at every depth, then one rule denying what those files list,
-/// wherever they are in the workspace. `None` when there are none: the built-in
-/// default as it is.
+/// The built-in default policy's text for a workspace whose root holds the files
+/// `names` (see [`present_at`]): the default's rules, then, when some are ignore
+/// files, every ignore file name read-only at every depth and one rule denying
+/// what those files list, wherever they are in the workspace; then, when some are
+/// Claude Code's settings, one rule taking their `Read`/`Edit` deny and ask
+/// entries. `None` when there are none: the built-in default as it is.
 pub fn builtin_text(names: &[&str]) -> Option<String> {
     if names.is_empty() {
         return None;
     }
-    let why = "listed in an ignore file of this workspace: what you told your tools not to read";
-    // Every ignore file name, present or not, is read-only at every depth: a name
-    // the command could plant (with `!` lines) would be read at the next start or
-    // reload, and loosen what the others hide.
-    let all = crate::policy::ignore::NAMES;
-    let guard = "an ignore file name: the built-in default reads rules from these, so the \
-                 command can neither plant nor change one";
-    Some(format!(
-        "{}\n[[rules]]\naction = \"read-only\"\npaths = {all:?}\nwhy = {guard:?}\n\n\
-         [[rules]]\naction = \"deny\"\nimport = {names:?}\nwhy = {why:?}\n",
-        crate::policy::DEFAULT_POLICY
-    ))
+    let mut text = crate::policy::DEFAULT_POLICY.to_string();
+    let (settings, ignores): (Vec<&str>, Vec<&str>) =
+        names.iter().copied().partition(|n| claude::is_name(n));
+    if !ignores.is_empty() {
+        let why =
+            "listed in an ignore file of this workspace: what you told your tools not to read";
+        // Every ignore file name, present or not, is read-only at every depth: a name
+        // the command could plant (with `!` lines) would be read at the next start or
+        // reload, and loosen what the others hide.
+        let all = crate::policy::ignore::NAMES;
+        let guard = "an ignore file name: the built-in default reads rules from these, so \
+                     the command can neither plant nor change one";
+        text.push_str(&format!(
+            "\n[[rules]]\naction = \"read-only\"\npaths = {all:?}\nwhy = {guard:?}\n\n\
+             [[rules]]\naction = \"deny\"\nimport = {ignores:?}\nwhy = {why:?}\n"
+        ));
+    }
+    if !settings.is_empty() {
+        // A settings file made later can only add deny and ask entries (allow
+        // entries grant nothing), so only the ones present are guarded (read-only):
+        // Claude Code keeps writing the local one where it is not imported.
+        let why = "denied (or asked for) in Claude Code's settings of this workspace";
+        text.push_str(&format!(
+            "\n[[rules]]\nimport = {settings:?}\nwhy = {why:?}\n"
+        ));
+    }
+    Some(text)
 }
 
-/// The ignore files (of [`crate::policy::ignore::NAMES`]) at the root of the
-/// workspace whose descriptor is `root`: the built-in default honours those.
+/// The ignore files (of [`crate::policy::ignore::NAMES`]) and Claude Code settings
+/// files (of [`claude::NAMES`]) at the root of the workspace whose descriptor is
+/// `root`: the built-in default honours those.
 pub fn present_at(root: BorrowedFd) -> Vec<&'static str> {
     crate::policy::ignore::NAMES
         .iter()
+        .chain(claude::NAMES.iter())
         .copied()
         .filter(|n| {
             std::ffi::CString::new(*n)
@@ -81,14 +99,85 @@ pub fn attach_at(policy: &mut Policy, root: BorrowedFd) -> Result<Vec<String>, C
         return Ok(Vec::new());
     }
     let (found, mut warnings) = find(root, policy)?;
-    let errors = policy.attach_imports(found);
+    let errors = policy.attach_imports_in(found, &context(root));
     warnings.splice(
         0..0,
-        errors
-            .into_iter()
-            .map(|e| format!("{}: warning: {} (the line is not applied)", e.at, e.message)),
+        errors.into_iter().map(|e| {
+            if e.at.line == 0 {
+                format!("{}: warning: {}", e.at.file, e.message)
+            } else {
+                format!("{}:{}: warning: {}", e.at.file, e.at.line, e.message)
+            }
+        }),
     );
     Ok(warnings)
+}
+
+/// Where the workspace whose root is `root` is, for the absolute paths of Claude
+/// Code's settings: its path (as the kernel names the descriptor) and `$HOME`.
+fn context(root: BorrowedFd) -> claude::Context {
+    use std::os::unix::ffi::OsStrExt;
+    let trim = |mut p: Vec<u8>| {
+        while p.len() > 1 && p.ends_with(b"/") {
+            p.pop();
+        }
+        p
+    };
+    let workspace = std::fs::read_link(format!("/proc/self/fd/{}", root.as_raw_fd()))
+        .ok()
+        .filter(|p| p.is_absolute())
+        .map(|p| trim(p.as_os_str().as_bytes().to_vec()));
+    let home = std::env::var_os("HOME")
+        .filter(|h| Path::new(h).is_absolute())
+        .map(|h| trim(h.as_bytes().to_vec()));
+    claude::Context { workspace, home }
+}
+
+/// Reads the Claude Code settings files `policy` imports, at their one place
+/// below the workspace root: the directory on the way (`.claude`) is opened
+/// without following a link, and a file that is not JSON of the documented shape
+/// stops the load as a bad policy does.
+fn find_claude(root: BorrowedFd, policy: &Policy) -> Result<Vec<Found>, ConfigError> {
+    let mut found = Vec::new();
+    for name in policy.import_names().iter().filter(|n| claude::is_name(n)) {
+        let Some((dir, file)) = name.rsplit_once('/') else {
+            continue;
+        };
+        let err = |source| ConfigError::Import {
+            path: name.clone(),
+            source,
+        };
+        let (Ok(cdir), Ok(cfile)) = (CString::new(dir), CString::new(file)) else {
+            continue;
+        };
+        let dir_fd = match sys::openat(root, &cdir, libc::O_RDONLY | libc::O_DIRECTORY, 0) {
+            Ok(fd) => fd,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                return Err(err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!(
+                        "{dir} is a symbolic link: veilfs reads an imported file only where \
+                         it is"
+                    ),
+                )));
+            }
+            Err(e) => return Err(err(e)),
+        };
+        let text = match read_file(dir_fd.as_fd(), &cfile) {
+            Ok(t) => t,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
+            Err(e) => return Err(err(e)),
+        };
+        claude::translate(&text, &claude::Context::default())
+            .map_err(|why| err(std::io::Error::new(std::io::ErrorKind::InvalidData, why)))?;
+        found.push(Found {
+            dir: Vec::new(),
+            name: name.clone(),
+            text,
+        });
+    }
+    Ok(found)
 }
 
 /// One directory still to read: its parent's descriptor, its name there, its
@@ -102,9 +191,16 @@ struct Todo {
 
 /// Every file `policy` imports under `root`, and warnings.
 pub fn find(root: BorrowedFd, policy: &Policy) -> Result<(Vec<Found>, Vec<String>), ConfigError> {
-    let names = policy.import_names();
-    let mut found = Vec::new();
+    let mut found = find_claude(root, policy)?;
     let mut warnings = Vec::new();
+    let names: Vec<&String> = policy
+        .import_names()
+        .iter()
+        .filter(|n| !claude::is_name(n))
+        .collect();
+    if names.is_empty() {
+        return Ok((found, warnings));
+    }
     let shown = |rel: &[u8], name: &[u8]| {
         let mut p = rel.to_vec();
         if !p.is_empty() {
@@ -157,7 +253,11 @@ pub fn find(root: BorrowedFd, policy: &Policy) -> Result<(Vec<Found>, Vec<String
             warnings.push(format!(
                 "looked for {} in {MAX_DIRS} directories and stopped: ignore files in \
                  the directories not reached are not applied",
-                names.join(", ")
+                names
+                    .iter()
+                    .map(|n| n.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ));
             break;
         }
@@ -209,7 +309,7 @@ pub fn find(root: BorrowedFd, policy: &Policy) -> Result<(Vec<Found>, Vec<String
             let text = read_file(dir.as_fd(), &cname).map_err(err(path))?;
             found.push(Found {
                 dir: rel.clone(),
-                name: name.clone(),
+                name: (*name).clone(),
                 text,
             });
         }

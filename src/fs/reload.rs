@@ -76,7 +76,7 @@ impl Reloader {
     /// Whether `name` is one the policy in force imports rules from.
     pub fn is_source(&self, name: &[u8]) -> bool {
         let p = self.policy.read();
-        !p.import_names().is_empty() && p.import_names().iter().any(|n| n.as_bytes() == name)
+        !p.import_names().is_empty() && p.is_source_name(name)
     }
 
     /// Reloads soon, on a thread of its own, once for a burst of calls (an editor's

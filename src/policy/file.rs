@@ -98,7 +98,9 @@ struct FileShape {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RuleShape {
-    action: Spanned<String>,
+    /// Required, but for a rule importing Claude Code's settings (whose entries
+    /// carry their own actions).
+    action: Option<Spanned<String>>,
     paths: Option<Spanned<Vec<Spanned<String>>>>,
     import: Option<Spanned<OneOrMany>>,
     why: Option<String>,
@@ -172,6 +174,7 @@ const ACTIONS: &str = r#""allow", "read-only", "ask" or "deny""#;
 fn importable() -> String {
     let names: Vec<String> = super::ignore::NAMES
         .iter()
+        .chain(super::claude::NAMES.iter())
         .map(|n| format!("{n:?}"))
         .collect();
     names.join(", ")
@@ -262,22 +265,47 @@ pub fn parse(name: &str, text: &str) -> Result<(RawPolicy, Vec<PolicyError>), Lo
     let mut rules = base.map(|b| b.rules).unwrap_or_default();
     for (i, rule) in shape.rules.iter().enumerate() {
         let r = rule.get_ref();
-        let action_at = index.at(r.action.span().start);
-        let action = match parse_action(r.action.get_ref()) {
-            Some(a) => a,
-            None => {
+        let rule_at = index.at(rule.span().start);
+        let claude = claude_import(r, text);
+        let (action, action_at) = match (&r.action, claude) {
+            (None, true) => (Action::Deny, rule_at.clone()),
+            (None, false) => {
                 errors.push(PolicyError {
-                    at: action_at.clone(),
+                    at: rule_at.clone(),
+                    message: "missing key `action`".into(),
+                });
+                continue;
+            }
+            (Some(a), true) => {
+                errors.push(PolicyError {
+                    at: index.at(a.span().start),
                     message: format!(
-                        "rule {}: unknown action {:?}: expected {ACTIONS}",
-                        i + 1,
-                        r.action.get_ref()
+                        "rule {}: a rule importing Claude Code's settings takes no `action`: \
+                         each entry says its own (Read deny: deny, Edit deny: read-only, \
+                         ask: ask)",
+                        i + 1
                     ),
                 });
                 continue;
             }
+            (Some(a), false) => {
+                let action_at = index.at(a.span().start);
+                match parse_action(a.get_ref()) {
+                    Some(act) => (act, action_at),
+                    None => {
+                        errors.push(PolicyError {
+                            at: action_at.clone(),
+                            message: format!(
+                                "rule {}: unknown action {:?}: expected {ACTIONS}",
+                                i + 1,
+                                a.get_ref()
+                            ),
+                        });
+                        continue;
+                    }
+                }
+            }
         };
-        let rule_at = index.at(rule.span().start);
         let mut patterns = Vec::new();
         let mut imports = Vec::new();
         match (&r.paths, &r.import) {
@@ -328,9 +356,20 @@ pub fn parse(name: &str, text: &str) -> Result<(RawPolicy, Vec<PolicyError>), Lo
                         ),
                     });
                 }
+                let mixed = claude && names.iter().any(|(n, _)| !super::claude::is_name(n));
                 for (n, offset) in names {
                     let at = index.at(offset);
-                    if super::ignore::syntax_of(&n).is_some() {
+                    if mixed && !super::claude::is_name(&n) {
+                        errors.push(PolicyError {
+                            at,
+                            message: format!(
+                                "rule {}: cannot import {:?} beside Claude Code's settings: \
+                                 import the settings in a rule of their own, without `action`",
+                                i + 1,
+                                n
+                            ),
+                        });
+                    } else if super::ignore::syntax_of(&n).is_some() || super::claude::is_name(&n) {
                         imports.push((n, at));
                     } else {
                         errors.push(PolicyError {
@@ -365,6 +404,16 @@ pub fn parse(name: &str, text: &str) -> Result<(RawPolicy, Vec<PolicyError>), Lo
         },
         errors,
     ))
+}
+
+/// Whether a rule imports a Claude Code settings file (then it takes no `action`).
+fn claude_import(r: &RuleShape, text: &str) -> bool {
+    r.import.as_ref().is_some_and(|imp| {
+        imp.get_ref()
+            .names(text, imp.span())
+            .iter()
+            .any(|(n, _)| super::claude::is_name(n))
+    })
 }
 
 /// serde's messages name Rust-side things; keep them but make the common ones read

@@ -41,7 +41,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::ignore::{IgnoreFile, syntax_of};
+use super::claude;
+use super::ignore::{IgnoreFile, Syntax, syntax_of};
 use super::{Action, Location, Pattern, Policy, PolicyError, RawRule};
 
 /// One ignore file found in the workspace, to give to [`Policy::attach_imports`].
@@ -78,6 +79,11 @@ pub(super) struct ImportRule {
     names: Vec<String>,
     /// Its files, by the directory holding them; in one directory, by `order`.
     files: HashMap<Vec<u8>, Vec<Attached>>,
+    /// The directories on the way to the Claude Code settings files attached
+    /// (`.claude`): not renamed or removed, like those in `files`.
+    held: Vec<Vec<u8>>,
+    /// It imports Claude Code's settings: its lines carry their own actions.
+    claude: bool,
 }
 
 impl ImportRule {
@@ -93,6 +99,8 @@ impl ImportRule {
                 why: r.why.clone(),
                 names: r.imports.iter().map(|(n, _)| n.clone()).collect(),
                 files: HashMap::new(),
+                held: Vec::new(),
+                claude: r.imports.iter().any(|(n, _)| claude::is_name(n)),
             })
             .collect()
     }
@@ -160,7 +168,7 @@ impl Policy {
     /// is looked for, they would leave what they hide behind).
     pub fn holds_imported(&self, path: &[u8]) -> bool {
         self.imports.iter().any(|r| {
-            r.files.keys().any(|dir| {
+            r.files.keys().chain(r.held.iter()).any(|dir| {
                 path.is_empty()
                     || dir.as_slice() == path
                     || (dir.starts_with(path) && dir.get(path.len()) == Some(&b'/'))
@@ -171,21 +179,36 @@ impl Policy {
     /// Gives the import rules the files found in the workspace: each file is parsed
     /// once and held by every import rule naming it; a file no rule imports, or
     /// whose directory is not workspace-relative, is skipped. Files attached before
-    /// are kept (attach each file once).
+    /// are kept (attach each file once). Claude Code's settings are placed with the
+    /// default [`claude::Context`]: see [`Policy::attach_imports_in`].
     ///
-    /// Every error returned is a line that could not be compiled (the rest of its
-    /// file applies), located `DIR/NAME:LINE`: `veilfs check` prints them as
-    /// warnings.
+    /// Every error returned is a warning for `veilfs check`, located `DIR/NAME:LINE`:
+    /// a line that could not be compiled (the rest of its file applies), or an entry
+    /// of Claude Code's settings not applied as written.
     pub fn attach_imports(&mut self, found: Vec<Found>) -> Vec<PolicyError> {
+        self.attach_imports_in(found, &claude::Context::default())
+    }
+
+    /// [`Policy::attach_imports`], placing the absolute paths of Claude Code's
+    /// settings (`//abs`, `~/p`) with `cx`.
+    pub fn attach_imports_in(
+        &mut self,
+        found: Vec<Found>,
+        cx: &claude::Context,
+    ) -> Vec<PolicyError> {
         let mut errors = Vec::new();
         for f in found {
+            if !self.import_names.contains(&f.name) {
+                continue;
+            }
+            if claude::is_name(&f.name) {
+                self.attach_claude(&f, cx, &mut errors);
+                continue;
+            }
             let Some(syntax) = syntax_of(&f.name) else {
                 log::warn!("not an ignore file veilfs reads: {:?}", f.name);
                 continue;
             };
-            if !self.import_names.contains(&f.name) {
-                continue;
-            }
             if !well_formed(&f.dir) {
                 log::warn!(
                     "ignore file {:?} in {:?}: not a workspace-relative directory",
@@ -203,14 +226,14 @@ impl Policy {
             };
             errors.extend(line_errors.into_iter().map(|(line, message)| PolicyError {
                 at: at(line),
-                message,
+                message: format!("{message} (the line is not applied)"),
             }));
             let file = Arc::new(file);
             for r in &mut self.imports {
                 let Some(order) = r.names.iter().position(|n| *n == f.name) else {
                     continue;
                 };
-                let mut lines: Vec<(u32, Arc<Pattern>)> = file
+                let lines = file
                     .rules()
                     .iter()
                     .map(|l| {
@@ -228,20 +251,116 @@ impl Policy {
                         (l.line(), Arc::new(p))
                     })
                     .collect();
-                lines.sort_by_key(|(l, _)| *l);
-                let slot = r.files.entry(f.dir.clone()).or_default();
-                let at = slot.partition_point(|a| a.order <= order);
-                slot.insert(
-                    at,
-                    Attached {
-                        file: file.clone(),
-                        order,
-                        lines,
-                    },
-                );
+                r.attach(f.dir.clone(), file.clone(), order, lines);
             }
         }
         errors
+    }
+
+    /// Attaches one Claude Code settings file (at the workspace root) to the rules
+    /// importing it: one gitignore file per action, checked strictest first.
+    fn attach_claude(&mut self, f: &Found, cx: &claude::Context, errors: &mut Vec<PolicyError>) {
+        let file_name: Arc<str> = Arc::from(f.name.as_str());
+        let at = |line: u32| Location {
+            file: file_name.clone(),
+            line,
+            col: 1,
+        };
+        let t = match claude::translate(&f.text, cx) {
+            Ok(t) => t,
+            Err(message) => {
+                // The reader refuses such a file before it gets here.
+                errors.push(PolicyError { at: at(0), message });
+                return;
+            }
+        };
+        errors.extend(t.notes.iter().map(|n| PolicyError {
+            at: at(n.at),
+            message: n.message.clone(),
+        }));
+        for (rank, action) in [Action::ReadOnly, Action::Ask, Action::Deny]
+            .into_iter()
+            .enumerate()
+        {
+            let mapped: Vec<&claude::Mapped> =
+                t.mapped.iter().filter(|m| m.action == action).collect();
+            if mapped.is_empty() {
+                continue;
+            }
+            // Line k of this text is the k-th entry: the lines decide, the entries
+            // are what `explain` shows.
+            let text: String = mapped.iter().map(|m| format!("{}\n", m.line)).collect();
+            let (file, line_errors) = IgnoreFile::parse(&f.name, b"", &text, Syntax::Gitignore);
+            for (line, message) in line_errors {
+                let m = mapped[line as usize - 1];
+                errors.push(PolicyError {
+                    at: at(m.at),
+                    message: format!("{:?}: {message} (not applied)", m.entry),
+                });
+            }
+            let file = Arc::new(file);
+            for r in &mut self.imports {
+                let Some(pos) = r.names.iter().position(|n| *n == f.name) else {
+                    continue;
+                };
+                let lines = file
+                    .rules()
+                    .iter()
+                    .map(|l| {
+                        let m = mapped[l.line() as usize - 1];
+                        let p = Pattern {
+                            rule: r.rule,
+                            action,
+                            text: m.entry.clone(),
+                            at: at(m.at),
+                            dir_only: l.dir_only(),
+                            anchored: false,
+                            glob: l.text().to_string(),
+                            why: r.why.clone(),
+                            imported: true,
+                        };
+                        (l.line(), Arc::new(p))
+                    })
+                    .collect();
+                // Deny before ask before read-only, whichever file: the order.
+                let order = rank * claude::NAMES.len() + pos;
+                r.attach(Vec::new(), file.clone(), order, lines);
+                if let Some((dir, _)) = f.name.rsplit_once('/') {
+                    let dir = dir.as_bytes().to_vec();
+                    if !r.held.contains(&dir) {
+                        r.held.push(dir);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl ImportRule {
+    /// Holds `file`, found in `dir`, as the file at `order` of this rule.
+    fn attach(
+        &mut self,
+        dir: Vec<u8>,
+        file: Arc<IgnoreFile>,
+        order: usize,
+        mut lines: Vec<(u32, Arc<Pattern>)>,
+    ) {
+        lines.sort_by_key(|(l, _)| *l);
+        let slot = self.files.entry(dir).or_default();
+        let at = slot.partition_point(|a| a.order <= order);
+        slot.insert(at, Attached { file, order, lines });
+    }
+
+    /// Whether some path may ask through this rule.
+    pub(super) fn asks(&self) -> bool {
+        if self.claude {
+            self.files
+                .values()
+                .flatten()
+                .any(|a| a.lines.iter().any(|(_, p)| p.action == Action::Ask))
+        } else {
+            self.action == Action::Ask
+        }
     }
 }
 

@@ -102,6 +102,7 @@
 //! name: one match against the unanchored glob set (the name) and one against the
 //! anchored set (the path), whatever the number of rules or the depth.
 
+pub mod claude;
 mod decision;
 mod file;
 pub mod ignore;
@@ -450,7 +451,7 @@ impl Policy {
     pub fn asks(&self) -> bool {
         self.default == Action::Ask
             || self.patterns.iter().any(|p| p.action == Action::Ask)
-            || self.imports.iter().any(|r| r.action == Action::Ask)
+            || self.imports.iter().any(|r| r.asks())
     }
 
     /// The number of `[[rules]]` tables.
@@ -498,13 +499,35 @@ impl Policy {
         let name = &path[name_start..];
         if name == POLICY_FILE_NAME.as_bytes() {
             d.guard_policy_name()
-        } else if !self.import_names.is_empty()
-            && self.import_names.iter().any(|n| n.as_bytes() == name)
-        {
+        } else if !self.import_names.is_empty() && self.is_import_name(path, name) {
             d.guard_imported_name()
         } else {
             d
         }
+    }
+
+    /// Whether `path` (whose last segment is `name`) is a file this policy imports
+    /// rules from: an ignore file's name at any depth, a Claude Code settings file
+    /// at its one path.
+    fn is_import_name(&self, path: &[u8], name: &[u8]) -> bool {
+        self.import_names.iter().any(|n| {
+            if n.contains('/') {
+                n.as_bytes() == path
+            } else {
+                n.as_bytes() == name
+            }
+        })
+    }
+
+    /// Whether a change to an entry called `name` may change a source of this
+    /// policy (an imported file's name, or the last segment of a Claude Code
+    /// settings file's path): the watcher reloads on such outside changes.
+    pub fn is_source_name(&self, name: &[u8]) -> bool {
+        self.import_names.iter().any(|n| {
+            n.rsplit('/')
+                .next()
+                .is_some_and(|last| last.as_bytes() == name)
+        })
     }
 
     /// [`Policy::decide_child`] by the rules alone.
