@@ -106,7 +106,7 @@ pub fn attach_at(policy: &mut Policy, root: BorrowedFd) -> Result<Vec<String>, C
             if e.at.line == 0 {
                 format!("{}: warning: {}", e.at.file, e.message)
             } else {
-                format!("{}:{}: warning: {}", e.at.file, e.at.line, e.message)
+                format!("{}: warning: {}", e.at, e.message)
             }
         }),
     );
@@ -153,7 +153,12 @@ fn find_claude(root: BorrowedFd, policy: &Policy) -> Result<Vec<Found>, ConfigEr
         let dir_fd = match sys::openat(root, &cdir, libc::O_RDONLY | libc::O_DIRECTORY, 0) {
             Ok(fd) => fd,
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
-            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            Err(e)
+                if e.raw_os_error() == Some(libc::ELOOP)
+                    || (e.raw_os_error() == Some(libc::ENOTDIR)
+                        && sys::statat(root, &cdir)
+                            .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFLNK)) =>
+            {
                 return Err(err(std::io::Error::new(
                     std::io::ErrorKind::InvalidInput,
                     format!(
@@ -162,6 +167,8 @@ fn find_claude(root: BorrowedFd, policy: &Policy) -> Result<Vec<Found>, ConfigEr
                     ),
                 )));
             }
+            // A file, not a directory: no settings there.
+            Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => continue,
             Err(e) => return Err(err(e)),
         };
         let text = match read_file(dir_fd.as_fd(), &cfile) {
