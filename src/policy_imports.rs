@@ -188,49 +188,51 @@ fn find_claude(root: BorrowedFd, policy: &Policy) -> Result<Vec<Found>, ConfigEr
 }
 
 /// One directory still to read: its parent's descriptor, its name there, its
-/// workspace-relative path and its decision.
-struct Todo {
+/// workspace-relative path and what the walker keeps for it.
+struct Todo<S> {
     parent: Arc<OwnedFd>,
     name: Vec<u8>,
     rel: Vec<u8>,
-    decision: Decision,
+    state: S,
 }
 
-/// Every file `policy` imports under `root`, and warnings.
-pub fn find(root: BorrowedFd, policy: &Policy) -> Result<(Vec<Found>, Vec<String>), ConfigError> {
-    let mut found = find_claude(root, policy)?;
-    let mut warnings = Vec::new();
-    let names: Vec<&String> = policy
-        .import_names()
-        .iter()
-        .filter(|n| !claude::is_name(n))
-        .collect();
-    if names.is_empty() {
-        return Ok((found, warnings));
-    }
-    let shown = |rel: &[u8], name: &[u8]| {
-        let mut p = rel.to_vec();
-        if !p.is_empty() {
-            p.push(b'/');
-        }
-        p.extend_from_slice(name);
-        String::from_utf8_lossy(&p).into_owned()
-    };
+/// One entry that is not a directory, met by [`walk`].
+pub struct Entry<'a> {
+    /// The directory holding it.
+    pub dir: BorrowedFd<'a>,
+    /// That directory, workspace-relative (`""` for the root).
+    pub rel_dir: &'a [u8],
+    pub name: &'a [u8],
+    /// `libc::DT_REG`, `DT_LNK`, ... (`DT_UNKNOWN` for other kinds).
+    pub kind: u8,
+}
+
+/// Walks the workspace under `root` depth first: never follows a link, never enters
+/// `.git`, enters a directory only when `enter` (given its parent's state and its
+/// workspace-relative path) returns its state, and calls `file` for every other
+/// entry. Stops after [`MAX_DIRS`] directories and says so (`Ok(false)`). Nothing
+/// is opened but directories: `file` decides what to read.
+pub fn walk<S>(
+    root: BorrowedFd,
+    start: S,
+    mut enter: impl FnMut(&S, &[u8]) -> Option<S>,
+    mut file: impl FnMut(Entry) -> Result<(), ConfigError>,
+) -> Result<bool, ConfigError> {
     let err = |path: String| move |source| ConfigError::Import { path, source };
     let root_dir =
         sys::openat(root, c".", libc::O_RDONLY | libc::O_DIRECTORY, 0).map_err(err(".".into()))?;
     // Depth first (`todo` is a stack): the descriptors held are those of the
     // directories whose subdirectories are still to be read, about the depth.
-    let mut todo: Vec<Todo> = Vec::new();
-    let mut first = Some((root_dir, Vec::new(), Decision::root()));
+    let mut todo: Vec<Todo<S>> = Vec::new();
+    let mut first = Some((root_dir, Vec::new(), start));
     let mut dirs = 0usize;
     loop {
-        let (dir, rel, decision) = match first.take() {
+        let (dir, rel, state) = match first.take() {
             Some(d) => d,
             None => match todo.pop() {
-                None => break,
+                None => return Ok(true),
                 Some(t) => {
-                    let Ok(cname) = std::ffi::CString::new(t.name.clone()) else {
+                    let Ok(cname) = CString::new(t.name.clone()) else {
                         continue;
                     };
                     match sys::openat(
@@ -239,7 +241,7 @@ pub fn find(root: BorrowedFd, policy: &Policy) -> Result<(Vec<Found>, Vec<String
                         libc::O_RDONLY | libc::O_DIRECTORY,
                         0,
                     ) {
-                        Ok(fd) => (fd, t.rel, t.decision),
+                        Ok(fd) => (fd, t.rel, t.state),
                         // Gone, or replaced by a link or a file since it was listed.
                         Err(e)
                             if matches!(
@@ -247,7 +249,7 @@ pub fn find(root: BorrowedFd, policy: &Policy) -> Result<(Vec<Found>, Vec<String
                                 Some(libc::ENOENT | libc::ELOOP | libc::ENOTDIR)
                             ) =>
                         {
-                            log::debug!("import walk: skipping {}: {e}", dir_shown(&t.rel));
+                            log::debug!("walk: skipping {}: {e}", dir_shown(&t.rel));
                             continue;
                         }
                         Err(e) => return Err(err(dir_shown(&t.rel))(e)),
@@ -257,16 +259,7 @@ pub fn find(root: BorrowedFd, policy: &Policy) -> Result<(Vec<Found>, Vec<String
         };
         dirs += 1;
         if dirs > MAX_DIRS {
-            warnings.push(format!(
-                "looked for {} in {MAX_DIRS} directories and stopped: ignore files in \
-                 the directories not reached are not applied",
-                names
-                    .iter()
-                    .map(|n| n.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-            break;
+            return Ok(false);
         }
         let dir = Arc::new(dir);
         let listing = dir
@@ -277,7 +270,7 @@ pub fn find(root: BorrowedFd, policy: &Policy) -> Result<(Vec<Found>, Vec<String
             if e.name == b".git" {
                 continue;
             }
-            let Ok(cname) = std::ffi::CString::new(e.name.clone()) else {
+            let Ok(cname) = CString::new(e.name.clone()) else {
                 continue;
             };
             let kind = match e.kind {
@@ -292,36 +285,90 @@ pub fn find(root: BorrowedFd, policy: &Policy) -> Result<(Vec<Found>, Vec<String
                 },
                 k => k,
             };
-            let mut child = rel.clone();
-            if !child.is_empty() {
-                child.push(b'/');
-            }
-            child.extend_from_slice(&e.name);
             if kind == libc::DT_DIR {
-                let d = policy.decide_child(&decision, &child, || true);
-                if d.action != Action::Deny {
+                let mut child = rel.clone();
+                if !child.is_empty() {
+                    child.push(b'/');
+                }
+                child.extend_from_slice(&e.name);
+                if let Some(state) = enter(&state, &child) {
                     todo.push(Todo {
                         parent: dir.clone(),
                         name: e.name,
                         rel: child,
-                        decision: d,
+                        state,
                     });
                 }
                 continue;
             }
+            file(Entry {
+                dir: dir.as_fd(),
+                rel_dir: &rel,
+                name: &e.name,
+                kind,
+            })?;
+        }
+    }
+}
+
+/// Every file `policy` imports under `root`, and warnings.
+pub fn find(root: BorrowedFd, policy: &Policy) -> Result<(Vec<Found>, Vec<String>), ConfigError> {
+    let mut found = find_claude(root, policy)?;
+    let mut warnings = Vec::new();
+    let names: Vec<&String> = policy
+        .import_names()
+        .iter()
+        .filter(|n| !claude::is_name(n))
+        .collect();
+    if names.is_empty() {
+        return Ok((found, warnings));
+    }
+    let complete = walk(
+        root,
+        Decision::root(),
+        |parent, child| {
+            let d = policy.decide_child(parent, child, || true);
+            (d.action != Action::Deny).then_some(d)
+        },
+        |e| {
             let Some(name) = names.iter().find(|n| n.as_bytes() == e.name) else {
-                continue;
+                return Ok(());
             };
-            let path = shown(&rel, &e.name);
-            let text = read_file(dir.as_fd(), &cname).map_err(err(path))?;
+            let path = shown(e.rel_dir, e.name);
+            let cname = CString::new(e.name).map_err(|_| ConfigError::Import {
+                path: path.clone(),
+                source: std::io::ErrorKind::InvalidInput.into(),
+            })?;
+            let text = read_file(e.dir, &cname).map_err(|source| ConfigError::Import {
+                path,
+                source,
+            })?;
             found.push(Found {
-                dir: rel.clone(),
+                dir: e.rel_dir.to_vec(),
                 name: (*name).clone(),
                 text,
             });
-        }
+            Ok(())
+        },
+    )?;
+    if !complete {
+        warnings.push(format!(
+            "looked for {} in {MAX_DIRS} directories and stopped: ignore files in \
+             the directories not reached are not applied",
+            names.iter().map(|n| n.as_str()).collect::<Vec<_>>().join(", ")
+        ));
     }
     Ok((found, warnings))
+}
+
+/// `DIR/NAME` (`NAME` at the root), as messages show a file.
+fn shown(rel: &[u8], name: &[u8]) -> String {
+    let mut p = rel.to_vec();
+    if !p.is_empty() {
+        p.push(b'/');
+    }
+    p.extend_from_slice(name);
+    String::from_utf8_lossy(&p).into_owned()
 }
 
 /// A workspace-relative directory as messages show it (`.` for the root).
