@@ -61,6 +61,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 mount,
             })
         }
+        Command::Init { workspace, force } => crate::init::init(workspace.as_deref(), force),
         Command::Doctor => Ok(crate::doctor::doctor()),
         Command::Reload { mnt } => Ok(crate::control::reload_command(&mnt)),
         Command::Prompt { paths } => Ok(crate::prompt::prompt(&paths)),

@@ -129,6 +129,21 @@ pub enum Command {
         #[arg(value_name = "PATH")]
         paths: Vec<PathBuf>,
     },
+    /// Write a starting `.veilfs.toml` for the workspace: the built-in default's
+    /// rules (`extends = "default"`), the ignore files found in the tree
+    /// (`.cursorignore`, `.aiexclude`, ...) and Claude Code's settings imported, and
+    /// a commented list of the files whose names look like secrets. Then print what
+    /// the mount will hide. Never replaces an existing file without --force.
+    Init {
+        /// The workspace. Default: found from the current directory as `run` finds
+        /// it (the nearest directory holding a `.veilfs.toml`, else the top of the
+        /// git work tree, else the current directory).
+        #[arg(long, value_name = "DIR")]
+        workspace: Option<PathBuf>,
+        /// Replace an existing `.veilfs.toml`.
+        #[arg(long)]
+        force: bool,
+    },
     /// Check this machine: /dev/fuse, fusermount3, the kernel and FUSE passthrough,
     /// user namespaces (for `run` without root), --allow-other, the open-file limit.
     /// Says what to change; exit 0 when mounting will work.

@@ -24,6 +24,7 @@ pub mod config;
 pub mod control;
 pub mod doctor;
 pub mod fs;
+pub mod init;
 pub mod mount;
 pub mod policy;
 pub mod policy_imports;

@@ -339,10 +339,8 @@ pub fn find(root: BorrowedFd, policy: &Policy) -> Result<(Vec<Found>, Vec<String
                 path: path.clone(),
                 source: std::io::ErrorKind::InvalidInput.into(),
             })?;
-            let text = read_file(e.dir, &cname).map_err(|source| ConfigError::Import {
-                path,
-                source,
-            })?;
+            let text =
+                read_file(e.dir, &cname).map_err(|source| ConfigError::Import { path, source })?;
             found.push(Found {
                 dir: e.rel_dir.to_vec(),
                 name: (*name).clone(),
@@ -355,7 +353,11 @@ pub fn find(root: BorrowedFd, policy: &Policy) -> Result<(Vec<Found>, Vec<String
         warnings.push(format!(
             "looked for {} in {MAX_DIRS} directories and stopped: ignore files in \
              the directories not reached are not applied",
-            names.iter().map(|n| n.as_str()).collect::<Vec<_>>().join(", ")
+            names
+                .iter()
+                .map(|n| n.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         ));
     }
     Ok((found, warnings))

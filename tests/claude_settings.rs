@@ -330,7 +330,12 @@ fn the_settings_files_are_read_only_at_their_path_and_their_directory_is_held() 
     assert!(p.holds_imported(b""));
     assert!(!p.holds_imported(b"src"));
     assert!(p.is_source_name(b"settings.local.json"));
-    assert!(p.asks() == false);
+    assert!(!p.asks());
+    let (p, _) = policy_with(
+        IMPORT,
+        &[(".claude/settings.json", settings(&[], &["Read(x)"], &[]))],
+    );
+    assert!(p.asks(), "an ask entry makes the policy ask");
 }
 
 /// A workspace with Claude Code settings; `mnt`, `rt` beside it.
