@@ -297,10 +297,15 @@ pub fn start(mut fs: VeilFs, mnt: &Path, config: &Config, opts: &MountOptions) -
     if let Some(w) = watcher.clone() {
         // An outside edit of an ignore file the policy imports reloads it. Held
         // weakly: the reloader holds the node table, whose end ends the watcher.
-        let (r, s) = (Arc::downgrade(&reloader), Arc::downgrade(&reloader));
+        let (r, u, s) = (
+            Arc::downgrade(&reloader),
+            Arc::downgrade(&reloader),
+            Arc::downgrade(&reloader),
+        );
         let report = opts.reports.reporter();
         w.on_sources(
             move |name| r.upgrade().is_some_and(|r| r.is_source(name)),
+            move |dir| u.upgrade().is_some_and(|r| r.holds_unread(dir)),
             move || {
                 if let Some(s) = s.upgrade() {
                     s.reload_soon(report)
@@ -312,6 +317,15 @@ pub fn start(mut fs: VeilFs, mnt: &Path, config: &Config, opts: &MountOptions) -
         std::thread::Builder::new()
             .name("veilfs-watch".into())
             .spawn(move || w.run(weak, notifier))?;
+    }
+    {
+        // Edits of the imported files, wherever they are.
+        let r = reloader.clone();
+        let weak = Arc::downgrade(&inodes);
+        let report = opts.reports.reporter();
+        std::thread::Builder::new()
+            .name("veilfs-sources".into())
+            .spawn(move || r.watch_sources(move || weak.strong_count() > 0, report))?;
     }
     if reloader.file().is_some() {
         let r = reloader.clone();

@@ -39,15 +39,16 @@ pub fn builtin_text(names: &[&str]) -> Option<String> {
     if !ignores.is_empty() {
         let why =
             "listed in an ignore file of this workspace: what you told your tools not to read";
-        // Every ignore file name, present or not, is read-only at every depth: a name
-        // the command could plant (with `!` lines) would be read at the next start or
-        // reload, and loosen what the others hide.
+        // Every ignore file name, present or not, is read-only at every depth, and no
+        // `!` line is applied (`negation = false`): a file the command planted where
+        // none was (in a subdirectory, say, before the person adds one at the root)
+        // could then only hide more, never re-include what another file hides.
         let all = crate::policy::ignore::NAMES;
         let guard = "an ignore file name: the built-in default reads rules from these, so \
                      the command can neither plant nor change one";
         text.push_str(&format!(
             "\n[[rules]]\naction = \"read-only\"\npaths = {all:?}\nwhy = {guard:?}\n\n\
-             [[rules]]\naction = \"deny\"\nimport = {ignores:?}\nwhy = {why:?}\n"
+             [[rules]]\naction = \"deny\"\nimport = {ignores:?}\nnegation = false\nwhy = {why:?}\n"
         ));
     }
     if !settings.is_empty() {
@@ -98,7 +99,12 @@ pub fn attach_at(policy: &mut Policy, root: BorrowedFd) -> Result<Vec<String>, C
     if policy.import_names().is_empty() {
         return Ok(Vec::new());
     }
-    let (found, mut warnings) = find(root, policy)?;
+    let Finding {
+        found,
+        mut warnings,
+        ids,
+    } = find(root, policy)?;
+    policy.set_source_ids(ids);
     let errors = policy.attach_imports_in(found, &context(root));
     warnings.splice(
         0..0,
@@ -137,7 +143,11 @@ fn context(root: BorrowedFd) -> claude::Context {
 /// below the workspace root: the directory on the way (`.claude`) is opened
 /// without following a link, and a file that is not JSON of the documented shape
 /// stops the load as a bad policy does.
-fn find_claude(root: BorrowedFd, policy: &Policy) -> Result<Vec<Found>, ConfigError> {
+fn find_claude(
+    root: BorrowedFd,
+    policy: &Policy,
+    ids: &mut Vec<(u64, u64)>,
+) -> Result<Vec<Found>, ConfigError> {
     let mut found = Vec::new();
     for name in policy.import_names().iter().filter(|n| claude::is_name(n)) {
         let Some((dir, file)) = name.rsplit_once('/') else {
@@ -172,7 +182,10 @@ fn find_claude(root: BorrowedFd, policy: &Policy) -> Result<Vec<Found>, ConfigEr
             Err(e) => return Err(err(e)),
         };
         let text = match read_file(dir_fd.as_fd(), &cfile) {
-            Ok(t) => t,
+            Ok((t, id)) => {
+                ids.push(id);
+                t
+            }
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
             Err(e) => return Err(err(e)),
         };
@@ -312,8 +325,9 @@ pub fn walk<S>(
 }
 
 /// Every file `policy` imports under `root`, and warnings.
-pub fn find(root: BorrowedFd, policy: &Policy) -> Result<(Vec<Found>, Vec<String>), ConfigError> {
-    let mut found = find_claude(root, policy)?;
+pub fn find(root: BorrowedFd, policy: &Policy) -> Result<Finding, ConfigError> {
+    let mut ids = Vec::new();
+    let mut found = find_claude(root, policy, &mut ids)?;
     let mut warnings = Vec::new();
     let names: Vec<&String> = policy
         .import_names()
@@ -321,7 +335,11 @@ pub fn find(root: BorrowedFd, policy: &Policy) -> Result<(Vec<Found>, Vec<String
         .filter(|n| !claude::is_name(n))
         .collect();
     if names.is_empty() {
-        return Ok((found, warnings));
+        return Ok(Finding {
+            found,
+            warnings,
+            ids,
+        });
     }
     let complete = walk(
         root,
@@ -339,8 +357,9 @@ pub fn find(root: BorrowedFd, policy: &Policy) -> Result<(Vec<Found>, Vec<String
                 path: path.clone(),
                 source: std::io::ErrorKind::InvalidInput.into(),
             })?;
-            let text =
+            let (text, id) =
                 read_file(e.dir, &cname).map_err(|source| ConfigError::Import { path, source })?;
+            ids.push(id);
             found.push(Found {
                 dir: e.rel_dir.to_vec(),
                 name: (*name).clone(),
@@ -360,7 +379,19 @@ pub fn find(root: BorrowedFd, policy: &Policy) -> Result<(Vec<Found>, Vec<String
                 .join(", ")
         ));
     }
-    Ok((found, warnings))
+    Ok(Finding {
+        found,
+        warnings,
+        ids,
+    })
+}
+
+/// What [`find`] found: the files, warnings to print, and each file's
+/// `(st_dev, st_ino)` as read.
+pub struct Finding {
+    pub found: Vec<Found>,
+    pub warnings: Vec<String>,
+    pub ids: Vec<(u64, u64)>,
 }
 
 /// `DIR/NAME` (`NAME` at the root), as messages show a file.
@@ -373,6 +404,17 @@ fn shown(rel: &[u8], name: &[u8]) -> String {
     String::from_utf8_lossy(&p).into_owned()
 }
 
+/// The directory `rel` (workspace-relative, `""` for the root) under `root`, opened
+/// one name at a time without following a link.
+pub fn open_dir_at(root: BorrowedFd, rel: &[u8]) -> std::io::Result<OwnedFd> {
+    let mut fd = sys::openat(root, c".", libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
+    for seg in rel.split(|&b| b == b'/').filter(|s| !s.is_empty()) {
+        let c = CString::new(seg).map_err(|_| std::io::ErrorKind::InvalidInput)?;
+        fd = sys::openat(fd.as_fd(), &c, libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
+    }
+    Ok(fd)
+}
+
 /// A workspace-relative directory as messages show it (`.` for the root).
 fn dir_shown(rel: &[u8]) -> String {
     if rel.is_empty() {
@@ -383,8 +425,8 @@ fn dir_shown(rel: &[u8]) -> String {
 }
 
 /// Reads an ignore file: a regular file (a link is refused, not followed), of at
-/// most [`MAX_POLICY_BYTES`], in UTF-8.
-fn read_file(dir: BorrowedFd, name: &CStr) -> std::io::Result<String> {
+/// most [`MAX_POLICY_BYTES`], in UTF-8; with its `(st_dev, st_ino)`.
+fn read_file(dir: BorrowedFd, name: &CStr) -> std::io::Result<(String, (u64, u64))> {
     use std::io::{Error, ErrorKind};
     let fd = sys::openat(
         dir,
@@ -426,6 +468,7 @@ fn read_file(dir: BorrowedFd, name: &CStr) -> std::io::Result<String> {
     if bytes.len() as u64 > MAX_POLICY_BYTES {
         return Err(too_big());
     }
-    String::from_utf8(bytes)
-        .map_err(|e| Error::new(ErrorKind::InvalidData, format!("not UTF-8 text: {e}")))
+    let text = String::from_utf8(bytes)
+        .map_err(|e| Error::new(ErrorKind::InvalidData, format!("not UTF-8 text: {e}")))?;
+    Ok((text, (st.st_dev, st.st_ino)))
 }

@@ -132,6 +132,11 @@ fn each_rule_form_maps_as_documented() {
         // A bare tool name: every path.
         ("deny", "Edit", "any/file.rs", false, ReadOnly),
         ("deny", "Read", "any/file.rs", false, Deny),
+        // `.` and empty segments are normalised away, never left to match nothing.
+        ("deny", "Read(./a/./b/p10)", "a/b/p10", false, Deny),
+        ("deny", "Read(cfg//token.txt)", "cfg/token.txt", false, Deny),
+        ("deny", "Read(//home/me//proj/./p4)", "p4", false, Deny),
+        ("deny", "Read(/)", "any/file.rs", false, Deny),
         // Escapes: a leading `#` is a name, not a comment.
         ("deny", "Read(#notes)", "#notes", false, Deny),
     ];
@@ -474,15 +479,19 @@ fn check_and_explain_report_the_settings() {
     let t = Tree::new();
     let o = t
         .veilfs()
-        .args(["explain", ".env", "config/app.toml"])
+        .args(["explain", ".env", "vault/db.txt", "config/app.toml"])
         .current_dir(t.p("ws"))
         .output()
         .unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
     let err = String::from_utf8_lossy(&o.stderr);
+    // The default's own rule hides .env already (an equal entry does not take
+    // over); what only the settings hide is named by its entry.
+    assert!(out.contains(r#"deny      .env  (rule 1 ".env""#), "{out}");
     assert!(
-        out.contains(r#"deny      .env  (rule "#)
-            && out.contains(r#""Read(./.env)" (.claude/settings.json:1)"#),
+        out.contains(
+            r#"deny      vault/db.txt  (rule 6 "Read(./vault/**)" (.claude/settings.json:1)"#
+        ),
         "{out}"
     );
     assert!(
@@ -585,5 +594,119 @@ fn an_outside_edit_of_the_settings_reloads() {
     );
     // And what the edit dropped is shown again (Edit(./config/**) is gone).
     std::fs::write(t.m("config/app.toml"), "port = 3\n").unwrap();
+    drop(d);
+}
+
+/// The built-in default with Claude Code's settings that the command planted:
+/// every entry (a bare `Edit`, an `Edit` deny of a denied path, an `ask` of one)
+/// can only tighten, never show what a rule before it hides.
+#[test]
+fn planted_settings_never_loosen_the_rules_before_them() {
+    let text = veilfs::policy_imports::builtin_text(&[".claude/settings.json"]).unwrap();
+    let planted = [
+        settings(&["Edit"], &[], &[]),
+        settings(
+            &["Edit(./.env)", "Edit(id_rsa)", "Edit(secrets/**)"],
+            &[],
+            &[],
+        ),
+        settings(
+            &[],
+            &["Read(./.envrc)", "Read(.env)", "Edit(secrets/**)"],
+            &[],
+        ),
+        settings(&[], &["Read"], &[]),
+    ];
+    // As a workspace, and as the home directory (the workspace stacked on the
+    // home policy, as `veilfs run` does when they are the same).
+    let home = Policy::raw(
+        veilfs::policy::BUILTIN_HOME_NAME,
+        veilfs::policy::HOME_DEFAULT_POLICY,
+    )
+    .unwrap();
+    for json in &planted {
+        for base in [None, Some(&home)] {
+            let mut p = Policy::parse_on(base, veilfs::policy::BUILTIN_NAME, &text).unwrap();
+            p.attach_imports_in(
+                vec![Found {
+                    dir: Vec::new(),
+                    name: ".claude/settings.json".into(),
+                    text: json.clone(),
+                }],
+                &cx(),
+            );
+            let mut hidden = vec![
+                ".env",
+                ".envrc",
+                "id_rsa",
+                "secrets/db.txt",
+                "deploy/prod.key",
+            ];
+            if base.is_some() {
+                hidden.extend([".ssh/id_ed25519", ".aws/credentials", ".bash_history"]);
+            }
+            for path in hidden {
+                let d = p.decide(path.as_bytes(), false);
+                assert_eq!(
+                    d.action,
+                    Action::Deny,
+                    "{json} (home base: {}): {path}: {}",
+                    base.is_some(),
+                    d.why()
+                );
+            }
+        }
+    }
+    // Where nothing was stricter, the entries do tighten.
+    let mut p = Policy::parse(veilfs::policy::BUILTIN_NAME, &text).unwrap();
+    p.attach_imports_in(
+        vec![Found {
+            dir: Vec::new(),
+            name: ".claude/settings.json".into(),
+            text: settings(&["Edit"], &["Read(docs/**)"], &[]),
+        }],
+        &cx(),
+    );
+    assert_eq!(action(&p, "src/main.rs", false), Action::ReadOnly);
+    assert_eq!(action(&p, "docs/a.md", false), Action::Ask);
+}
+
+/// The same through a mount: a settings file planted through the mount where
+/// none was, read at the next reload, hides more and shows nothing.
+#[test]
+fn a_settings_file_planted_through_the_mount_only_tightens_after_a_reload() {
+    let t = Tree::new();
+    // Hidden by the default's own rule, not by the settings.
+    std::fs::write(t.p("ws/server.key"), "KEY\n").unwrap();
+    let mut c = t.veilfs();
+    c.arg("mount").arg(t.p("ws")).arg(t.p("mnt"));
+    let d = Daemon::start(c, &t.p("mnt"));
+    assert_errno(std::fs::read(t.m(".env")), libc::EACCES, ".env");
+    assert_errno(std::fs::read(t.m("server.key")), libc::EACCES, "server.key");
+    // settings.local.json is not there: the command may make it.
+    let planted = settings(
+        &["Edit", "Edit(./.env)", "Read(readme.md)"],
+        &["Read(./vault/**)"],
+        &[],
+    );
+    std::fs::write(t.m(".claude/settings.local.json"), planted).unwrap();
+    // The person edits the shared file outside: the policy reloads, reading both.
+    let json = settings(
+        &["Read(./.env)", "Read(./vault/**)", "Edit(./config/**)"],
+        &[],
+        &[],
+    );
+    std::fs::write(t.p("ws/.claude/settings.json"), json).unwrap();
+    // The planted file is read (readme.md is hidden now: the reload happened) ...
+    assert!(
+        common::wait_until(std::time::Duration::from_secs(10), || {
+            std::fs::read(t.m("readme.md")).is_err_and(|e| e.raw_os_error() == Some(libc::EACCES))
+        }),
+        "the reload did not read the planted file"
+    );
+    // ... and shows nothing that was hidden.
+    for rel in [".env", "app/.env", "vault/db.txt", "server.key"] {
+        assert_errno(std::fs::read(t.m(rel)), libc::EACCES, rel);
+    }
     drop(d);
 }

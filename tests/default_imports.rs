@@ -166,3 +166,38 @@ fn veilfs_run_without_a_policy_file_honours_them_too() {
         "secret.txt\n"
     );
 }
+
+/// Without any ignore file at start, a command plants `sub/.cursorignore` with a
+/// `!` line; the person later adds a root `.cursorignore` hiding that name. The
+/// default applies no `!` line, so the planted file re-includes nothing.
+#[test]
+fn a_planted_negation_never_re_includes_what_a_later_root_file_hides() {
+    let t = Tree {
+        tmp: common::temp_tree(
+            "veilfs-default-planted",
+            &["ws/sub/deep", "mnt", "rt", "home"],
+        ),
+    };
+    for rel in ["ws/creds.txt", "ws/sub/creds.txt", "ws/sub/deep/creds.txt"] {
+        std::fs::write(t.p(rel), "CREDS\n").unwrap();
+    }
+    let mount = || {
+        let mut c = t.veilfs();
+        c.arg("mount").arg(t.p("ws")).arg(t.p("mnt"));
+        Daemon::start(c, &t.p("mnt"))
+    };
+    let d = mount();
+    std::fs::write(t.p("mnt/sub/.cursorignore"), "!creds.txt\n").unwrap();
+    drop(d);
+    std::fs::write(t.p("ws/.cursorignore"), "creds.txt\n").unwrap();
+    let d = mount();
+    assert!(
+        d.said.contains("with the rules of .cursorignore"),
+        "{}",
+        d.said
+    );
+    for rel in ["creds.txt", "sub/creds.txt", "sub/deep/creds.txt"] {
+        assert_errno(std::fs::read(t.p("mnt").join(rel)), libc::EACCES, rel);
+    }
+    drop(d);
+}

@@ -175,6 +175,7 @@ impl VeilFs {
         };
         let policy_paths = policy_file.map_or_else(Vec::new, |p| protect::policy_paths(src, p));
         let protected = Arc::new(protect::ProtectedFiles::default());
+        protected.set_imported(policy.source_ids());
         // The file as read through its directory's descriptor, by identity.
         if let Some(f) = &policy_source {
             match f.read() {

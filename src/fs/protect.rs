@@ -38,6 +38,9 @@ use crate::policy::Decision;
 #[derive(Debug, Default)]
 pub struct ProtectedFiles {
     key: RwLock<Option<Key>>,
+    /// The files the policy imports rules from, as last read (see
+    /// [`crate::policy::Policy::source_ids`]).
+    imported: RwLock<Vec<Key>>,
     /// The objects opened for writing or created through the mount lately, and when
     /// (see [`ProtectedFiles::written`]).
     written: parking_lot::Mutex<Written>,
@@ -106,9 +109,22 @@ impl ProtectedFiles {
         *self.key.read()
     }
 
-    /// Whether `key` is the protected object.
+    /// Protects the imported files `keys` (in place of those protected before).
+    pub fn set_imported(&self, keys: &[Key]) {
+        let mut k = self.imported.write();
+        k.clear();
+        k.extend_from_slice(keys);
+    }
+
+    /// Whether `key` is the protected policy file.
     pub fn contains(&self, key: Key) -> bool {
         self.get() == Some(key)
+    }
+
+    /// Whether `key` is a file the policy imports rules from.
+    pub fn is_imported(&self, key: Key) -> bool {
+        let k = self.imported.read();
+        !k.is_empty() && k.contains(&key)
     }
 }
 
@@ -139,6 +155,8 @@ impl VeilFs {
     pub(crate) fn guard_key(&self, key: Key, path: &[u8]) -> io::Result<()> {
         if self.protected.contains(key) {
             Err(refuse(path, &Decision::policy_file()))
+        } else if self.protected.is_imported(key) {
+            Err(refuse(path, &Decision::imported_file()))
         } else {
             Ok(())
         }
@@ -223,7 +241,7 @@ impl VeilFs {
         } else if self.config_dirs.iter().any(|c| at_or_under(c, path)) {
             Err(refuse(path, &Decision::veilfs_config()))
         } else if self.holds_imported(path) {
-            Err(refuse(path, &Decision::holds_imported_file()))
+            Err(refuse(path, &Decision::imported_file()))
         } else {
             Ok(())
         }

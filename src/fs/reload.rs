@@ -10,6 +10,8 @@
 //! Descriptors already open keep working, as with Unix permissions.
 
 use parking_lot::{Mutex, RwLock};
+use std::collections::HashMap;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -119,7 +121,14 @@ impl Reloader {
     pub fn reload(&self) -> Result<String, String> {
         let _one = self.busy.lock();
         let Some(source) = &self.file else {
-            return self.reload_builtin();
+            // The built-in default is derived anew (it honours the ignore files
+            // present now); a policy given without a file (the home policy's
+            // built-in, a test harness's) keeps its rules, with its imports read
+            // again.
+            if self.policy.read().name() == crate::policy::BUILTIN_NAME {
+                return self.reload_builtin();
+            }
+            return self.reload_given();
         };
         let file = source.path();
         // Read through the directory descriptor taken before mounting: the file as
@@ -173,6 +182,22 @@ impl Reloader {
         self.put(policy, summary)
     }
 
+    /// The policy in force, its rules compiled again and its imported files read
+    /// again.
+    fn reload_given(&self) -> Result<String, String> {
+        let current = self.policy.read().clone();
+        if current.import_names().is_empty() {
+            return Ok(format!("{}: nothing to reload", current.name()));
+        }
+        let mut policy = current.recompiled().map_err(|e| e.to_string())?;
+        let mut summary = format!("{}: imported files read again", current.name());
+        for w in self.attach_imports(&mut policy)? {
+            summary.push('\n');
+            summary.push_str(&w);
+        }
+        self.put(policy, summary)
+    }
+
     /// The built-in default again, honouring the ignore files the workspace root
     /// holds now (see [`crate::policy_imports::builtin_text`]).
     fn reload_builtin(&self) -> Result<String, String> {
@@ -211,6 +236,7 @@ impl Reloader {
 
     /// Puts `policy` in force (see the module documentation) and returns `summary`.
     fn put(&self, policy: Policy, summary: String) -> Result<String, String> {
+        self.protected.set_imported(policy.source_ids());
         {
             // Both under the write lock, so a request's snapshot reads the policy
             // with the epoch it is in force at (see `super::snapshot`).
@@ -248,6 +274,103 @@ impl Reloader {
         let guard = self.notifier.lock();
         let Some(n) = guard.as_ref() else { return };
         super::inval::invalidate_all(&self.inodes, n);
+    }
+
+    /// Whether the directory behind `dir` holds a file by a name the policy in force
+    /// imports that was not read at the last load (made since, outside the mount):
+    /// asked when the kernel first looks into a directory, so that a file made
+    /// where nothing watched counts before what it hides is read.
+    pub fn holds_unread(&self, dir: BorrowedFd) -> bool {
+        let p = self.policy.read().clone();
+        p.import_names()
+            .iter()
+            .filter(|n| !n.contains('/'))
+            .any(|n| {
+                let Ok(c) = std::ffi::CString::new(n.as_str()) else {
+                    return false;
+                };
+                sys::statat(dir, &c).is_ok_and(|st| {
+                    st.st_mode & libc::S_IFMT == libc::S_IFREG
+                        && !p.source_ids().contains(&(st.st_dev, st.st_ino))
+                })
+            })
+    }
+
+    /// Reloads whenever a file the policy imports is changed, made, moved or removed
+    /// outside the mount in a directory holding one (inotify on each, kept in step
+    /// with every reload), whether or not the kernel holds that directory. Returns
+    /// when `alive` says the mount is gone.
+    pub fn watch_sources(
+        self: Arc<Self>,
+        alive: impl Fn() -> bool,
+        report: fn(Result<String, String>),
+    ) {
+        let Ok(ino) = sys::inotify_init() else {
+            log::warn!("no inotify: outside edits of imported files wait for a reload");
+            return;
+        };
+        let mut watched: HashMap<Vec<u8>, i32> = HashMap::new();
+        let mut seen = u64::MAX;
+        let mut buf = vec![0u8; 16 * 1024];
+        while alive() {
+            let epoch = self.epoch.load(Ordering::Acquire);
+            if epoch != seen {
+                seen = epoch;
+                self.sync_source_watches(ino.as_fd(), &mut watched);
+            }
+            if !sys::poll_readable(ino.as_fd(), 500).unwrap_or(false) {
+                continue;
+            }
+            let n = sys::read(ino.as_fd(), &mut buf).unwrap_or(0);
+            let p = self.policy.read().clone();
+            if super::watch::events(&buf[..n]).any(|(_, _, name)| p.is_source_name(name)) {
+                self.reload_soon(report);
+            }
+        }
+    }
+
+    /// Watches the directories holding the files the policy in force imports, and
+    /// no others.
+    fn sync_source_watches(&self, ino: BorrowedFd, watched: &mut HashMap<Vec<u8>, i32>) {
+        let dirs = self.policy.read().import_dirs();
+        watched.retain(|dir, wd| {
+            let keep = dirs.contains(dir);
+            if !keep {
+                let _ = sys::inotify_rm_watch(ino, *wd);
+            }
+            keep
+        });
+        let Some(root) = self.inodes.get(super::inode::ROOT) else {
+            return;
+        };
+        let Ok(root) = root.dir_fd() else { return };
+        for dir in dirs {
+            if watched.contains_key(&dir) {
+                continue;
+            }
+            let fd = match crate::policy_imports::open_dir_at(root, &dir) {
+                Ok(fd) => fd,
+                Err(e) => {
+                    log::debug!("not watching {}: {e}", String::from_utf8_lossy(&dir));
+                    continue;
+                }
+            };
+            let mask = libc::IN_CLOSE_WRITE
+                | libc::IN_MOVED_TO
+                | libc::IN_MOVED_FROM
+                | libc::IN_CREATE
+                | libc::IN_DELETE
+                | libc::IN_MODIFY;
+            match sys::inotify_add_watch(ino, fd.as_fd(), mask) {
+                Ok(wd) => {
+                    watched.insert(dir, wd);
+                }
+                Err(e) => log::warn!(
+                    "cannot watch {} for edits of imported files: {e}",
+                    String::from_utf8_lossy(&dir)
+                ),
+            }
+        }
     }
 
     /// Reloads whenever the policy file changes (inotify on its directory, or a

@@ -239,26 +239,24 @@ fn gitignore_line(spec: &str, cx: &Context) -> Result<String, String> {
         return Err("the path holds a control character".into());
     }
     let rel = if let Some(abs) = spec.strip_prefix("//") {
-        let abs = format!("/{abs}");
+        let abs = normalized(&format!("/{abs}"));
         into_workspace(abs.as_bytes(), cx)?
     } else if spec == "~" || spec.starts_with("~/") {
         let Some(home) = &cx.home else {
             return Err("a path in the home directory, and no home directory is known".into());
         };
         let mut abs = home.clone();
-        abs.extend_from_slice(&spec.as_bytes()[1..]);
+        abs.extend_from_slice(normalized(&spec[1..]).as_bytes());
         into_workspace(&abs, cx)?
     } else if spec.starts_with('/') {
-        spec.to_string()
-    } else {
-        let mut s = spec;
-        while let Some(rest) = s.strip_prefix("./") {
-            s = rest;
+        match normalized(spec).as_str() {
+            "/" => "*".to_string(),
+            s => s.to_string(),
         }
-        if s.is_empty() || s == "." {
-            "*".to_string()
-        } else {
-            s.to_string()
+    } else {
+        match normalized(spec).as_str() {
+            "" | "/" => "*".to_string(),
+            s => s.to_string(),
         }
     };
     if rel.split('/').any(|seg| seg == "..") {
@@ -271,6 +269,27 @@ fn gitignore_line(spec: &str, cx: &Context) -> Result<String, String> {
         Some(rest) => format!("\\#{rest}"),
         None => rel,
     })
+}
+
+/// `p` without `.` segments and empty ones (`a/./b`, `a//b` are `a/b`), its
+/// leading and trailing `/` kept (they anchor, and mean a directory).
+fn normalized(p: &str) -> String {
+    let mut out = String::with_capacity(p.len());
+    if p.starts_with('/') {
+        out.push('/');
+    }
+    let mut first = true;
+    for seg in p.split('/').filter(|s| !s.is_empty() && *s != ".") {
+        if !first {
+            out.push('/');
+        }
+        out.push_str(seg);
+        first = false;
+    }
+    if p.ends_with('/') && !first {
+        out.push('/');
+    }
+    out
 }
 
 /// An absolute path as an anchored line, when it is inside the workspace.
@@ -357,6 +376,16 @@ mod tests {
         assert_eq!(gitignore_line("~/proj/.npmrc", &cx).unwrap(), "/.npmrc");
         assert_eq!(gitignore_line("//home/me/proj", &cx).unwrap(), "*");
         assert_eq!(gitignore_line("#x", &cx).unwrap(), "\\#x");
+        assert_eq!(gitignore_line("./a/./b/p10", &cx).unwrap(), "a/b/p10");
+        assert_eq!(
+            gitignore_line("cfg2//token.txt", &cx).unwrap(),
+            "cfg2/token.txt"
+        );
+        assert_eq!(gitignore_line("./build/", &cx).unwrap(), "build/");
+        assert_eq!(gitignore_line("/./x", &cx).unwrap(), "/x");
+        assert_eq!(gitignore_line("//home/me//proj/./p4", &cx).unwrap(), "/p4");
+        assert_eq!(gitignore_line("~/proj/./.npmrc", &cx).unwrap(), "/.npmrc");
+        assert_eq!(gitignore_line("./", &cx).unwrap(), "*");
         assert!(gitignore_line("//home/me/projx/a", &cx).is_err());
         assert!(gitignore_line("~/.ssh/**", &cx).is_err());
         assert!(gitignore_line("../up", &cx).is_err());

@@ -223,9 +223,10 @@ impl Decision {
         })
     }
 
-    /// The decision refusing to rename or remove a directory that holds an ignore
-    /// file the policy imports (see [`Reason::ImportedFile`]).
-    pub fn holds_imported_file() -> Decision {
+    /// The decision refusing a change to a file the policy imports (by identity),
+    /// or the rename or removal of a directory holding one (see
+    /// [`Reason::ImportedFile`]).
+    pub fn imported_file() -> Decision {
         Decision {
             action: Action::ReadOnly,
             reason: Reason::ImportedFile,

@@ -70,6 +70,9 @@ pub struct RawRule {
     pub imports: Vec<(String, Location)>,
     /// The rule's optional `why`: a person's reason for it, shown by `explain`.
     pub why: Option<Arc<str>>,
+    /// `negation = false`: the imported files' `!` lines are not applied, so that
+    /// no file re-includes what another one hides.
+    pub no_negation: bool,
 }
 
 /// A parsed policy file, before glob compilation.
@@ -104,6 +107,8 @@ struct RuleShape {
     paths: Option<Spanned<Vec<Spanned<String>>>>,
     import: Option<Spanned<OneOrMany>>,
     why: Option<String>,
+    /// With `import`: `false` leaves the files' `!` lines unapplied.
+    negation: Option<Spanned<bool>>,
 }
 
 /// `import = ".cursorignore"` or `import = [".cursorignore", ".aiexclude"]`.
@@ -386,12 +391,27 @@ pub fn parse(name: &str, text: &str) -> Result<(RawPolicy, Vec<PolicyError>), Lo
                 }
             }
         }
+        let no_negation = match &r.negation {
+            Some(n) if r.import.is_none() || claude => {
+                errors.push(PolicyError {
+                    at: index.at(n.span().start),
+                    message: format!(
+                        "rule {}: `negation` goes with `import` of ignore files only",
+                        i + 1
+                    ),
+                });
+                false
+            }
+            Some(n) => !*n.get_ref(),
+            None => false,
+        };
         rules.push(RawRule {
             action,
             at: action_at,
             patterns,
             imports,
             why: r.why.as_deref().map(Arc::from),
+            no_negation,
         });
     }
 

@@ -112,6 +112,9 @@ pub enum Syntax {
     Gitignore,
     /// `.gitignore` without negation, and an empty file excludes everything.
     AiExclude,
+    /// `.gitignore` without negation: an import rule with `negation = false` (the
+    /// built-in default's), where no file can re-include what another hides.
+    NoNegation,
 }
 
 /// Every ignore file name [`syntax_of`] knows.
@@ -228,13 +231,15 @@ impl IgnoreFile {
             if !trimmed.is_empty() {
                 patterns += 1;
             }
-            if syntax == Syntax::AiExclude && trimmed.starts_with('!') {
+            if syntax != Syntax::Gitignore && trimmed.starts_with('!') {
+                let why = if syntax == Syntax::AiExclude {
+                    format!("{name} has no negation (`!`)")
+                } else {
+                    "the rule importing it takes no negation (`!`)".to_string()
+                };
                 errors.push((
                     line,
-                    format!(
-                        "{name} has no negation (`!`): this line is not applied, \
-                         what it names stays excluded"
-                    ),
+                    format!("{why}: this line is not applied, what it names stays excluded"),
                 ));
                 continue;
             }

@@ -82,8 +82,11 @@ pub(super) struct ImportRule {
     /// The directories on the way to the Claude Code settings files attached
     /// (`.claude`): not renamed or removed, like those in `files`.
     held: Vec<Vec<u8>>,
-    /// It imports Claude Code's settings: its lines carry their own actions.
-    claude: bool,
+    /// `negation = false`: its files are read without their `!` lines.
+    no_negation: bool,
+    /// It imports Claude Code's settings: its lines carry their own actions, and
+    /// only ever tighten (see `Policy::decide_by_rules`).
+    pub(super) claude: bool,
 }
 
 impl ImportRule {
@@ -100,6 +103,7 @@ impl ImportRule {
                 names: r.imports.iter().map(|(n, _)| n.clone()).collect(),
                 files: HashMap::new(),
                 held: Vec::new(),
+                no_negation: r.no_negation,
                 claude: r.imports.iter().any(|(n, _)| claude::is_name(n)),
             })
             .collect()
@@ -162,6 +166,34 @@ impl Policy {
         &self.import_names
     }
 
+    /// The identities of the imported files attached (see
+    /// [`Policy::set_source_ids`]).
+    pub fn source_ids(&self) -> &[(u64, u64)] {
+        &self.source_ids
+    }
+
+    /// Records the `(st_dev, st_ino)` of the imported files as they were read: the
+    /// mount refuses every change to those objects, by whatever name (a hard link
+    /// made before mounting included).
+    pub fn set_source_ids(&mut self, ids: Vec<(u64, u64)>) {
+        self.source_ids = ids;
+    }
+
+    /// The workspace-relative directories holding the imported files attached, and
+    /// those on the way to Claude Code's settings (`.claude`): where an edit made
+    /// outside the mount is watched for.
+    pub fn import_dirs(&self) -> Vec<Vec<u8>> {
+        let mut out: Vec<Vec<u8>> = Vec::new();
+        for r in &self.imports {
+            for d in r.files.keys().chain(r.held.iter()) {
+                if !out.contains(d) {
+                    out.push(d.clone());
+                }
+            }
+        }
+        out
+    }
+
     /// Whether the directory `path` holds (at any depth) an ignore file this policy
     /// imports: it is then not renamed or removed through the mount, so the file's
     /// rules stay where they apply (moved elsewhere, or into `.git`, where no file
@@ -217,21 +249,35 @@ impl Policy {
                 );
                 continue;
             }
-            let (file, line_errors) = IgnoreFile::parse(&f.name, &f.dir, &f.text, syntax);
             let file_name = shown(&f.dir, &f.name);
             let at = |line: u32| Location {
                 file: file_name.clone(),
                 line,
                 col: 1,
             };
-            errors.extend(line_errors.into_iter().map(|(line, message)| PolicyError {
-                at: at(line),
-                message: format!("{message} (the line is not applied)"),
-            }));
-            let file = Arc::new(file);
+            // Parsed once per way of reading it (with or without `!` lines).
+            let mut parsed: [Option<Arc<IgnoreFile>>; 2] = [None, None];
             for r in &mut self.imports {
                 let Some(order) = r.names.iter().position(|n| *n == f.name) else {
                     continue;
+                };
+                let syntax = if r.no_negation && syntax == Syntax::Gitignore {
+                    Syntax::NoNegation
+                } else {
+                    syntax
+                };
+                let slot = &mut parsed[usize::from(syntax == Syntax::NoNegation)];
+                let file = match slot {
+                    Some(f) => f.clone(),
+                    None => {
+                        let (file, line_errors) =
+                            IgnoreFile::parse(&f.name, &f.dir, &f.text, syntax);
+                        errors.extend(line_errors.into_iter().map(|(line, message)| PolicyError {
+                            at: at(line),
+                            message: format!("{message} (the line is not applied)"),
+                        }));
+                        slot.insert(Arc::new(file)).clone()
+                    }
                 };
                 let lines = file
                     .rules()
@@ -251,7 +297,7 @@ impl Policy {
                         (l.line(), Arc::new(p))
                     })
                     .collect();
-                r.attach(f.dir.clone(), file.clone(), order, lines);
+                r.attach(f.dir.clone(), file, order, lines);
             }
         }
         errors

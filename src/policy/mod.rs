@@ -262,6 +262,12 @@ pub struct Policy {
     imports: Vec<imports::ImportRule>,
     /// Every name they import: read-only at every depth.
     import_names: Vec<String>,
+    /// The `(st_dev, st_ino)` of each imported file attached (as read): a change to
+    /// that object by any name is refused (see `crate::fs::protect`).
+    source_ids: Vec<(u64, u64)>,
+    /// The rules it was compiled from, to compile again with the imported files
+    /// read anew ([`Policy::recompiled`]).
+    raw: RawPolicy,
 }
 
 impl Policy {
@@ -419,7 +425,7 @@ impl Policy {
         let imports = imports::ImportRule::of(&raw.rules);
         let import_names = imports::names_of(&imports);
         Ok(Policy {
-            name: raw.name,
+            name: raw.name.clone(),
             default: raw.default,
             patterns,
             names,
@@ -428,7 +434,15 @@ impl Policy {
             rule_count: raw.rules.len(),
             imports,
             import_names,
+            source_ids: Vec::new(),
+            raw,
         })
+    }
+
+    /// The same rules compiled again, without the imported files attached (to
+    /// attach them as they are now).
+    pub fn recompiled(&self) -> Result<Policy, LoadError> {
+        Policy::compile(self.raw.clone())
     }
 
     /// The name the policy was loaded under (a path, or `<built-in>`).
@@ -562,13 +576,26 @@ impl Policy {
             // An import rule after the glob rule that matched (if any) decides
             // instead where its files match: the last matching rule wins.
             let floor = own.map_or(0, |p| p.rule);
-            for r in self.imports.iter().rev() {
+            for r in self.imports.iter().rev().filter(|r| !r.claude) {
                 if r.rule <= floor {
                     break;
                 }
                 if let Some(p) = r.matching(path, &mut ask_dir) {
                     own = Some(p);
                     break;
+                }
+            }
+            // Claude Code's settings only ever tighten: an entry after the rule
+            // that decided decides instead where it is stricter than that rule (or
+            // the default), never where it would loosen it (an `Edit` deny is
+            // read-only, which must not show what a deny rule hides).
+            let floor = own.map_or(0, |p| p.rule);
+            for r in self.imports.iter().filter(|r| r.claude && r.rule > floor) {
+                let base = own.map_or(self.default, |p| p.action);
+                if let Some(p) = r.matching(path, &mut ask_dir)
+                    && p.action > base
+                {
+                    own = Some(p);
                 }
             }
         }

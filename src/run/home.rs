@@ -241,6 +241,7 @@ pub fn alias_rules(root: &Path, policy: &Policy) -> Vec<crate::policy::RawRule> 
             at: p.at.clone(),
             patterns: vec![(escaped, p.at.clone())],
             imports: Vec::new(),
+            no_negation: false,
             why: Some(std::sync::Arc::from(format!(
                 "the target of `{glob}`, a symbolic link, which {p} {}",
                 if p.action == Action::Deny {

@@ -1,0 +1,115 @@
+//! The imported ignore files stay in force as the person changes them outside
+//! the mount, wherever they are (not only in directories the kernel holds), and
+//! cannot be changed through the mount by any name (a hard link made before
+//! mounting included).
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Fixture, assert_errno};
+use veilfs::Policy;
+
+const POLICY: &str = "[[rules]]\naction = \"deny\"\nimport = \".cursorignore\"\n";
+
+fn mounted(f: &mut Fixture) {
+    let mut p = Policy::parse("import.toml", POLICY).unwrap_or_else(|e| panic!("{e}"));
+    veilfs::policy_imports::attach(&mut p, &f.src).unwrap_or_else(|e| panic!("{e}"));
+    f.mount_policy(p, None);
+}
+
+fn refused(f: &Fixture, rel: &str) -> bool {
+    std::fs::read(f.m(rel)).is_err_and(|e| e.raw_os_error() == Some(libc::EACCES))
+}
+
+/// An outside edit of a file in a directory nothing has looked into reloads: no
+/// lookup of that directory can have told the mount, so only a watch on the
+/// file's own directory can.
+#[test]
+fn an_edit_where_the_kernel_never_looked_reloads() {
+    let mut f = Fixture::new();
+    f.file("a/b/c/.cursorignore", "one.txt\n")
+        .file("a/b/c/one.txt", "ONE\n")
+        .file("a/b/c/two.txt", "TWO\n")
+        .file("top.txt", "top\n");
+    mounted(&mut f);
+    assert_eq!(std::fs::read_to_string(f.m("top.txt")).unwrap(), "top\n");
+    // Edited in place (same inode): a first lookup finds nothing new there.
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(f.s("a/b/c/.cursorignore"))
+        .and_then(|mut o| std::io::Write::write_all(&mut o, b"two.txt\n"))
+        .unwrap();
+    assert!(
+        common::wait_until(Duration::from_secs(10), || refused(&f, "a/b/c/two.txt")),
+        "two.txt still readable after the person listed it"
+    );
+    assert!(refused(&f, "a/b/c/one.txt"));
+}
+
+/// A file made outside in a directory nothing has looked into counts when the
+/// kernel first looks into it.
+#[test]
+fn a_file_made_where_the_kernel_never_looked_counts() {
+    let mut f = Fixture::new();
+    f.file(".cursorignore", "nothing-here\n")
+        .file(".env", "E\n")
+        .file("far/away/x.txt", "X\n")
+        .file("far/away/y.txt", "Y\n");
+    mounted(&mut f);
+    std::fs::write(f.s("far/away/.cursorignore"), "x.txt\n").unwrap();
+    assert!(
+        common::wait_until(Duration::from_secs(10), || refused(&f, "far/away/x.txt")),
+        "x.txt still readable after a .cursorignore listing it was made beside it"
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.m("far/away/y.txt")).unwrap(),
+        "Y\n"
+    );
+    // The reload kept this policy's rules (it has none for `.env`): it read the
+    // imported files again, it did not swap in the built-in default.
+    assert_eq!(std::fs::read_to_string(f.m(".env")).unwrap(), "E\n");
+}
+
+/// A hard link to an imported file, made before mounting, reaches the same
+/// object: no change through it is let through.
+#[test]
+fn a_hard_link_to_an_imported_file_is_read_only_too() {
+    let mut f = Fixture::new();
+    f.file(".cursorignore", "secret.txt\n")
+        .file("secret.txt", "SECRET\n")
+        .dir("other");
+    std::fs::hard_link(f.s(".cursorignore"), f.s("other/rules.txt")).unwrap();
+    mounted(&mut f);
+    let before = f.snapshot();
+    assert_eq!(
+        std::fs::read_to_string(f.m("other/rules.txt")).unwrap(),
+        "secret.txt\n"
+    );
+    assert_errno(
+        std::fs::write(f.m("other/rules.txt"), "nothing\n"),
+        libc::EACCES,
+        "write through the link",
+    );
+    assert_errno(
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(f.m("other/rules.txt")),
+        libc::EACCES,
+        "append through the link",
+    );
+    assert_errno(
+        std::fs::File::options()
+            .write(true)
+            .open(f.m("other/rules.txt"))
+            .and_then(|o| o.set_len(0)),
+        libc::EACCES,
+        "truncate through the link",
+    );
+    let o = f.sh("truncate -s 0 other/rules.txt");
+    assert!(!o.status.success(), "{}", f.explain("truncate", &o));
+    let o = f.sh("chmod 777 other/rules.txt");
+    assert!(!o.status.success(), "{}", f.explain("chmod", &o));
+    assert_eq!(f.snapshot(), before);
+    assert_errno(std::fs::read(f.m("secret.txt")), libc::EACCES, "secret.txt");
+}
