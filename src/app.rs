@@ -228,6 +228,9 @@ fn explain(
         (Some(h), false) => {
             if let Some(dir) = &home_dir {
                 with_aliases(dir, h, None, HOME_BUILTIN).map_err(anyhow::Error::msg)?;
+                for w in crate::policy_imports::attach(&mut h.policy, dir)? {
+                    eprintln!("veilfs explain: ~/{w}");
+                }
             }
             config::load_policy(policy, workspace)?
         }

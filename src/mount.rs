@@ -319,13 +319,13 @@ pub fn start(mut fs: VeilFs, mnt: &Path, config: &Config, opts: &MountOptions) -
             .spawn(move || w.run(weak, notifier))?;
     }
     {
-        // Edits of the imported files, wherever they are.
-        let r = reloader.clone();
-        let weak = Arc::downgrade(&inodes);
+        // Edits of the imported files, wherever they are (the reloader held
+        // weakly: it holds the node table).
+        let r = Arc::downgrade(&reloader);
         let report = opts.reports.reporter();
         std::thread::Builder::new()
             .name("veilfs-sources".into())
-            .spawn(move || r.watch_sources(move || weak.strong_count() > 0, report))?;
+            .spawn(move || crate::fs::reload::Reloader::watch_sources(r, report))?;
     }
     if reloader.file().is_some() {
         let r = reloader.clone();

@@ -1142,3 +1142,53 @@ fn the_workspace_mount_inside_the_home_stays_put() {
         show(&o)
     );
 }
+
+/// A home policy that imports ignore files: those in the home directory are read
+/// (they were silently not), under `run` and by `explain`, and cannot be changed.
+#[test]
+fn a_home_policy_importing_ignore_files_reads_them_in_the_home_directory() {
+    let h = Home::new();
+    let file = h.tmp.path().join("policies/home.toml");
+    write(
+        &file,
+        "extends = \"home-default\"\n[[rules]]\naction = \"deny\"\nimport = \".cursorignore\"\n",
+    );
+    write(&h.home.join(".cursorignore"), "diary.txt\n");
+    write(
+        &h.home.join("notes/diary.txt"),
+        &format!("{SECRET} diary\n"),
+    );
+    write(&h.home.join("notes/todo.txt"), "todo\n");
+    let f = file.to_string_lossy().into_owned();
+    let o = h.sh_with(
+        &["--quiet", "--home-policy", &f],
+        "cat \"$HOME\"/notes/diary.txt || echo DENIED; cat \"$HOME\"/notes/todo.txt; \
+         echo '!diary.txt' >> \"$HOME\"/.cursorignore || echo REFUSED-WRITE",
+    );
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("DENIED") && out.contains("todo"),
+        "{}",
+        show(&o)
+    );
+    assert!(out.contains("REFUSED-WRITE"), "{}", show(&o));
+    assert!(!out.contains(SECRET), "{}", show(&o));
+    assert_eq!(
+        std::fs::read_to_string(h.home.join(".cursorignore")).unwrap(),
+        "diary.txt\n"
+    );
+    let o = h.explain(
+        &h.ws,
+        &[
+            "--home-policy",
+            &f,
+            &format!("{}/notes/diary.txt", h.home.display()),
+        ],
+    );
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("deny") && out.contains(".cursorignore:1"),
+        "{}",
+        show(&o)
+    );
+}

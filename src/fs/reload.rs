@@ -41,6 +41,8 @@ pub struct Reloader {
     broker: Option<Arc<super::ask::Broker>>,
     /// A reload is already on its way (see [`Reloader::reload_soon`]).
     soon: std::sync::atomic::AtomicBool,
+    /// Calls of [`Reloader::reload_soon`], to wait for a burst to end.
+    calls: AtomicU64,
 }
 
 impl Reloader {
@@ -67,6 +69,7 @@ impl Reloader {
             after,
             broker,
             soon: std::sync::atomic::AtomicBool::new(false),
+            calls: AtomicU64::new(0),
         }
     }
 
@@ -82,8 +85,11 @@ impl Reloader {
     }
 
     /// Reloads soon, on a thread of its own, once for a burst of calls (an editor's
-    /// save is several events), and reports the outcome with `report`.
+    /// save is several events: the reload waits until 100 ms pass without another
+    /// call, at most a second, so that it reads the file whole), and reports the
+    /// outcome with `report`.
     pub fn reload_soon(self: &Arc<Self>, report: fn(Result<String, String>)) {
+        self.calls.fetch_add(1, Ordering::AcqRel);
         if self.soon.swap(true, Ordering::AcqRel) {
             return;
         }
@@ -91,7 +97,16 @@ impl Reloader {
         let spawned = std::thread::Builder::new()
             .name("veilfs-reload".into())
             .spawn(move || {
-                std::thread::sleep(Duration::from_millis(100));
+                let start = std::time::Instant::now();
+                loop {
+                    let seen = me.calls.load(Ordering::Acquire);
+                    std::thread::sleep(Duration::from_millis(100));
+                    if me.calls.load(Ordering::Acquire) == seen
+                        || start.elapsed() > Duration::from_secs(1)
+                    {
+                        break;
+                    }
+                }
                 me.soon.store(false, Ordering::Release);
                 report(me.reload());
             });
@@ -298,13 +313,10 @@ impl Reloader {
 
     /// Reloads whenever a file the policy imports is changed, made, moved or removed
     /// outside the mount in a directory holding one (inotify on each, kept in step
-    /// with every reload), whether or not the kernel holds that directory. Returns
-    /// when `alive` says the mount is gone.
-    pub fn watch_sources(
-        self: Arc<Self>,
-        alive: impl Fn() -> bool,
-        report: fn(Result<String, String>),
-    ) {
+    /// with every reload), whether or not the kernel holds that directory. Holds
+    /// the reloader (and through it the node table) only while it looks: returns
+    /// once the reloader is gone.
+    pub fn watch_sources(me: std::sync::Weak<Self>, report: fn(Result<String, String>)) {
         let Ok(ino) = sys::inotify_init() else {
             log::warn!("no inotify: outside edits of imported files wait for a reload");
             return;
@@ -312,19 +324,23 @@ impl Reloader {
         let mut watched: HashMap<Vec<u8>, i32> = HashMap::new();
         let mut seen = u64::MAX;
         let mut buf = vec![0u8; 16 * 1024];
-        while alive() {
-            let epoch = self.epoch.load(Ordering::Acquire);
-            if epoch != seen {
-                seen = epoch;
-                self.sync_source_watches(ino.as_fd(), &mut watched);
+        loop {
+            {
+                let Some(r) = me.upgrade() else { return };
+                let epoch = r.epoch.load(Ordering::Acquire);
+                if epoch != seen {
+                    seen = epoch;
+                    r.sync_source_watches(ino.as_fd(), &mut watched);
+                }
             }
             if !sys::poll_readable(ino.as_fd(), 500).unwrap_or(false) {
                 continue;
             }
             let n = sys::read(ino.as_fd(), &mut buf).unwrap_or(0);
-            let p = self.policy.read().clone();
+            let Some(r) = me.upgrade() else { return };
+            let p = r.policy.read().clone();
             if super::watch::events(&buf[..n]).any(|(_, _, name)| p.is_source_name(name)) {
-                self.reload_soon(report);
+                r.reload_soon(report);
             }
         }
     }

@@ -202,6 +202,13 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         Ok(warnings) => warnings.iter().for_each(|w| eprintln!("veilfs run: {w}")),
         Err(e) => return refuse(e),
     }
+    // And those the home policy imports, in the home directory.
+    if let (home::Layout::Separate(h), Some(hp)) = (&layout, &mut home_loaded) {
+        match crate::policy_imports::attach(&mut hp.policy, h) {
+            Ok(warnings) => warnings.iter().for_each(|w| eprintln!("veilfs run: ~/{w}")),
+            Err(e) => return refuse(e),
+        }
+    }
     if let (home::Layout::Separate(h), Some(hp)) = (&layout, &home_loaded) {
         let reach = if ws.starts_with(h) {
             home::check_reachable(h, &hp.policy, &ws)
