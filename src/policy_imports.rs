@@ -65,11 +65,14 @@ pub fn builtin_text(names: &[&str]) -> Option<String> {
 
 /// The ignore files (of [`crate::policy::ignore::NAMES`]) and Claude Code settings
 /// files (of [`claude::NAMES`]) at the root of the workspace whose descriptor is
-/// `root`: the built-in default honours those.
+/// `root`: the built-in default honours those. In the home directory,
+/// `.claude/settings.json` is Claude Code's own user settings, which it writes and
+/// whose paths mean something else: not honoured there.
 pub fn present_at(root: BorrowedFd) -> Vec<&'static str> {
+    let settings: &[&str] = if is_home(root) { &[] } else { &claude::NAMES };
     crate::policy::ignore::NAMES
         .iter()
-        .chain(claude::NAMES.iter())
+        .chain(settings.iter())
         .copied()
         .filter(|n| {
             std::ffi::CString::new(*n)
@@ -77,6 +80,20 @@ pub fn present_at(root: BorrowedFd) -> Vec<&'static str> {
                 .is_some_and(|c| sys::statat(root, &c).is_ok())
         })
         .collect()
+}
+
+/// Whether `root` is the home directory (`$HOME`, by identity).
+fn is_home(root: BorrowedFd) -> bool {
+    let Some(home) = std::env::var_os("HOME").filter(|h| Path::new(h).is_absolute()) else {
+        return false;
+    };
+    match (std::fs::metadata(&home), sys::stat(root)) {
+        (Ok(h), Ok(r)) => {
+            use std::os::unix::fs::MetadataExt;
+            h.dev() == r.st_dev && h.ino() == r.st_ino
+        }
+        _ => false,
+    }
 }
 
 /// Finds the files `policy` imports under the workspace `root` (an absolute path

@@ -710,3 +710,26 @@ fn a_settings_file_planted_through_the_mount_only_tightens_after_a_reload() {
     }
     drop(d);
 }
+
+/// In the home directory `.claude/settings.json` is Claude Code's user settings
+/// (it writes them; their paths mean something else): the default leaves them be.
+#[test]
+fn the_default_leaves_claude_codes_user_settings_in_the_home_directory_alone() {
+    let t = Tree::new();
+    let o = t
+        .veilfs()
+        .args([
+            "explain",
+            "--no-home",
+            ".claude/settings.json",
+            "vault/db.txt",
+        ])
+        .current_dir(t.p("ws"))
+        .env("HOME", t.p("ws"))
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("# policy: built-in default policy\n"), "{out}");
+    assert!(out.contains("allow     .claude/settings.json"), "{out}");
+    assert!(out.contains("allow     vault/db.txt"), "{out}");
+}
