@@ -328,12 +328,11 @@ pub fn start(mut fs: VeilFs, mnt: &Path, config: &Config, opts: &MountOptions) -
             .spawn(move || crate::fs::reload::Reloader::watch_sources(r, report))?;
     }
     if reloader.file().is_some() {
-        let r = reloader.clone();
-        let weak = Arc::downgrade(&inodes);
+        let r = Arc::downgrade(&reloader);
         let report = opts.reports.reporter();
         std::thread::Builder::new()
             .name("veilfs-policy".into())
-            .spawn(move || r.watch_file(move || weak.strong_count() > 0, report))?;
+            .spawn(move || crate::fs::reload::Reloader::watch_file(r, report))?;
     }
     Ok(Live {
         session,

@@ -113,3 +113,38 @@ fn a_hard_link_to_an_imported_file_is_read_only_too() {
     assert_eq!(f.snapshot(), before);
     assert_errno(std::fs::read(f.m("secret.txt")), libc::EACCES, "secret.txt");
 }
+
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+/// The threads that watch the policy file and the imported files end with the
+/// mount: an unmounted session leaves no node descriptor behind (they held the
+/// reloader, and through it every node's descriptor, for ever).
+#[test]
+fn the_watching_threads_end_with_the_mount() {
+    let before = open_fds();
+    for _ in 0..4 {
+        let mut f = Fixture::new();
+        f.file(".cursorignore", "x\n");
+        for i in 0..40 {
+            f.dir(&format!("d{i}/e"));
+        }
+        let file = f.tmp.path().join("policy.toml");
+        std::fs::write(&file, POLICY).unwrap();
+        let mut p = Policy::parse(&file.display().to_string(), POLICY).unwrap();
+        veilfs::policy_imports::attach(&mut p, &f.src).unwrap();
+        f.mount_policy(p, Some(&file));
+        for i in 0..40 {
+            std::fs::read_dir(f.m(&format!("d{i}/e")))
+                .unwrap()
+                .for_each(drop);
+        }
+        drop(f);
+    }
+    assert!(
+        common::wait_until(Duration::from_secs(10), || open_fds() < before + 40),
+        "{} descriptors open after four mounts ended, {before} before",
+        open_fds()
+    );
+}

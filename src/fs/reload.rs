@@ -391,57 +391,55 @@ impl Reloader {
 
     /// Reloads whenever the policy file changes (inotify on its directory, or a
     /// one-second poll of its modification time when inotify is unavailable), and
-    /// reports each outcome with `report`. Returns when `alive` says the mount is
-    /// gone.
-    pub fn watch_file(
-        self: Arc<Self>,
-        alive: impl Fn() -> bool,
-        report: impl Fn(Result<String, String>),
-    ) {
-        let Some(source) = self.file.as_ref() else {
-            return;
+    /// reports each outcome with `report`. Holds the reloader (and through it the
+    /// node table) only while it looks: returns once the reloader is gone.
+    pub fn watch_file(me: std::sync::Weak<Self>, report: impl Fn(Result<String, String>)) {
+        let stamp = |r: &Reloader| {
+            r.file
+                .as_ref()
+                .and_then(|f| f.read().ok())
+                .map(|t| (t.dev, t.ino, t.text))
         };
-        let name = source.name().to_os_string();
-        let stamp = || source.read().ok().map(|t| (t.dev, t.ino, t.text));
-        let mut last = stamp();
-        let ino = sys::inotify_init().ok();
-        let watched = match &ino {
-            Some(i) => {
-                use std::os::fd::AsFd;
+        let (name, mut last, ino, watched) = {
+            let Some(r) = me.upgrade() else { return };
+            let Some(source) = r.file.as_ref() else {
+                return;
+            };
+            let ino = sys::inotify_init().ok();
+            let watched = ino.as_ref().is_some_and(|i| {
                 sys::inotify_add_watch(
                     i.as_fd(),
                     source.dir(),
                     libc::IN_CLOSE_WRITE | libc::IN_MOVED_TO | libc::IN_CREATE | libc::IN_MODIFY,
                 )
                 .is_ok()
-            }
-            None => false,
+            });
+            (source.name().to_os_string(), stamp(&r), ino, watched)
         };
+        let name = std::os::unix::ffi::OsStrExt::as_bytes(name.as_os_str()).to_vec();
         let mut buf = vec![0u8; 16 * 1024];
-        while alive() {
-            let changed = if watched {
-                use std::os::fd::AsFd;
-                let i = ino.as_ref().unwrap();
-                match sys::poll_readable(i.as_fd(), 500) {
+        loop {
+            let changed = match (&ino, watched) {
+                (Some(i), true) => match sys::poll_readable(i.as_fd(), 500) {
                     Ok(true) => {
                         let n = sys::read(i.as_fd(), &mut buf).unwrap_or(0);
-                        let name = std::os::unix::ffi::OsStrExt::as_bytes(name.as_os_str());
                         super::watch::events(&buf[..n]).any(|(_, _, n)| n == name)
                     }
                     _ => false,
+                },
+                _ => {
+                    std::thread::sleep(Duration::from_secs(1));
+                    let Some(r) = me.upgrade() else { return };
+                    let now = stamp(&r);
+                    let c = now != last;
+                    last = now;
+                    c
                 }
-            } else {
-                std::thread::sleep(Duration::from_secs(1));
-                let now = stamp();
-                let c = now != last;
-                last = now;
-                c
             };
             if changed {
                 // Let the writer finish: wait for 100 ms without further events
                 // (at most a second), so a save in several steps loads once, whole.
                 if let Some(i) = &ino {
-                    use std::os::fd::AsFd;
                     let start = std::time::Instant::now();
                     while sys::poll_readable(i.as_fd(), 100).unwrap_or(false)
                         && start.elapsed() < Duration::from_secs(1)
@@ -449,7 +447,10 @@ impl Reloader {
                         let _ = sys::read(i.as_fd(), &mut buf);
                     }
                 }
-                report(self.reload());
+                let Some(r) = me.upgrade() else { return };
+                report(r.reload());
+            } else if me.strong_count() == 0 {
+                return;
             }
         }
     }

@@ -460,6 +460,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     let mut sessions: Vec<(fuser::BackgroundSession, PathBuf)> = Vec::new();
     let mut reloader = None;
     let mut asks = false;
+    let mut held = Vec::new();
     for (root, fs) in roots {
         let cfg = crate::mount::config(&root, &mount_opts);
         let live = match crate::mount::start(fs, &root, &cfg, &mount_opts) {
@@ -472,6 +473,9 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
             }
         };
         asks |= live.reloader.policy_asks();
+        // Every mount's reloader lives as long as the session: its watching threads
+        // hold it weakly.
+        held.push(live.reloader.clone());
         if root == ws {
             reloader = Some(live.reloader);
         }
