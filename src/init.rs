@@ -76,6 +76,8 @@ const MAX_LISTED: usize = 200;
 pub struct Survey {
     /// Ignore file names found (each once, in [`ignore::NAMES`] order).
     pub ignore_files: Vec<&'static str>,
+    /// Where they are, workspace-relative, sorted.
+    pub ignore_paths: Vec<String>,
     /// Claude Code settings files at the root.
     pub settings: Vec<&'static str>,
     /// Workspace-relative paths of files whose names look like secrets, sorted.
@@ -104,23 +106,28 @@ pub fn survey(root: &Path) -> Result<Survey> {
     let mut ignores = std::collections::BTreeSet::new();
     let complete = policy_imports::walk(
         fd.as_fd(),
+        policy_imports::MAX_DIRS,
         (),
         |_, _| Some(()),
         |e| {
             let name = std::ffi::OsStr::from_bytes(e.name);
-            if let Some(known) = ignore::NAMES.iter().position(|n| n.as_bytes() == e.name) {
-                ignores.insert(known);
-            } else if e.kind == libc::DT_REG
-                && secret.is_match(name)
-                && !example.is_match(name)
-                && s.secrets.len() < MAX_LISTED
-            {
+            let path = || {
                 let mut p = e.rel_dir.to_vec();
                 if !p.is_empty() {
                     p.push(b'/');
                 }
                 p.extend_from_slice(e.name);
-                s.secrets.push(String::from_utf8_lossy(&p).into_owned());
+                String::from_utf8_lossy(&p).into_owned()
+            };
+            if let Some(known) = ignore::NAMES.iter().position(|n| n.as_bytes() == e.name) {
+                ignores.insert(known);
+                s.ignore_paths.push(path());
+            } else if e.kind == libc::DT_REG
+                && secret.is_match(name)
+                && !example.is_match(name)
+                && s.secrets.len() < MAX_LISTED
+            {
+                s.secrets.push(path());
             }
             Ok(())
         },
@@ -132,6 +139,7 @@ pub fn survey(root: &Path) -> Result<Survey> {
         .filter(|n| claude::is_name(n))
         .collect();
     s.secrets.sort();
+    s.ignore_paths.sort();
     Ok(s)
 }
 
@@ -150,15 +158,32 @@ pub fn policy_text(s: &Survey, decide: impl Fn(&str) -> Decision) -> String {
          extends = \"default\"\n",
     );
     if !s.ignore_files.is_empty() {
+        t.push_str(
+            "\n# Ignore files found in this workspace: what they list is hidden, in the\n\
+             # directory of each file and below, with gitignore syntax. Found:\n",
+        );
+        for p in &s.ignore_paths {
+            let _ = writeln!(t, "#   {}", crate::printable::escape(p));
+        }
         let _ = write!(
             t,
-            "\n# Ignore files found in this workspace: what they list is hidden, in the\n\
-             # directory of each file and below, with gitignore syntax.\n\
+            "# Every ignore file name, present or not, read-only at every depth: the\n\
+             # confined command can neither change nor plant one.\n\
+             [[rules]]\n\
+             action = \"read-only\"\n\
+             paths = {:?}\n\
+             why = \"an ignore file name: this policy reads rules from these\"\n\
+             \n\
+             # Their `!` lines are not applied (`negation = false`), so that no file\n\
+             # re-includes what another hides; once you have read the files above,\n\
+             # remove that line to have git's exact semantics.\n\
              [[rules]]\n\
              action = \"deny\"\n\
              import = {:?}\n\
+             negation = false\n\
              why = \"listed in an ignore file of this workspace\"\n",
-            s.ignore_files
+            ignore::NAMES,
+            s.ignore_files,
         );
     }
     if !s.settings.is_empty() {
@@ -264,7 +289,11 @@ pub fn init(given: Option<&Path>, force: bool) -> Result<std::process::ExitCode>
     // The whole file must load as `mount` will load it.
     policy = compiled(&target, &text, &workspace)?;
     write_policy(&target, &text, exists)?;
-    println!("veilfs init: wrote {}{}", target.display(), summary_of(&s));
+    println!(
+        "veilfs init: wrote {}{}",
+        crate::printable::escape(&target.display().to_string()),
+        summary_of(&s)
+    );
     report(&policy, &workspace, &s)?;
     Ok(std::process::ExitCode::SUCCESS)
 }
@@ -334,11 +363,11 @@ fn write_policy(target: &Path, text: &str, replace: bool) -> Result<()> {
 /// Prints what the mount will hide or hold: the top of the tree, then the
 /// secret-looking files, as `explain` says them.
 fn report(policy: &Policy, workspace: &Path, s: &Survey) -> Result<()> {
-    let mut top: Vec<(String, bool)> = std::fs::read_dir(workspace)?
+    let mut top: Vec<(Vec<u8>, bool)> = std::fs::read_dir(workspace)?
         .filter_map(|e| e.ok())
         .map(|e| {
             let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
-            (e.file_name().to_string_lossy().into_owned(), is_dir)
+            (e.file_name().as_bytes().to_vec(), is_dir)
         })
         .collect();
     top.sort();
@@ -349,21 +378,31 @@ fn report(policy: &Policy, workspace: &Path, s: &Survey) -> Result<()> {
         "\nAt the top of {} (`veilfs explain PATH` for any other path):",
         workspace.display()
     )?;
+    // Names and rules come from the workspace: shown escaped (`crate::printable`).
+    use crate::printable::{escape, printable};
     for (name, is_dir) in &top {
-        let d = policy.decide(name.as_bytes(), *is_dir);
-        let shown = if *is_dir {
-            format!("{name}/")
-        } else {
-            name.clone()
-        };
-        writeln!(out, "  {:<9} {shown}  ({})", d.action.as_str(), d.why())?;
+        let d = policy.decide(name, *is_dir);
+        let slash = if *is_dir { "/" } else { "" };
+        writeln!(
+            out,
+            "  {:<9} {}{slash}  ({})",
+            d.action.as_str(),
+            printable(name),
+            escape(&d.why())
+        )?;
     }
     let below: Vec<&String> = s.secrets.iter().filter(|p| p.contains('/')).collect();
     if !below.is_empty() {
         writeln!(out, "\nFiles below it whose names look like secrets:")?;
         for p in below {
             let d = policy.decide(p.as_bytes(), false);
-            writeln!(out, "  {:<9} {p}  ({})", d.action.as_str(), d.why())?;
+            writeln!(
+                out,
+                "  {:<9} {}  ({})",
+                d.action.as_str(),
+                escape(p),
+                escape(&d.why())
+            )?;
         }
     }
     Ok(())

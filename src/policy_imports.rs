@@ -5,7 +5,8 @@
 //! veilfs mount), opens each directory from its parent's descriptor without
 //! following symbolic links, never enters `.git`, never enters a directory the
 //! policy denies by its other rules (nothing in it can be seen anyway), and stops
-//! after [`MAX_DIRS`] directories with a warning. An ignore file must be a regular
+//! with an error (the load stops, as for a bad policy) after [`MAX_DIRS`]
+//! directories. An ignore file must be a regular
 //! file of at most [`crate::config::MAX_POLICY_BYTES`] in UTF-8: one that is a
 //! symbolic link, unreadable or too big stops the load, as a bad policy does, since
 //! the rules it holds could not be honoured.
@@ -21,7 +22,7 @@ use crate::policy::{Action, Decision, Found, Policy, claude};
 use crate::sys;
 
 /// The most directories one walk enters.
-pub const MAX_DIRS: usize = 100_000;
+pub const MAX_DIRS: usize = 1_000_000;
 
 /// The built-in default policy's text for a workspace whose root holds the files
 /// `names` (see [`present_at`]): the default's rules, then, when some are ignore
@@ -113,27 +114,49 @@ pub fn attach(policy: &mut Policy, root: &Path) -> Result<Vec<String>, ConfigErr
 
 /// [`attach`] from a descriptor on the workspace root.
 pub fn attach_at(policy: &mut Policy, root: BorrowedFd) -> Result<Vec<String>, ConfigError> {
+    attach_checked(policy, root, &|_| false)
+}
+
+/// [`attach_at`], refusing (with an error naming the file) an imported file whose
+/// `(st_dev, st_ino)` `written` says was written through the mount lately: the
+/// confined command may have written it before the person renamed it into place
+/// (the reloader asks, as it does of the policy file).
+pub fn attach_checked(
+    policy: &mut Policy,
+    root: BorrowedFd,
+    written: &dyn Fn((u64, u64)) -> bool,
+) -> Result<Vec<String>, ConfigError> {
     if policy.import_names().is_empty() {
         return Ok(Vec::new());
     }
-    let Finding {
-        found,
-        mut warnings,
-        ids,
-    } = find(root, policy)?;
+    let Finding { found, ids } = find(root, policy)?;
+    if let Some((f, _)) = found.iter().zip(&ids).find(|(_, id)| written(**id)) {
+        return Err(ConfigError::Import {
+            path: shown(&f.dir, f.name.as_bytes()),
+            source: std::io::Error::other(
+                "this file was opened for writing through the mount lately, so the \
+                 confined command may have written it; keeping the old policy. Write it \
+                 anew outside the mount, then reload",
+            ),
+        });
+    }
     policy.set_source_ids(ids);
     let errors = policy.attach_imports_in(found, &context(root));
-    warnings.splice(
-        0..0,
-        errors.into_iter().map(|e| {
-            if e.at.line == 0 {
-                format!("{}: warning: {}", e.at.file, e.message)
-            } else {
-                format!("{}: warning: {}", e.at, e.message)
-            }
-        }),
-    );
-    Ok(warnings)
+    Ok(
+        // The files' text is the workspace's: shown escaped, never sent raw to a
+        // terminal (see `crate::printable`).
+        errors
+            .into_iter()
+            .map(|e| {
+                let message = crate::printable::escape(&e.message);
+                if e.at.line == 0 {
+                    format!("{}: warning: {message}", e.at.file)
+                } else {
+                    format!("{}: warning: {message}", e.at)
+                }
+            })
+            .collect(),
+    )
 }
 
 /// Where the workspace whose root is `root` is, for the absolute paths of Claude
@@ -240,10 +263,11 @@ pub struct Entry<'a> {
 /// Walks the workspace under `root` depth first: never follows a link, never enters
 /// `.git`, enters a directory only when `enter` (given its parent's state and its
 /// workspace-relative path) returns its state, and calls `file` for every other
-/// entry. Stops after [`MAX_DIRS`] directories and says so (`Ok(false)`). Nothing
+/// entry. Stops after `limit` directories and says so (`Ok(false)`). Nothing
 /// is opened but directories: `file` decides what to read.
 pub fn walk<S>(
     root: BorrowedFd,
+    limit: usize,
     start: S,
     mut enter: impl FnMut(&S, &[u8]) -> Option<S>,
     mut file: impl FnMut(Entry) -> Result<(), ConfigError>,
@@ -288,7 +312,7 @@ pub fn walk<S>(
             },
         };
         dirs += 1;
-        if dirs > MAX_DIRS {
+        if dirs > limit {
             return Ok(false);
         }
         let dir = Arc::new(dir);
@@ -343,23 +367,28 @@ pub fn walk<S>(
 
 /// Every file `policy` imports under `root`, and warnings.
 pub fn find(root: BorrowedFd, policy: &Policy) -> Result<Finding, ConfigError> {
+    find_within(root, policy, MAX_DIRS)
+}
+
+/// [`find`], refusing a workspace of more than `limit` directories to look in.
+pub fn find_within(
+    root: BorrowedFd,
+    policy: &Policy,
+    limit: usize,
+) -> Result<Finding, ConfigError> {
     let mut ids = Vec::new();
     let mut found = find_claude(root, policy, &mut ids)?;
-    let mut warnings = Vec::new();
     let names: Vec<&String> = policy
         .import_names()
         .iter()
         .filter(|n| !claude::is_name(n))
         .collect();
     if names.is_empty() {
-        return Ok(Finding {
-            found,
-            warnings,
-            ids,
-        });
+        return Ok(Finding { found, ids });
     }
     let complete = walk(
         root,
+        limit,
         Decision::root(),
         |parent, child| {
             let d = policy.decide_child(parent, child, || true);
@@ -386,28 +415,29 @@ pub fn find(root: BorrowedFd, policy: &Policy) -> Result<Finding, ConfigError> {
         },
     )?;
     if !complete {
-        warnings.push(format!(
-            "looked for {} in {MAX_DIRS} directories and stopped: ignore files in \
-             the directories not reached are not applied",
-            names
-                .iter()
-                .map(|n| n.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
+        // Fail closed: a file in a directory not reached could not be honoured (and
+        // a command could make directories enough to push the person's out of
+        // reach).
+        return Err(ConfigError::Import {
+            path: ".".into(),
+            source: std::io::Error::other(format!(
+                "more than {limit} directories to look for {} in: the files in the \
+                 directories not reached could not be honoured",
+                names
+                    .iter()
+                    .map(|n| n.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        });
     }
-    Ok(Finding {
-        found,
-        warnings,
-        ids,
-    })
+    Ok(Finding { found, ids })
 }
 
-/// What [`find`] found: the files, warnings to print, and each file's
-/// `(st_dev, st_ino)` as read.
+/// What [`find`] found: the files, and each one's `(st_dev, st_ino)` as read (in
+/// the same order).
 pub struct Finding {
     pub found: Vec<Found>,
-    pub warnings: Vec<String>,
     pub ids: Vec<(u64, u64)>,
 }
 

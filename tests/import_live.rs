@@ -148,3 +148,80 @@ fn the_watching_threads_end_with_the_mount() {
         open_fds()
     );
 }
+
+/// More directories than a walk looks into stops the load (fail closed): a
+/// command that makes directories enough must not push the person's ignore file
+/// out of reach.
+#[test]
+fn a_walk_cut_short_stops_the_load() {
+    let f = Fixture::new();
+    f.file("app/x/.cursorignore", "secret.txt\n");
+    for i in 0..30 {
+        f.dir(&format!("d/{i}"));
+    }
+    let p = Policy::parse("import.toml", POLICY).unwrap();
+    let root = std::fs::File::open(&f.src).unwrap();
+    use std::os::fd::AsFd;
+    let e = veilfs::policy_imports::find_within(root.as_fd(), &p, 10)
+        .err()
+        .expect("a walk of 30 directories within 10 must fail");
+    assert!(
+        e.to_string()
+            .contains("more than 10 directories to look for .cursorignore in"),
+        "{e}"
+    );
+    let found = veilfs::policy_imports::find_within(root.as_fd(), &p, 100)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(found.found.len(), 1);
+}
+
+/// A file written through the mount, then renamed over an imported file by the
+/// person outside (an editor's save), is not loaded on reload: the command may have
+/// written it, and could go on writing through a descriptor it kept.
+#[test]
+fn an_imported_file_written_through_the_mount_is_not_loaded() {
+    let mut f = Fixture::new();
+    f.file(".cursorignore", "secret.txt\n")
+        .file("secret.txt", "SECRET\n");
+    let file = f.tmp.path().join("policy.toml");
+    std::fs::write(&file, POLICY).unwrap();
+    let mut p = Policy::parse(&file.display().to_string(), POLICY).unwrap();
+    veilfs::policy_imports::attach(&mut p, &f.src).unwrap();
+    f.mount_policy(p, Some(&file));
+    assert!(refused(&f, "secret.txt"));
+    std::fs::write(f.m("draft.txt"), "# nothing\n").unwrap();
+    std::fs::rename(f.s("draft.txt"), f.s(".cursorignore")).unwrap();
+    let e = f.mount.as_ref().unwrap().reload().unwrap_err();
+    assert!(
+        e.contains(".cursorignore") && e.contains("opened for writing through the mount"),
+        "{e}"
+    );
+    assert!(refused(&f, "secret.txt"));
+}
+
+/// Warnings quote the imported files' text escaped: a line holding a carriage
+/// return and an escape sequence cannot forge a line of veilfs's own.
+#[test]
+fn warnings_about_imported_lines_are_escaped() {
+    let f = Fixture::new();
+    f.file(".cursorignore", "[\rveilfs: FORGED LINE\x1b[K\n");
+    let mut p = Policy::parse("import.toml", POLICY).unwrap();
+    let w = veilfs::policy_imports::attach(&mut p, &f.src).unwrap();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(!w[0].contains('\r') && !w[0].contains('\x1b'), "{:?}", w[0]);
+    assert!(
+        w[0].contains("\\x0d") && w[0].contains("\\x1b"),
+        "{:?}",
+        w[0]
+    );
+    let json = r#"{"permissions":{"deny":["Bash\nveilfs: mounted FORGED\r\u001b[2K(y)"]}}"#;
+    let g = Fixture::new();
+    g.file(".claude/settings.json", json);
+    let mut p = Policy::parse("c.toml", "[[rules]]\nimport = \".claude/settings.json\"\n").unwrap();
+    let w = veilfs::policy_imports::attach(&mut p, &g.src).unwrap();
+    assert!(
+        w.iter()
+            .all(|l| !l.contains('\n') && !l.contains('\r') && !l.contains('\x1b')),
+        "{w:?}"
+    );
+}

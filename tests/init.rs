@@ -83,7 +83,9 @@ fn init_writes_a_policy_that_loads_and_hides_what_it_says() {
     let written = std::fs::read_to_string(p("ws/.veilfs.toml")).unwrap();
     for want in [
         "extends = \"default\"\n",
-        "[[rules]]\naction = \"deny\"\nimport = [\".cursorignore\", \".aiexclude\"]\n",
+        "# directory of each file and below, with gitignore syntax. Found:\n#   .cursorignore\n#   sub/deep/.aiexclude\n",
+        "[[rules]]\naction = \"read-only\"\npaths = [\".cursorignore\", \".aiexclude\", \".geminiignore\", \".claudeignore\", \".agentignore\", \".aiderignore\", \".codeiumignore\"]\n",
+        "[[rules]]\naction = \"deny\"\nimport = [\".cursorignore\", \".aiexclude\"]\nnegation = false\n",
         "[[rules]]\nimport = [\".claude/settings.json\"]\n",
         "# Held by the rules above already:\n#   deny      .env\n#   deny      .env.production\n#   deny      certs/server.pem\n",
         "# [[rules]]\n# action = \"deny\"\n# paths = [\n#   \"/config/credentials.json\",\n#   \"/sub/api_token.json\",\n# ]\n",
@@ -148,6 +150,17 @@ fn init_writes_a_policy_that_loads_and_hides_what_it_says() {
         libc::EACCES,
         "the policy file",
     );
+    // No ignore file can be planted (one whose `!` lines a later `init --force`
+    // would import), and none is changed.
+    for rel in ["src/.geminiignore", "sub/.cursorignore", ".aiderignore"] {
+        assert_errno(std::fs::write(m(rel), "!*\n"), libc::EACCES, rel);
+        assert!(!p(&format!("ws/{rel}")).exists(), "{rel}");
+    }
+    assert_errno(
+        std::fs::write(m(".cursorignore"), "\n"),
+        libc::EACCES,
+        ".cursorignore",
+    );
     drop(d);
 }
 
@@ -200,4 +213,23 @@ fn init_in_an_empty_workspace_writes_the_default_alone() {
     let written = std::fs::read_to_string(t.path().join("ws/.veilfs.toml")).unwrap();
     assert!(written.ends_with("extends = \"default\"\n"), "{written}");
     assert!(!written.contains("[[rules]]"), "{written}");
+}
+
+/// Names in the workspace reach the terminal escaped: a name holding an escape
+/// sequence and a carriage return cannot forge a line or drive the terminal.
+#[test]
+fn init_prints_names_escaped() {
+    let t = common::temp_tree("veilfs-init-esc", &["ws/d", "rt"]);
+    let evil = "x\x1b[2J\x1b]0;pwned\x07\rveilfs init: forged_secret.txt";
+    std::fs::write(t.path().join("ws").join(evil), "s\n").unwrap();
+    std::fs::write(t.path().join("ws/d/y\x1b[31mRED_secret.txt"), "s\n").unwrap();
+    let o = veilfs(t.path(), &["init"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = text(&o);
+    assert!(
+        !out.contains('\x1b') && !out.contains('\r') && !out.contains('\x07'),
+        "{out:?}"
+    );
+    assert!(out.contains("x\\x1b[2J"), "{out}");
+    assert!(out.contains("d/y\\x1b[31mRED_secret.txt"), "{out}");
 }

@@ -281,7 +281,8 @@ impl Reloader {
         let fd = root
             .dir_fd()
             .map_err(|e| format!("the workspace root: {e}"))?;
-        crate::policy_imports::attach_at(policy, fd).map_err(|e| e.to_string())
+        crate::policy_imports::attach_checked(policy, fd, &|k| self.protected.written_lately(k))
+            .map_err(|e| e.to_string())
     }
 
     /// Tells the kernel to drop every entry and attribute it cached for this mount.
