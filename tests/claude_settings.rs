@@ -672,15 +672,19 @@ fn planted_settings_never_loosen_the_rules_before_them() {
 }
 
 /// The same through a mount: a settings file planted through the mount where
-/// none was, read at the next reload, hides more and shows nothing.
+/// none was is refused by a reload (it was written through the mount lately), and
+/// read at the next start it hides more and shows nothing.
 #[test]
-fn a_settings_file_planted_through_the_mount_only_tightens_after_a_reload() {
+fn a_settings_file_planted_through_the_mount_only_tightens() {
     let t = Tree::new();
     // Hidden by the default's own rule, not by the settings.
     std::fs::write(t.p("ws/server.key"), "KEY\n").unwrap();
-    let mut c = t.veilfs();
-    c.arg("mount").arg(t.p("ws")).arg(t.p("mnt"));
-    let d = Daemon::start(c, &t.p("mnt"));
+    let mount = || {
+        let mut c = t.veilfs();
+        c.arg("mount").arg(t.p("ws")).arg(t.p("mnt"));
+        Daemon::start(c, &t.p("mnt"))
+    };
+    let d = mount();
     assert_errno(std::fs::read(t.m(".env")), libc::EACCES, ".env");
     assert_errno(std::fs::read(t.m("server.key")), libc::EACCES, "server.key");
     // settings.local.json is not there: the command may make it.
@@ -690,20 +694,25 @@ fn a_settings_file_planted_through_the_mount_only_tightens_after_a_reload() {
         &[],
     );
     std::fs::write(t.m(".claude/settings.local.json"), planted).unwrap();
-    // The person edits the shared file outside: the policy reloads, reading both.
-    let json = settings(
-        &["Read(./.env)", "Read(./vault/**)", "Edit(./config/**)"],
-        &[],
-        &[],
-    );
-    std::fs::write(t.p("ws/.claude/settings.json"), json).unwrap();
-    // The planted file is read (readme.md is hidden now: the reload happened) ...
+    // A reload now refuses it: it was written through the mount.
+    let o = t.veilfs().arg("reload").arg(t.p("mnt")).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
-        common::wait_until(std::time::Duration::from_secs(10), || {
-            std::fs::read(t.m("readme.md")).is_err_and(|e| e.raw_os_error() == Some(libc::EACCES))
-        }),
-        "the reload did not read the planted file"
+        err.contains(".claude/settings.local.json")
+            && err.contains("opened for writing through the mount"),
+        "{err}"
     );
+    drop(d);
+    // The next start reads it (no record of the write survives the daemon) ...
+    let d = mount();
+    assert!(
+        d.said
+            .contains(".claude/settings.json, .claude/settings.local.json"),
+        "{}",
+        d.said
+    );
+    assert_errno(std::fs::read(t.m("readme.md")), libc::EACCES, "readme.md");
     // ... and shows nothing that was hidden.
     for rel in [".env", "app/.env", "vault/db.txt", "server.key"] {
         assert_errno(std::fs::read(t.m(rel)), libc::EACCES, rel);
