@@ -5,11 +5,10 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use common::daemon::Daemon;
-use common::{Fixture, assert_errno};
+use common::{Fixture, Tree, assert_errno};
 use veilfs::policy::claude::{self, Context};
 use veilfs::policy::{Found, Reason};
 use veilfs::{Action, Policy};
@@ -344,54 +343,32 @@ fn the_settings_files_are_read_only_at_their_path_and_their_directory_is_held() 
 }
 
 /// A workspace with Claude Code settings; `mnt`, `rt` beside it.
-struct Tree {
-    tmp: tempfile::TempDir,
-}
-
-impl Tree {
-    fn new() -> Tree {
-        let t = Tree {
-            tmp: common::temp_tree(
-                "veilfs-claude",
-                &["ws/.claude", "ws/vault", "ws/config", "ws/app", "mnt", "rt"],
-            ),
-        };
-        let json = settings(
-            &[
-                "Read(./.env)",
-                "Read(./vault/**)",
-                "Edit(./config/**)",
-                "Bash(curl *)",
-            ],
-            &[],
-            &["Bash(npm test)"],
-        );
-        for (rel, body) in [
-            ("ws/.claude/settings.json", json.as_str()),
-            ("ws/.env", "TOKEN=root-secret\n"),
-            ("ws/app/.env", "TOKEN=app-secret\n"),
-            ("ws/vault/db.txt", "db-secret\n"),
-            ("ws/config/app.toml", "port = 1\n"),
-            ("ws/readme.md", "readme\n"),
-        ] {
-            std::fs::write(t.p(rel), body).unwrap();
-        }
-        t
+fn claude_tree() -> Tree {
+    let t = Tree::new(
+        "veilfs-claude",
+        &["ws/.claude", "ws/vault", "ws/config", "ws/app", "mnt", "rt"],
+    );
+    let json = settings(
+        &[
+            "Read(./.env)",
+            "Read(./vault/**)",
+            "Edit(./config/**)",
+            "Bash(curl *)",
+        ],
+        &[],
+        &["Bash(npm test)"],
+    );
+    for (rel, body) in [
+        ("ws/.claude/settings.json", json.as_str()),
+        ("ws/.env", "TOKEN=root-secret\n"),
+        ("ws/app/.env", "TOKEN=app-secret\n"),
+        ("ws/vault/db.txt", "db-secret\n"),
+        ("ws/config/app.toml", "port = 1\n"),
+        ("ws/readme.md", "readme\n"),
+    ] {
+        std::fs::write(t.p(rel), body).unwrap();
     }
-
-    fn p(&self, rel: &str) -> PathBuf {
-        self.tmp.path().join(rel)
-    }
-
-    fn m(&self, rel: &str) -> PathBuf {
-        self.p("mnt").join(rel)
-    }
-
-    fn veilfs(&self) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_veilfs"));
-        c.env("VEILFS_RUNTIME_DIR", self.p("rt"));
-        c
-    }
+    t
 }
 
 fn listing(dir: &std::path::Path) -> Vec<String> {
@@ -405,7 +382,7 @@ fn listing(dir: &std::path::Path) -> Vec<String> {
 
 #[test]
 fn the_default_honours_the_settings_through_a_mount() {
-    let t = Tree::new();
+    let t = claude_tree();
     let mut c = t.veilfs();
     c.arg("mount").arg(t.p("ws")).arg(t.p("mnt"));
     let d = Daemon::start(c, &t.p("mnt"));
@@ -476,7 +453,7 @@ fn the_default_honours_the_settings_through_a_mount() {
 
 #[test]
 fn check_and_explain_report_the_settings() {
-    let t = Tree::new();
+    let t = claude_tree();
     let o = t
         .veilfs()
         .args(["explain", ".env", "vault/db.txt", "config/app.toml"])
@@ -574,7 +551,7 @@ fn a_policy_importing_the_settings_through_a_mount_with_a_link_refused() {
 
 #[test]
 fn an_outside_edit_of_the_settings_reloads() {
-    let t = Tree::new();
+    let t = claude_tree();
     let mut c = t.veilfs();
     c.arg("mount").arg(t.p("ws")).arg(t.p("mnt"));
     let d = Daemon::start(c, &t.p("mnt"));
@@ -676,7 +653,7 @@ fn planted_settings_never_loosen_the_rules_before_them() {
 /// read at the next start it hides more and shows nothing.
 #[test]
 fn a_settings_file_planted_through_the_mount_only_tightens() {
-    let t = Tree::new();
+    let t = claude_tree();
     // Hidden by the default's own rule, not by the settings.
     std::fs::write(t.p("ws/server.key"), "KEY\n").unwrap();
     let mount = || {
@@ -724,7 +701,7 @@ fn a_settings_file_planted_through_the_mount_only_tightens() {
 /// (it writes them; their paths mean something else): the default leaves them be.
 #[test]
 fn the_default_leaves_claude_codes_user_settings_in_the_home_directory_alone() {
-    let t = Tree::new();
+    let t = claude_tree();
     let o = t
         .veilfs()
         .args([

@@ -6,48 +6,29 @@
 
 mod common;
 
-use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 use common::daemon::Daemon;
-use common::{assert_errno, wait_until};
+use common::{Tree, assert_errno, wait_until};
 
-struct Tree {
-    tmp: tempfile::TempDir,
-}
-
-impl Tree {
-    fn new() -> Tree {
-        let t = Tree {
-            tmp: common::temp_tree("veilfs-default-imports", &["ws/sub", "mnt", "rt", "home"]),
-        };
-        for (rel, body) in [
-            ("ws/.cursorignore", "secret.txt\n"),
-            ("ws/secret.txt", "SECRET-1\n"),
-            ("ws/readme.md", "readme\n"),
-            ("ws/sub/.aiexclude", "notes.txt\n"),
-            ("ws/sub/notes.txt", "sub-notes\n"),
-        ] {
-            std::fs::write(t.p(rel), body).unwrap();
-        }
-        t
+/// A workspace with ignore files at its root and in `sub`; `mnt`, `rt` beside it.
+fn ignore_tree() -> Tree {
+    let t = Tree::new("veilfs-default-imports", &["ws/sub", "mnt", "rt", "home"]);
+    for (rel, body) in [
+        ("ws/.cursorignore", "secret.txt\n"),
+        ("ws/secret.txt", "SECRET-1\n"),
+        ("ws/readme.md", "readme\n"),
+        ("ws/sub/.aiexclude", "notes.txt\n"),
+        ("ws/sub/notes.txt", "sub-notes\n"),
+    ] {
+        std::fs::write(t.p(rel), body).unwrap();
     }
-
-    fn p(&self, rel: &str) -> PathBuf {
-        self.tmp.path().join(rel)
-    }
-
-    fn veilfs(&self) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_veilfs"));
-        c.env("VEILFS_RUNTIME_DIR", self.p("rt"));
-        c
-    }
+    t
 }
 
 #[test]
 fn without_a_policy_file_the_ignore_files_are_honoured_through_a_mount() {
-    let t = Tree::new();
+    let t = ignore_tree();
     let mut c = t.veilfs();
     c.arg("mount").arg(t.p("ws")).arg(t.p("mnt"));
     let d = Daemon::start(c, &t.p("mnt"));
@@ -127,7 +108,7 @@ fn without_a_policy_file_the_ignore_files_are_honoured_through_a_mount() {
 
 #[test]
 fn veilfs_run_without_a_policy_file_honours_them_too() {
-    let t = Tree::new();
+    let t = ignore_tree();
     let o = t
         .veilfs()
         .env("HOME", t.p("home"))

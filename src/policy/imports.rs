@@ -282,20 +282,7 @@ impl Policy {
                 let lines = file
                     .rules()
                     .iter()
-                    .map(|l| {
-                        let p = Pattern {
-                            rule: r.rule,
-                            action: r.action,
-                            text: l.text().to_string(),
-                            at: at(l.line()),
-                            dir_only: l.dir_only(),
-                            anchored: false,
-                            glob: l.text().to_string(),
-                            why: r.why.clone(),
-                            imported: true,
-                        };
-                        (l.line(), Arc::new(p))
-                    })
+                    .map(|l| r.pattern(r.action, l.text().to_string(), at(l.line()), l))
                     .collect();
                 r.attach(f.dir.clone(), file, order, lines);
             }
@@ -354,18 +341,7 @@ impl Policy {
                     .iter()
                     .map(|l| {
                         let m = mapped[l.line() as usize - 1];
-                        let p = Pattern {
-                            rule: r.rule,
-                            action,
-                            text: m.entry.clone(),
-                            at: at(m.at),
-                            dir_only: l.dir_only(),
-                            anchored: false,
-                            glob: l.text().to_string(),
-                            why: r.why.clone(),
-                            imported: true,
-                        };
-                        (l.line(), Arc::new(p))
+                        r.pattern(action, m.entry.clone(), at(m.at), l)
                     })
                     .collect();
                 // Deny before ask before read-only, whichever file: the order.
@@ -383,6 +359,29 @@ impl Policy {
 }
 
 impl ImportRule {
+    /// The pattern of the imported `line`, keyed by its line number: `text` and
+    /// `at` are what `explain` shows (the line, or the settings entry it came from).
+    fn pattern(
+        &self,
+        action: Action,
+        text: String,
+        at: Location,
+        line: &super::ignore::Rule,
+    ) -> (u32, Arc<Pattern>) {
+        let p = Pattern {
+            rule: self.rule,
+            action,
+            text,
+            at,
+            dir_only: line.dir_only(),
+            anchored: false,
+            glob: line.text().to_string(),
+            why: self.why.clone(),
+            imported: true,
+        };
+        (line.line(), Arc::new(p))
+    }
+
     /// Holds `file`, found in `dir`, as the file at `order` of this rule.
     fn attach(
         &mut self,

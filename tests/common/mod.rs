@@ -158,6 +158,36 @@ pub fn temp_tree(prefix: &str, dirs: &[&str]) -> tempfile::TempDir {
     tmp
 }
 
+/// A [`temp_tree`] with the paths and the `veilfs` command its tests use.
+pub struct Tree {
+    pub tmp: tempfile::TempDir,
+}
+
+impl Tree {
+    pub fn new(prefix: &str, dirs: &[&str]) -> Tree {
+        Tree {
+            tmp: temp_tree(prefix, dirs),
+        }
+    }
+
+    /// `rel` in the tree.
+    pub fn p(&self, rel: &str) -> PathBuf {
+        self.tmp.path().join(rel)
+    }
+
+    /// `rel` inside the mount point `mnt` of the tree.
+    pub fn m(&self, rel: &str) -> PathBuf {
+        self.p("mnt").join(rel)
+    }
+
+    /// The veilfs binary, with the tree's `rt` as its runtime directory.
+    pub fn veilfs(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_veilfs"));
+        c.env("VEILFS_RUNTIME_DIR", self.p("rt"));
+        c
+    }
+}
+
 /// Waits for `child` (its stdout and stderr piped) at most `limit`, killing it and
 /// failing after that: exit code (-1 for a signal), stdout, stderr.
 #[track_caller]
