@@ -160,7 +160,20 @@ fn check(path: Option<&Path>) -> Result<ExitCode> {
         ),
         None => {}
     }
-    let mut warnings: Vec<String> = loaded.policy.lint().iter().map(|w| w.to_string()).collect();
+    // Against the workspace when it is known: which absolute path a pattern was
+    // written as, what matches nothing there, a `dir/` naming a file.
+    let real = workspace.as_ref().and_then(|w| w.canonicalize().ok());
+    let lint = match &real {
+        Some(ws) => {
+            use std::os::unix::ffi::OsStrExt;
+            loaded.policy.lint_in(ws.as_os_str().as_bytes())
+        }
+        None => loaded.policy.lint(),
+    };
+    let mut warnings: Vec<String> = lint.iter().map(|w| w.to_string()).collect();
+    if let Some(ws) = &real {
+        warnings.extend(crate::check_workspace::warnings(&loaded.policy, ws));
+    }
     warnings.extend(import_warnings);
     for w in &warnings {
         eprintln!("{w}");

@@ -19,6 +19,7 @@
 pub mod app;
 pub mod ask_socket;
 pub mod audit;
+pub mod check_workspace;
 pub mod cli;
 pub mod config;
 pub mod control;

@@ -37,7 +37,7 @@ fn check_accepts_a_good_policy() {
     write(
         t.path(),
         "p.toml",
-        "[[rules]]\naction = \"deny\"\npaths = [\".env\"]\n",
+        "extends = \"none\"\n[[rules]]\naction = \"deny\"\npaths = [\".env\"]\n",
     );
     let args = ["check", "p.toml"];
     let o = veilfs(t.path(), &args);
@@ -85,15 +85,15 @@ fn check_warns_about_an_allow_beneath_a_denied_directory() {
     write(
         t.path(),
         "p.toml",
-        "[[rules]]\naction = \"deny\"\npaths = [\"secrets/\"]\n\n[[rules]]\naction = \"allow\"\npaths = [\"secrets/public.txt\"]\n",
+        "extends = \"none\"\n[[rules]]\naction = \"deny\"\npaths = [\"secrets/\"]\n\n[[rules]]\naction = \"allow\"\npaths = [\"secrets/public.txt\"]\n",
     );
     let args = ["check", "p.toml"];
     let o = veilfs(t.path(), &args);
     assert_eq!(o.status.code(), Some(0), "{}", show(&args, &o));
     assert_eq!(
         text(&o.stderr),
-        "p.toml:7:10: warning: rule 2 pattern \"secrets/public.txt\" can never take effect: \
-         `secrets` is denied by rule 1 \"secrets/\" (p.toml:3:10), and nothing beneath it can be \
+        "p.toml:8:10: warning: rule 2 pattern \"secrets/public.txt\" can never take effect: \
+         `secrets` is denied by rule 1 \"secrets/\" (p.toml:4:10), and nothing beneath it can be \
          more permissive\n"
     );
     assert!(
@@ -109,7 +109,7 @@ fn check_warns_about_an_allow_beneath_an_ask_directory_and_explain_says_ask() {
     write(
         t.path(),
         "p.toml",
-        "[[rules]]\naction = \"ask\"\npaths = [\"mig/\"]\n\n[[rules]]\naction = \"allow\"\npaths = [\"mig/open.sql\"]\n\n[[rules]]\naction = \"read-only\"\npaths = [\"mig/frozen.sql\"]\n",
+        "extends = \"none\"\n[[rules]]\naction = \"ask\"\npaths = [\"mig/\"]\n\n[[rules]]\naction = \"allow\"\npaths = [\"mig/open.sql\"]\n\n[[rules]]\naction = \"read-only\"\npaths = [\"mig/frozen.sql\"]\n",
     );
     let args = ["check", "p.toml"];
     let o = veilfs(t.path(), &args);
@@ -118,8 +118,8 @@ fn check_warns_about_an_allow_beneath_an_ask_directory_and_explain_says_ask() {
     // warning for it.
     assert_eq!(
         text(&o.stderr),
-        "p.toml:7:10: warning: rule 2 pattern \"mig/open.sql\" cannot skip the question: `mig` \
-         asks (rule 1 \"mig/\" (p.toml:3:10)), and an `allow` beneath an `ask` directory still \
+        "p.toml:8:10: warning: rule 2 pattern \"mig/open.sql\" cannot skip the question: `mig` \
+         asks (rule 1 \"mig/\" (p.toml:4:10)), and an `allow` beneath an `ask` directory still \
          asks\n"
     );
     std::fs::create_dir(t.path().join("mig")).unwrap();
@@ -138,9 +138,9 @@ fn check_warns_about_an_allow_beneath_an_ask_directory_and_explain_says_ask() {
     assert_eq!(
         rows,
         [
-            "ask       mig/  (rule 1 \"mig/\" (p.toml:3:10))",
-            "ask       mig/open.sql  (ancestor `mig` put behind a question by rule 1 \"mig/\" (p.toml:3:10))",
-            "ask       mig/frozen.sql  (ancestor `mig` put behind a question by rule 1 \"mig/\" (p.toml:3:10); read-only once approved)",
+            "ask       mig/  (rule 1 \"mig/\" (p.toml:4:10))",
+            "ask       mig/open.sql  (ancestor `mig` put behind a question by rule 1 \"mig/\" (p.toml:4:10))",
+            "ask       mig/frozen.sql  (ancestor `mig` put behind a question by rule 1 \"mig/\" (p.toml:4:10); read-only once approved)",
         ],
         "{}",
         show(&args, &o)
@@ -153,15 +153,15 @@ fn check_warns_about_a_shadowed_pattern() {
     write(
         t.path(),
         "p.toml",
-        "[[rules]]\naction = \"allow\"\npaths = [\"debug.log\"]\n\n[[rules]]\naction = \"deny\"\npaths = [\"*.log\"]\n",
+        "extends = \"none\"\n[[rules]]\naction = \"allow\"\npaths = [\"debug.log\"]\n\n[[rules]]\naction = \"deny\"\npaths = [\"*.log\"]\n",
     );
     let args = ["check", "p.toml"];
     let o = veilfs(t.path(), &args);
     assert_eq!(o.status.code(), Some(0), "{}", show(&args, &o));
     assert_eq!(
         text(&o.stderr),
-        "p.toml:3:10: warning: rule 1 pattern \"debug.log\" never takes effect: rule 2 \"*.log\" \
-         (p.toml:7:10) matches every path it matches and, coming later, decides instead (deny)\n"
+        "p.toml:4:10: warning: rule 1 pattern \"debug.log\" never takes effect: rule 2 \"*.log\" \
+         (p.toml:8:10) matches every path it matches and, coming later, decides instead (deny)\n"
     );
 }
 
@@ -175,7 +175,11 @@ fn check_without_argument_uses_the_workspace_file_else_the_builtin() {
         "{}",
         text(&o.stdout)
     );
-    write(t.path(), ".veilfs.toml", "default = \"read-only\"\n");
+    write(
+        t.path(),
+        ".veilfs.toml",
+        "extends = \"none\"\ndefault = \"read-only\"\n",
+    );
     let o = veilfs(t.path(), &["check"]);
     assert_eq!(
         text(&o.stdout),

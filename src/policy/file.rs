@@ -82,6 +82,8 @@ pub struct RawPolicy {
     pub default: Action,
     pub default_at: Option<Location>,
     pub rules: Vec<RawRule>,
+    /// `extends` as written (`"default"`, `"home-default"`, `"none"`), if given.
+    pub extends: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -185,7 +187,7 @@ fn importable() -> String {
     names.join(", ")
 }
 
-const EXTENDS: &str = r#""default" (the built-in workspace policy) or "home-default" (the built-in home policy of `veilfs run`)"#;
+const EXTENDS: &str = r#""default" (the built-in workspace policy), "home-default" (the built-in home policy of `veilfs run`) or "none" (no built-in rules)"#;
 
 /// The text of a built-in policy a file may extend, and the name its locations
 /// print as.
@@ -195,6 +197,25 @@ fn builtin_text(name: &str) -> Option<(&'static str, &'static str)> {
         "home-default" => Some((super::BUILTIN_HOME_NAME, super::HOME_DEFAULT_POLICY)),
         _ => None,
     }
+}
+
+/// What an unknown action may have been meant as: ` (did you mean "read-only"?)`.
+fn did_you_mean(s: &str) -> String {
+    let k: String = s
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .collect::<String>()
+        .to_ascii_lowercase();
+    let meant = match k.as_str() {
+        "readonly" | "ro" | "read" | "readable" | "protect" | "protected" | "nowrite"
+        | "immutable" => "read-only",
+        "denied" | "block" | "blocked" | "hide" | "hidden" | "ignore" | "exclude" | "forbid"
+        | "reject" | "none" | "deny" => "deny",
+        "allowed" | "permit" | "rw" | "readwrite" | "show" | "visible" | "allow" => "allow",
+        "asks" | "prompt" | "confirm" | "approve" | "question" | "ask" => "ask",
+        _ => return String::new(),
+    };
+    format!(" (did you mean {meant:?}?)")
 }
 
 fn parse_action(s: &str) -> Option<Action> {
@@ -215,16 +236,21 @@ fn parse_action(s: &str) -> Option<Action> {
 pub fn parse(name: &str, text: &str) -> Result<(RawPolicy, Vec<PolicyError>), LoadError> {
     let name: Arc<str> = Arc::from(name);
     let index = LineIndex::new(name.clone(), text);
-    let shape: FileShape = toml::from_str(text).map_err(|e| LoadError {
-        errors: vec![PolicyError {
-            at: index.at(e.span().map_or(0, |s| s.start)),
-            message: toml_message(e.message()),
-        }],
+    let shape: FileShape = toml::from_str(text).map_err(|e| {
+        let at = e.span().map_or(0, |s| s.start);
+        LoadError {
+            errors: vec![PolicyError {
+                at: index.at(at),
+                message: shape_message(e.message(), text, at),
+            }],
+        }
     })?;
 
     let mut errors = Vec::new();
     let base = match &shape.extends {
         None => None,
+        // Said on purpose: no built-in rules (`check` does not warn).
+        Some(e) if e.get_ref() == "none" => None,
         Some(e) => match builtin_text(e.get_ref()) {
             Some((base_name, text)) => match parse(base_name, text) {
                 Ok((raw, _)) => Some(raw),
@@ -255,8 +281,9 @@ pub fn parse(name: &str, text: &str) -> Result<(RawPolicy, Vec<PolicyError>), Lo
                     errors.push(PolicyError {
                         at: at.clone(),
                         message: format!(
-                            "unknown default action {:?}: expected {ACTIONS}",
-                            d.get_ref()
+                            "unknown default action {:?}{}: expected {ACTIONS}",
+                            d.get_ref(),
+                            did_you_mean(d.get_ref())
                         ),
                     });
                     (Action::Deny, Some(at))
@@ -301,9 +328,10 @@ pub fn parse(name: &str, text: &str) -> Result<(RawPolicy, Vec<PolicyError>), Lo
                         errors.push(PolicyError {
                             at: action_at.clone(),
                             message: format!(
-                                "rule {}: unknown action {:?}: expected {ACTIONS}",
+                                "rule {}: unknown action {:?}{}: expected {ACTIONS}",
                                 i + 1,
-                                a.get_ref()
+                                a.get_ref(),
+                                did_you_mean(a.get_ref())
                             ),
                         });
                         continue;
@@ -421,6 +449,7 @@ pub fn parse(name: &str, text: &str) -> Result<(RawPolicy, Vec<PolicyError>), Lo
             default,
             default_at,
             rules,
+            extends: shape.extends.map(|e| e.into_inner()),
         },
         errors,
     ))
@@ -434,6 +463,28 @@ fn claude_import(r: &RuleShape, text: &str) -> bool {
             .iter()
             .any(|(n, _)| super::claude::is_name(n))
     })
+}
+
+/// [`toml_message`], with the fix for the mistakes people make most: a string
+/// where a list is wanted (`paths = ".env"`).
+fn shape_message(m: &str, text: &str, at: usize) -> String {
+    if let Some(rest) = m.trim_end().strip_prefix("invalid type: string ")
+        && rest.ends_with("expected a sequence")
+    {
+        // The key the value was given to: the last `key =` before it on its line.
+        let line_start = text[..at.min(text.len())].rfind('\n').map_or(0, |i| i + 1);
+        let key = text[line_start..at.min(text.len())]
+            .split('=')
+            .next()
+            .map(str::trim)
+            .filter(|k| !k.is_empty())
+            .unwrap_or("paths");
+        let value = rest
+            .trim_end_matches("expected a sequence")
+            .trim_end_matches([',', ' ']);
+        return format!("`{key}` must be a list: `{key} = [{value}]`");
+    }
+    toml_message(m)
 }
 
 /// serde's messages name Rust-side things; keep them but make the common ones read

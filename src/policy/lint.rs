@@ -31,8 +31,11 @@ fn has_meta(glob: &str) -> bool {
     glob.contains(['*', '?', '[', ']', '{', '}', '\\'])
 }
 
-pub(super) fn lint(policy: &Policy) -> Vec<Warning> {
-    let mut out = Vec::new();
+pub(super) fn lint(policy: &Policy, workspace: Option<&[u8]>) -> Vec<Warning> {
+    let mut out = file_warnings(policy);
+    for i in policy.own_patterns() {
+        out.extend(shape_warning(&policy.patterns[i], workspace));
+    }
     let pats = &policy.patterns;
 
     // Duplicates within a rule, and the last occurrence of each glob for shadowing.
@@ -47,8 +50,14 @@ pub(super) fn lint(policy: &Policy) -> Vec<Warning> {
         }
         if let Some(j) = overridden_by(policy, i, &last) {
             let q = &pats[j];
-            let message = if q.rule == p.rule {
+            let message = if q.rule == p.rule && q.glob == p.glob {
                 format!("rule {}: pattern {:?} is listed twice", p.rule, p.text)
+            } else if q.rule == p.rule {
+                format!(
+                    "rule {} pattern {:?} is redundant: {:?} in the same rule matches \
+                     every path it matches",
+                    p.rule, p.text, q.text
+                )
             } else if q.action == p.action {
                 format!(
                     "rule {} pattern {:?} is redundant: {q} also matches every path it matches",
@@ -140,4 +149,92 @@ fn overridden_by(policy: &Policy, i: usize, last: &HashMap<(&str, bool), usize>)
         .into_iter()
         .filter(|&j| covers(j) && (p.anchored || !pats[j].anchored))
         .max()
+}
+
+/// A policy file that keeps nothing of the built-in default without saying so, or
+/// that is empty.
+fn file_warnings(policy: &Policy) -> Vec<Warning> {
+    if policy.name.starts_with('<') || policy.raw.extends.is_some() {
+        return Vec::new();
+    }
+    let at = Location {
+        file: policy.name.clone(),
+        line: 1,
+        col: 1,
+    };
+    let message = if policy.raw.rules.is_empty() && policy.default == Action::Allow {
+        "the policy is empty: it allows everything (nothing is hidden, not even .env); \
+         start from the built-in default with `extends = \"default\"` (`veilfs init` \
+         writes one)"
+            .to_string()
+    } else {
+        "the policy does not extend the built-in default, so .env, *.pem, *.key, \
+         secrets/, .ssh/ and the other credential files are hidden only where its own \
+         rules say so; add `extends = \"default\"` at the top (its rules first, yours \
+         win), or `extends = \"none\"` to say you mean it"
+            .to_string()
+    };
+    vec![Warning { at, message }]
+}
+
+/// The first directories of absolute paths: an anchored pattern starting with one
+/// of them was likely written as an absolute path.
+const ROOT_DIRS: [&str; 11] = [
+    "home", "Users", "root", "tmp", "var", "etc", "opt", "mnt", "srv", "usr", "media",
+];
+
+/// A pattern that can never do what its shape says it was meant to.
+fn shape_warning(p: &Pattern, workspace: Option<&[u8]>) -> Option<Warning> {
+    let warn = |message: String| {
+        Some(Warning {
+            at: p.at.clone(),
+            message: format!("rule {} pattern {:?} {message}", p.rule, p.text),
+        })
+    };
+    let segs: Vec<&str> = p.glob.split('/').collect();
+    if let Some(seg) = segs.iter().find(|s| s.contains("***")) {
+        return warn(format!(
+            "matches every path: in {seg:?}, `***` is not a glob of its own (a `*` \
+             matches within a name, `**` as a whole segment spans directories); write \
+             `**` for everything below, or `*` for one name"
+        ));
+    }
+    if let Some(seg) = segs.iter().find(|s| s.contains("**") && **s != "**") {
+        let fix = if let Some(rest) = seg.strip_prefix("**") {
+            format!("**/*{rest}")
+        } else if let Some(rest) = seg.strip_suffix("**") {
+            format!("{rest}*/**")
+        } else {
+            seg.replace("**", "*/**/*")
+        };
+        let fixed = p.text.replacen(seg, &fix, 1);
+        return warn(format!(
+            "does not span directories: `**` does only as a whole segment, so {seg:?} \
+             is {:?} (one name); write {fixed:?}",
+            seg.replace("**", "*")
+        ));
+    }
+    if p.anchored && p.text.starts_with('/') {
+        if let Some(ws) = workspace {
+            let ws = String::from_utf8_lossy(ws);
+            let ws = ws.trim_start_matches('/');
+            if let Some(rest) = p.glob.strip_prefix(ws).and_then(|r| r.strip_prefix('/')) {
+                return warn(format!(
+                    "is an absolute path, but patterns are relative to the workspace root \
+                     (it names `/{ws}/{}` inside the workspace); write {:?}",
+                    p.glob,
+                    format!("/{rest}{}", if p.dir_only { "/" } else { "" })
+                ));
+            }
+        }
+        if segs.len() >= 3 && ROOT_DIRS.contains(&segs[0]) {
+            return warn(
+                "looks like an absolute path, but patterns are relative to the workspace \
+                 root (a leading `/` anchors there): write the path below the workspace, \
+                 e.g. \"/.env\" for its top-level .env"
+                    .to_string(),
+            );
+        }
+    }
+    None
 }

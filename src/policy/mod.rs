@@ -473,9 +473,27 @@ impl Policy {
         self.rule_count
     }
 
-    /// Lint warnings: rules that can never take effect. Empty for a clean policy.
+    /// Lint warnings: rules that can never take effect or never do what their
+    /// shape says. Empty for a clean policy.
     pub fn lint(&self) -> Vec<Warning> {
-        lint::lint(self)
+        lint::lint(self, None)
+    }
+
+    /// [`Policy::lint`] for the workspace at the absolute path `workspace`: also
+    /// says which absolute path a pattern written with it means.
+    pub fn lint_in(&self, workspace: &[u8]) -> Vec<Warning> {
+        lint::lint(self, Some(workspace))
+    }
+
+    /// The patterns written in the policy's own file (not the extended policy's,
+    /// nor imported lines), as indexes into [`Policy::patterns`].
+    pub fn own_patterns(&self) -> Vec<usize> {
+        self.patterns
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| !p.imported && *p.at.file == *self.name)
+            .map(|(i, _)| i)
+            .collect()
     }
 
     /// Decides a workspace-relative path from scratch, walking it outermost first.
@@ -672,8 +690,8 @@ impl Policy {
     }
 
     /// Every pattern matching the path (or, for unanchored ones, its name), in rule
-    /// order, whatever the entry's type.
-    fn matching_patterns(&self, path: &[u8]) -> Vec<usize> {
+    /// order, whatever the entry's type, as indexes into [`Policy::patterns`].
+    pub fn matching_patterns(&self, path: &[u8]) -> Vec<usize> {
         let name_start = path.iter().rposition(|&b| b == b'/').map_or(0, |i| i + 1);
         let mut out = Vec::new();
         self.names

@@ -1,0 +1,80 @@
+//! What `veilfs check` says of a policy against the workspace it is for: patterns
+//! that match nothing there (a typo such as `config/prod.yml`, or a rule meant for
+//! files to come), and directory-only patterns naming a file. One walk of the tree
+//! (no link followed, `.git` not entered, no file opened); only the patterns of the
+//! policy's own file are looked at.
+
+use std::collections::HashSet;
+use std::os::fd::AsFd;
+use std::path::Path;
+
+use crate::policy::Policy;
+use crate::policy_imports;
+
+/// The warnings, as `FILE:LINE:COL: warning: ...` lines (nothing when the tree
+/// cannot be read or is too big to walk whole).
+pub fn warnings(policy: &Policy, workspace: &Path) -> Vec<String> {
+    let own = policy.own_patterns();
+    if own.is_empty() {
+        return Vec::new();
+    }
+    let Ok(root) = crate::sys::open_dir_path(workspace) else {
+        return Vec::new();
+    };
+    let pats = policy.patterns();
+    let mut matched: HashSet<usize> = HashSet::new();
+    let mut files: HashSet<Vec<u8>> = HashSet::new();
+    let seen = |path: &[u8], is_dir: bool, matched: &mut HashSet<usize>| {
+        for id in policy.matching_patterns(path) {
+            if is_dir || !pats[id].dir_only {
+                matched.insert(id);
+            }
+        }
+    };
+    let mut dirs: Vec<Vec<u8>> = Vec::new();
+    let complete = policy_imports::walk(
+        root.as_fd(),
+        policy_imports::MAX_DIRS,
+        (),
+        |_, child| {
+            dirs.push(child.to_vec());
+            Some(())
+        },
+        |e| {
+            let mut p = e.rel_dir.to_vec();
+            if !p.is_empty() {
+                p.push(b'/');
+            }
+            p.extend_from_slice(e.name);
+            seen(&p, false, &mut matched);
+            files.insert(p);
+            Ok(())
+        },
+    );
+    if !matches!(complete, Ok(true)) {
+        return Vec::new();
+    }
+    for d in &dirs {
+        seen(d, true, &mut matched);
+    }
+    let mut out = Vec::new();
+    for id in own {
+        let p = &pats[id];
+        let head = format!("{}: warning: rule {} pattern {:?}", p.at, p.rule, p.text);
+        let literal = !p.glob().contains(['*', '?', '[', ']', '{', '}', '\\']);
+        if p.dir_only && p.anchored && literal && files.contains(p.glob().as_bytes()) {
+            out.push(format!(
+                "{head} ends in `/`, so it matches directories only, but {} is a file: \
+                 write {:?}",
+                crate::printable::escape(p.glob()),
+                p.text.trim_end_matches('/')
+            ));
+        } else if !matched.contains(&id) {
+            out.push(format!(
+                "{head} matches nothing in the workspace now (a typo? it may be meant for \
+                 files to come)"
+            ));
+        }
+    }
+    out
+}
