@@ -165,25 +165,23 @@ pub fn policy_text(s: &Survey, decide: impl Fn(&str) -> Decision) -> String {
         for p in &s.ignore_paths {
             let _ = writeln!(t, "#   {}", crate::printable::escape(p));
         }
+        // Every name, not only those found: an imported name is read-only at every
+        // depth whether or not such a file exists, so the command can plant none,
+        // and one the person adds later counts.
         let _ = write!(
             t,
-            "# Every ignore file name, present or not, read-only at every depth: the\n\
-             # confined command can neither change nor plant one.\n\
-             [[rules]]\n\
-             action = \"read-only\"\n\
-             paths = {:?}\n\
-             why = \"an ignore file name: this policy reads rules from these\"\n\
-             \n\
-             # Their `!` lines are not applied (`negation = false`), so that no file\n\
-             # re-includes what another hides; once you have read the files above,\n\
-             # remove that line to have git's exact semantics.\n\
+            "# Every ignore file name is imported, found or not: each is read-only at\n\
+             # every depth (the confined command can neither change nor plant one), and\n\
+             # one you add later counts. Their `!` lines are not applied\n\
+             # (`negation = false`), so that no file re-includes what another hides;\n\
+             # once you have read the files above, remove that line to have git's\n\
+             # exact semantics.\n\
              [[rules]]\n\
              action = \"deny\"\n\
              import = {:?}\n\
              negation = false\n\
              why = \"listed in an ignore file of this workspace\"\n",
             ignore::NAMES,
-            s.ignore_files,
         );
     }
     if !s.settings.is_empty() {
@@ -213,7 +211,14 @@ pub fn policy_text(s: &Survey, decide: impl Fn(&str) -> Decision) -> String {
         t.push_str("#\n# Held by the rules above already:\n");
         for p in &hidden {
             let d = decide(p);
-            let _ = writeln!(t, "#   {:<9} {p}", d.action.as_str());
+            // Escaped: a name is the command's to choose, and a newline in it
+            // would end the comment and write policy.
+            let _ = writeln!(
+                t,
+                "#   {:<9} {}",
+                d.action.as_str(),
+                crate::printable::escape(p)
+            );
         }
     }
     if !shown.is_empty() {

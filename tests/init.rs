@@ -84,8 +84,7 @@ fn init_writes_a_policy_that_loads_and_hides_what_it_says() {
     for want in [
         "extends = \"default\"\n",
         "# directory of each file and below, with gitignore syntax. Found:\n#   .cursorignore\n#   sub/deep/.aiexclude\n",
-        "[[rules]]\naction = \"read-only\"\npaths = [\".cursorignore\", \".aiexclude\", \".geminiignore\", \".claudeignore\", \".agentignore\", \".aiderignore\", \".codeiumignore\"]\n",
-        "[[rules]]\naction = \"deny\"\nimport = [\".cursorignore\", \".aiexclude\"]\nnegation = false\n",
+        "[[rules]]\naction = \"deny\"\nimport = [\".cursorignore\", \".aiexclude\", \".geminiignore\", \".claudeignore\", \".agentignore\", \".aiderignore\", \".codeiumignore\"]\nnegation = false\n",
         "[[rules]]\nimport = [\".claude/settings.json\"]\n",
         "# Held by the rules above already:\n#   deny      .env\n#   deny      .env.production\n#   deny      certs/server.pem\n",
         "# [[rules]]\n# action = \"deny\"\n# paths = [\n#   \"/config/credentials.json\",\n#   \"/sub/api_token.json\",\n# ]\n",
@@ -232,4 +231,31 @@ fn init_prints_names_escaped() {
     );
     assert!(out.contains("x\\x1b[2J"), "{out}");
     assert!(out.contains("d/y\\x1b[31mRED_secret.txt"), "{out}");
+}
+
+/// A name the command chose cannot write policy into the file `init` writes: a
+/// secret-looking file whose name holds newlines and TOML, held by a rule (so it
+/// is listed among the files held already), stays one escaped comment line.
+#[test]
+fn a_planted_name_never_writes_policy() {
+    let t = common::temp_tree("veilfs-init-inject", &["ws/tests", "rt"]);
+    let ws = t.path().join("ws");
+    std::fs::write(ws.join(".env"), "SECRET=hunter2\n").unwrap();
+    std::fs::write(ws.join("tests/.cursorignore"), "*.key\n").unwrap();
+    let evil = "z\n[[rules]]\naction = \"allow\"\npaths = [\".env\"]\n#.key";
+    std::fs::write(ws.join("tests").join(evil), "k\n").unwrap();
+    let o = veilfs(t.path(), &["init"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let written = std::fs::read_to_string(ws.join(".veilfs.toml")).unwrap();
+    assert!(
+        written.contains("#   deny      tests/z\\x0a[[rules]]\\x0aaction = \"allow\""),
+        "{written}"
+    );
+    assert!(
+        !written.contains("\n[[rules]]\naction = \"allow\""),
+        "{written}"
+    );
+    let o = veilfs(t.path(), &["explain", ".env"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("deny      .env"), "{}", text(&o));
 }
