@@ -7,7 +7,6 @@ mod common;
 
 use std::process::Command;
 
-use common::daemon::Daemon;
 use common::{Fixture, Tree, assert_errno};
 use veilfs::policy::claude::{self, Context};
 use veilfs::policy::{Found, Reason};
@@ -371,21 +370,10 @@ fn claude_tree() -> Tree {
     t
 }
 
-fn listing(dir: &std::path::Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
-}
-
 #[test]
 fn the_default_honours_the_settings_through_a_mount() {
     let t = claude_tree();
-    let mut c = t.veilfs();
-    c.arg("mount").arg(t.p("ws")).arg(t.p("mnt"));
-    let d = Daemon::start(c, &t.p("mnt"));
+    let d = t.mount();
     assert!(
         d.said.contains(
             "with policy built-in default policy, with the rules of .claude/settings.json"
@@ -397,8 +385,8 @@ fn the_default_honours_the_settings_through_a_mount() {
     for rel in [".env", "app/.env", "vault/db.txt"] {
         assert_errno(std::fs::read(t.m(rel)), libc::EACCES, rel);
     }
-    assert_eq!(listing(&t.m("app")), Vec::<String>::new());
-    assert!(listing(&t.m("vault")).is_empty());
+    assert_eq!(common::names(&t.m("app")), Vec::<String>::new());
+    assert!(common::names(&t.m("vault")).is_empty());
     assert_eq!(
         std::fs::read_to_string(t.m("config/app.toml")).unwrap(),
         "port = 1\n"
@@ -552,15 +540,13 @@ fn a_policy_importing_the_settings_through_a_mount_with_a_link_refused() {
 #[test]
 fn an_outside_edit_of_the_settings_reloads() {
     let t = claude_tree();
-    let mut c = t.veilfs();
-    c.arg("mount").arg(t.p("ws")).arg(t.p("mnt"));
-    let d = Daemon::start(c, &t.p("mnt"));
+    let d = t.mount();
     assert_eq!(
         std::fs::read_to_string(t.m("readme.md")).unwrap(),
         "readme\n"
     );
     // The kernel holds `.claude` (as an agent's first look at the tree makes it).
-    assert!(listing(&t.m(".claude")).contains(&"settings.json".to_string()));
+    assert!(common::names(&t.m(".claude")).contains(&"settings.json".to_string()));
     let json = settings(&["Read(./.env)", "Read(readme.md)"], &[], &[]);
     std::fs::write(t.p("ws/.claude/settings.json"), json).unwrap();
     assert!(
@@ -656,11 +642,7 @@ fn a_settings_file_planted_through_the_mount_only_tightens() {
     let t = claude_tree();
     // Hidden by the default's own rule, not by the settings.
     std::fs::write(t.p("ws/server.key"), "KEY\n").unwrap();
-    let mount = || {
-        let mut c = t.veilfs();
-        c.arg("mount").arg(t.p("ws")).arg(t.p("mnt"));
-        Daemon::start(c, &t.p("mnt"))
-    };
+    let mount = || t.mount();
     let d = mount();
     assert_errno(std::fs::read(t.m(".env")), libc::EACCES, ".env");
     assert_errno(std::fs::read(t.m("server.key")), libc::EACCES, "server.key");

@@ -8,7 +8,6 @@ mod common;
 
 use std::time::Duration;
 
-use common::daemon::Daemon;
 use common::{Tree, assert_errno, wait_until};
 
 /// A workspace with ignore files at its root and in `sub`; `mnt`, `rt` beside it.
@@ -29,9 +28,7 @@ fn ignore_tree() -> Tree {
 #[test]
 fn without_a_policy_file_the_ignore_files_are_honoured_through_a_mount() {
     let t = ignore_tree();
-    let mut c = t.veilfs();
-    c.arg("mount").arg(t.p("ws")).arg(t.p("mnt"));
-    let d = Daemon::start(c, &t.p("mnt"));
+    let d = t.mount();
     assert!(
         d.said
             .contains("with policy built-in default policy, with the rules of .cursorignore"),
@@ -162,11 +159,7 @@ fn a_planted_negation_never_re_includes_what_a_later_root_file_hides() {
     for rel in ["ws/creds.txt", "ws/sub/creds.txt", "ws/sub/deep/creds.txt"] {
         std::fs::write(t.p(rel), "CREDS\n").unwrap();
     }
-    let mount = || {
-        let mut c = t.veilfs();
-        c.arg("mount").arg(t.p("ws")).arg(t.p("mnt"));
-        Daemon::start(c, &t.p("mnt"))
-    };
+    let mount = || t.mount();
     let d = mount();
     std::fs::write(t.p("mnt/sub/.cursorignore"), "!creds.txt\n").unwrap();
     drop(d);

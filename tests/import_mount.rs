@@ -6,10 +6,9 @@ mod common;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
 use std::process::Command;
 
-use common::{Fixture, assert_errno};
+use common::{Fixture, assert_errno, names};
 use veilfs::Policy;
 
 const POLICY: &str = r#"
@@ -60,15 +59,6 @@ fn mounted_from_file() -> Fixture {
     veilfs::policy_imports::attach(&mut p, &f.src).unwrap_or_else(|e| panic!("{e}"));
     f.mount_policy(p, Some(&file));
     f
-}
-
-fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
 }
 
 #[test]

@@ -186,6 +186,24 @@ impl Tree {
         c.env("VEILFS_RUNTIME_DIR", self.p("rt"));
         c
     }
+
+    /// `veilfs mount ws mnt` (no policy file: the one found in `ws`, else the
+    /// built-in default), once it is ready.
+    pub fn mount(&self) -> daemon::Daemon {
+        let mut c = self.veilfs();
+        c.arg("mount").arg(self.p("ws")).arg(self.p("mnt"));
+        daemon::Daemon::start(c, &self.p("mnt"))
+    }
+}
+
+/// The names in `dir`, sorted.
+pub fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
 }
 
 /// Waits for `child` (its stdout and stderr piped) at most `limit`, killing it and
