@@ -95,12 +95,13 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             paths,
             home_policy,
             no_home,
+            all,
             ..
         } => explain(
             policy.as_deref(),
             workspace.as_deref(),
             json,
-            &paths,
+            if all { None } else { Some(&paths) },
             (!no_home).then_some(home_policy.as_deref()),
         ),
     }
@@ -197,7 +198,8 @@ fn explain(
     policy: Option<&Path>,
     given: Option<&Path>,
     json: bool,
-    paths: &[std::path::PathBuf],
+    // `None`: every path of the workspace the policy holds (`--all`).
+    paths: Option<&[std::path::PathBuf]>,
     // `Some(file)`: paths in the home directory are decided by the home policy.
     home: Option<Option<&Path>>,
 ) -> Result<ExitCode> {
@@ -273,6 +275,10 @@ fn explain(
             )?;
         }
     }
+    let Some(paths) = paths else {
+        crate::explain_all::explain_all(&loaded.policy, workspace, json, &mut out)?;
+        return Ok(ExitCode::SUCCESS);
+    };
     for arg in paths {
         let arg = match &base {
             Some(b) if arg.is_relative() => b.join(arg),

@@ -196,10 +196,16 @@ pub enum Command {
         /// that made them.
         #[arg(long, value_name = "FILE", conflicts_with = "paths")]
         audit: Option<PathBuf>,
+        /// Instead of paths, every path of the workspace that the policy denies or
+        /// makes read-only (or asks for), with the rule that decided it: one walk of
+        /// the tree that opens no file (`.git` is not walked). A path that only
+        /// inherits its directory's decision is counted, not listed.
+        #[arg(long, conflicts_with_all = ["paths", "audit"])]
+        all: bool,
         /// Paths (relative, or absolute inside the workspace or the home directory). A
         /// trailing `/`, or an existing directory in the workspace, is asked about as
         /// a directory.
-        #[arg(required_unless_present = "audit", value_name = "PATH")]
+        #[arg(required_unless_present_any = ["audit", "all"], value_name = "PATH")]
         paths: Vec<PathBuf>,
     },
 }

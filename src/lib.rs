@@ -24,6 +24,7 @@ pub mod cli;
 pub mod config;
 pub mod control;
 pub mod doctor;
+pub mod explain_all;
 pub mod fs;
 pub mod init;
 pub mod mount;
