@@ -174,6 +174,7 @@ fn check(path: Option<&Path>) -> Result<ExitCode> {
     let mut warnings: Vec<String> = lint.iter().map(|w| w.to_string()).collect();
     if let Some(ws) = &real {
         warnings.extend(crate::check_workspace::warnings(&loaded.policy, ws));
+        warnings.extend(crate::check_workspace::tracked_warnings(&loaded.policy, ws));
     }
     warnings.extend(import_warnings);
     for w in &warnings {
@@ -279,6 +280,8 @@ fn explain(
         crate::explain_all::explain_all(&loaded.policy, workspace, json, &mut out)?;
         return Ok(ExitCode::SUCCESS);
     };
+    // Denied paths the workspace's git repository tracks: readable through history.
+    let mut tracked: Option<Vec<String>> = None;
     for arg in paths {
         let arg = match &base {
             Some(b) if arg.is_relative() => b.join(arg),
@@ -286,6 +289,18 @@ fn explain(
         };
         let line = match config::relative_path(&arg, workspace) {
             Ok(rel) => {
+                if loaded.policy.decide(&rel.bytes, false).action == crate::policy::Action::Deny {
+                    let t = tracked.get_or_insert_with(|| {
+                        crate::check_workspace::tracked_denied(&loaded.policy, workspace)
+                    });
+                    let shown = crate::printable::printable(&rel.bytes);
+                    if t.contains(&shown) {
+                        eprintln!(
+                            "veilfs explain: warning: {}",
+                            crate::check_workspace::tracked_message(&shown)
+                        );
+                    }
+                }
                 // A workspace inside the home directory: the home policy holds
                 // there too.
                 let inside = match (&home_loaded, &home_dir) {

@@ -78,3 +78,59 @@ pub fn warnings(policy: &Policy, workspace: &Path) -> Vec<String> {
     }
     out
 }
+
+/// At most this many tracked denied paths are named one by one.
+const MAX_TRACKED: usize = 20;
+
+/// The denied paths that the workspace's git repository tracks: their content is
+/// readable through history (`git show HEAD:PATH`), which veilfs cannot filter.
+/// Empty when the workspace is no git work tree's top or git is not installed.
+pub fn tracked_denied(policy: &Policy, workspace: &Path) -> Vec<String> {
+    if !workspace.join(".git").exists() {
+        return Vec::new();
+    }
+    let Ok(o) = std::process::Command::new("git")
+        .arg("-C")
+        .arg(workspace)
+        .args(["ls-files", "-z", "--cached"])
+        .stderr(std::process::Stdio::null())
+        .output()
+    else {
+        return Vec::new();
+    };
+    if !o.status.success() {
+        return Vec::new();
+    }
+    o.stdout
+        .split(|&b| b == 0)
+        .filter(|p| !p.is_empty())
+        .filter(|p| policy.decide(p, false).action == crate::policy::Action::Deny)
+        .map(crate::printable::printable)
+        .collect()
+}
+
+/// [`tracked_denied`] as warnings: one per path (at most [`MAX_TRACKED`]), then a
+/// count of the rest.
+pub fn tracked_warnings(policy: &Policy, workspace: &Path) -> Vec<String> {
+    let tracked = tracked_denied(policy, workspace);
+    let mut out: Vec<String> = tracked
+        .iter()
+        .take(MAX_TRACKED)
+        .map(|p| format!("warning: {}", tracked_message(p)))
+        .collect();
+    if tracked.len() > MAX_TRACKED {
+        out.push(format!(
+            "warning: and {} more denied paths tracked in git",
+            tracked.len() - MAX_TRACKED
+        ));
+    }
+    out
+}
+
+/// What is said of a denied path `p` that git tracks.
+pub fn tracked_message(p: &str) -> String {
+    format!(
+        "{p} is denied but tracked in git: its content is readable through history \
+         (`git show HEAD:{p}`); deny `.git/` or remove it from history"
+    )
+}

@@ -146,3 +146,39 @@ fn the_common_mistakes_get_a_message_that_says_the_fix() {
         assert!(err.contains(want), "{text}:\nwant {want}\ngot {err}");
     }
 }
+
+fn git(dir: &Path, args: &[&str]) {
+    let o = Command::new("git")
+        .args(["-c", "user.email=t@t", "-c", "user.name=t"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "git {args:?}: {}", stderr(&o));
+}
+
+/// A denied path that git tracks: its content is in `.git/objects`, which veilfs
+/// cannot filter; `check` and `explain` say so (an untracked one is not named).
+#[test]
+fn a_denied_path_tracked_in_git_is_a_warning() {
+    let (_, t) = check_in_workspace(
+        "extends = \"default\"\n[[rules]]\naction = \"deny\"\npaths = [\"config/prod.yaml\"]\n",
+    );
+    let ws = t.path();
+    git(ws, &["init", "-q", "."]);
+    git(ws, &["add", "config/prod.yaml"]);
+    git(ws, &["commit", "-qm", "x"]);
+    let want = "warning: config/prod.yaml is denied but tracked in git: its content is \
+                readable through history (`git show HEAD:config/prod.yaml`); deny `.git/` \
+                or remove it from history";
+    let o = veilfs(ws, &["check"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains(want), "{err}");
+    // certs/dev.key is denied (by the default) but not tracked: not named.
+    assert!(!err.contains("certs/dev.key is denied"), "{err}");
+    let o = veilfs(ws, &["explain", "config/prod.yaml", "certs/dev.key"]);
+    let err = stderr(&o);
+    assert!(err.contains(&format!("veilfs explain: {want}")), "{err}");
+    assert!(!err.contains("certs/dev.key is denied"), "{err}");
+}
