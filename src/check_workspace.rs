@@ -80,7 +80,7 @@ pub fn warnings(policy: &Policy, workspace: &Path) -> Vec<String> {
 }
 
 /// At most this many tracked denied paths are named one by one.
-const MAX_TRACKED: usize = 20;
+pub const MAX_TRACKED: usize = 20;
 
 /// The denied paths that the workspace's git repository tracks: their content is
 /// readable through history (`git show HEAD:PATH`), which veilfs cannot filter.
