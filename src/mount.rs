@@ -297,15 +297,10 @@ pub fn start(mut fs: VeilFs, mnt: &Path, config: &Config, opts: &MountOptions) -
     if let Some(w) = watcher.clone() {
         // An outside edit of an ignore file the policy imports reloads it. Held
         // weakly: the reloader holds the node table, whose end ends the watcher.
-        let (r, u, s) = (
-            Arc::downgrade(&reloader),
-            Arc::downgrade(&reloader),
-            Arc::downgrade(&reloader),
-        );
+        let (r, s) = (Arc::downgrade(&reloader), Arc::downgrade(&reloader));
         let report = opts.reports.reporter();
         w.on_sources(
             move |name| r.upgrade().is_some_and(|r| r.is_source(name)),
-            move |dir| u.upgrade().is_some_and(|r| r.holds_unread(dir)),
             move || {
                 if let Some(s) = s.upgrade() {
                     s.reload_soon(report)

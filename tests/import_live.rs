@@ -47,30 +47,6 @@ fn an_edit_where_the_kernel_never_looked_reloads() {
     assert!(refused(&f, "a/b/c/one.txt"));
 }
 
-/// A file made outside in a directory nothing has looked into counts when the
-/// kernel first looks into it.
-#[test]
-fn a_file_made_where_the_kernel_never_looked_counts() {
-    let mut f = Fixture::new();
-    f.file(".cursorignore", "nothing-here\n")
-        .file(".env", "E\n")
-        .file("far/away/x.txt", "X\n")
-        .file("far/away/y.txt", "Y\n");
-    mounted(&mut f);
-    std::fs::write(f.s("far/away/.cursorignore"), "x.txt\n").unwrap();
-    assert!(
-        common::wait_until(Duration::from_secs(10), || refused(&f, "far/away/x.txt")),
-        "x.txt still readable after a .cursorignore listing it was made beside it"
-    );
-    assert_eq!(
-        std::fs::read_to_string(f.m("far/away/y.txt")).unwrap(),
-        "Y\n"
-    );
-    // The reload kept this policy's rules (it has none for `.env`): it read the
-    // imported files again, it did not swap in the built-in default.
-    assert_eq!(std::fs::read_to_string(f.m(".env")).unwrap(), "E\n");
-}
-
 /// A hard link to an imported file, made before mounting, reaches the same
 /// object: no change through it is let through.
 #[test]

@@ -292,26 +292,6 @@ impl Reloader {
         super::inval::invalidate_all(&self.inodes, n);
     }
 
-    /// Whether the directory behind `dir` holds a file by a name the policy in force
-    /// imports that was not read at the last load (made since, outside the mount):
-    /// asked when the kernel first looks into a directory, so that a file made
-    /// where nothing watched counts before what it hides is read.
-    pub fn holds_unread(&self, dir: BorrowedFd) -> bool {
-        let p = self.policy.read().clone();
-        p.import_names()
-            .iter()
-            .filter(|n| !n.contains('/'))
-            .any(|n| {
-                let Ok(c) = std::ffi::CString::new(n.as_str()) else {
-                    return false;
-                };
-                sys::statat(dir, &c).is_ok_and(|st| {
-                    st.st_mode & libc::S_IFMT == libc::S_IFREG
-                        && !p.source_ids().contains(&(st.st_dev, st.st_ino))
-                })
-            })
-    }
-
     /// Reloads whenever a file the policy imports is changed, made, moved or removed
     /// outside the mount in a directory holding one (inotify on each, kept in step
     /// with every reload), whether or not the kernel holds that directory. Holds

@@ -205,8 +205,6 @@ type NameTest = dyn Fn(&[u8]) -> bool + Send + Sync;
 /// when one changes.
 struct Sources {
     is_source: Box<NameTest>,
-    /// Whether a directory holds such a file not read at the last load.
-    unread: Box<dyn Fn(BorrowedFd) -> bool + Send + Sync>,
     changed: Box<dyn Fn() + Send + Sync>,
 }
 
@@ -230,43 +228,31 @@ impl Watcher {
 
     /// Calls `changed` after a batch of outside events that touched a name for
     /// which `is_source` holds (an ignore file the policy imports: the policy is
-    /// then reloaded, as for an edit of the policy file), and when a directory the
-    /// kernel looks into for the first time holds such a file that `unread` says
-    /// was not read at the last load (made outside where nothing watched). Edits of
-    /// the files read are also watched where they are by the reloader
-    /// ([`super::reload::Reloader::watch_sources`]).
+    /// then reloaded, as for an edit of the policy file). Edits of the files read
+    /// are also watched where they are by the reloader
+    /// ([`super::reload::Reloader::watch_sources`]); a file made outside in a
+    /// directory the kernel does not hold is read at the next reload.
     pub fn on_sources(
         &self,
         is_source: impl Fn(&[u8]) -> bool + Send + Sync + 'static,
-        unread: impl Fn(BorrowedFd) -> bool + Send + Sync + 'static,
         changed: impl Fn() + Send + Sync + 'static,
     ) {
         *self.sources.lock() = Some(Sources {
             is_source: Box::new(is_source),
-            unread: Box::new(unread),
             changed: Box::new(changed),
         });
     }
 
     /// Watches the directory node `ino` (idempotent).
     pub fn watch(&self, ino: u64, dir: BorrowedFd) {
-        {
-            let mut w = self.wds.lock();
-            if w.1.contains_key(&ino) {
-                return;
-            }
-            // A full watch table only costs coherence for this directory until the
-            // TTL.
-            if let Ok(wd) = sys::inotify_add_watch(self.fd.as_fd(), dir, MASK) {
-                w.0.insert(wd, ino);
-                w.1.insert(ino, wd);
-            }
+        let mut w = self.wds.lock();
+        if w.1.contains_key(&ino) {
+            return;
         }
-        // A file the policy reads rules from, made here since the last load.
-        if let Some(s) = self.sources.lock().as_ref()
-            && (s.unread)(dir)
-        {
-            (s.changed)();
+        // A full watch table only costs coherence for this directory until the TTL.
+        if let Ok(wd) = sys::inotify_add_watch(self.fd.as_fd(), dir, MASK) {
+            w.0.insert(wd, ino);
+            w.1.insert(ino, wd);
         }
     }
 
