@@ -41,11 +41,7 @@ pub fn warnings(policy: &Policy, workspace: &Path) -> Vec<String> {
             Some(())
         },
         |e| {
-            let mut p = e.rel_dir.to_vec();
-            if !p.is_empty() {
-                p.push(b'/');
-            }
-            p.extend_from_slice(e.name);
+            let p = e.path();
             seen(&p, false, &mut matched);
             files.insert(p);
             Ok(())

@@ -50,11 +50,7 @@ pub fn walk(policy: &Policy, root: &Path) -> Result<Held> {
             Some(())
         },
         |e| {
-            let mut p = e.rel_dir.to_vec();
-            if !p.is_empty() {
-                p.push(b'/');
-            }
-            p.extend_from_slice(e.name);
+            let p = e.path();
             // As the mount decides: a symbolic link as a directory.
             let is_dir = e.kind == libc::DT_LNK;
             let d = policy.decide(&p, is_dir);

@@ -111,14 +111,7 @@ pub fn survey(root: &Path) -> Result<Survey> {
         |_, _| Some(()),
         |e| {
             let name = std::ffi::OsStr::from_bytes(e.name);
-            let path = || {
-                let mut p = e.rel_dir.to_vec();
-                if !p.is_empty() {
-                    p.push(b'/');
-                }
-                p.extend_from_slice(e.name);
-                String::from_utf8_lossy(&p).into_owned()
-            };
+            let path = || String::from_utf8_lossy(&e.path()).into_owned();
             if let Some(known) = ignore::NAMES.iter().position(|n| n.as_bytes() == e.name) {
                 ignores.insert(known);
                 s.ignore_paths.push(path());

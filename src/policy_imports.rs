@@ -260,6 +260,18 @@ pub struct Entry<'a> {
     pub kind: u8,
 }
 
+impl Entry<'_> {
+    /// Its workspace-relative path.
+    pub fn path(&self) -> Vec<u8> {
+        let mut p = self.rel_dir.to_vec();
+        if !p.is_empty() {
+            p.push(b'/');
+        }
+        p.extend_from_slice(self.name);
+        p
+    }
+}
+
 /// Walks the workspace under `root` depth first: never follows a link, never enters
 /// `.git`, enters a directory only when `enter` (given its parent's state and its
 /// workspace-relative path) returns its state, and calls `file` for every other
