@@ -24,34 +24,19 @@ pub fn warnings(policy: &Policy, workspace: &Path) -> Vec<String> {
     let pats = policy.patterns();
     let mut matched: HashSet<usize> = HashSet::new();
     let mut files: HashSet<Vec<u8>> = HashSet::new();
-    let seen = |path: &[u8], is_dir: bool, matched: &mut HashSet<usize>| {
+    let complete = policy_imports::each_path(root.as_fd(), |path, kind| {
+        let is_dir = kind == libc::DT_DIR;
         for id in policy.matching_patterns(path) {
             if is_dir || !pats[id].dir_only {
                 matched.insert(id);
             }
         }
-    };
-    let mut dirs: Vec<Vec<u8>> = Vec::new();
-    let complete = policy_imports::walk(
-        root.as_fd(),
-        policy_imports::MAX_DIRS,
-        (),
-        |_, child| {
-            dirs.push(child.to_vec());
-            Some(())
-        },
-        |e| {
-            let p = e.path();
-            seen(&p, false, &mut matched);
-            files.insert(p);
-            Ok(())
-        },
-    );
+        if !is_dir {
+            files.insert(path.to_vec());
+        }
+    });
     if !matches!(complete, Ok(true)) {
         return Vec::new();
-    }
-    for d in &dirs {
-        seen(d, true, &mut matched);
     }
     let mut out = Vec::new();
     for id in own {

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use crate::policy::{Action, Decision, Policy, Reason};
+use crate::policy::{Action, Policy, Reason};
 use crate::policy_imports;
 use crate::printable::{escape, printable};
 
@@ -30,7 +30,10 @@ pub struct Held {
 pub fn walk(policy: &Policy, root: &Path) -> Result<Held> {
     let fd = crate::sys::open_dir_path(root)?;
     let mut out = Held::default();
-    let note = |path: &[u8], is_dir: bool, d: &Decision, out: &mut Held| {
+    let complete = policy_imports::each_path(fd.as_fd(), |path, kind| {
+        // As the mount decides: a symbolic link as a directory.
+        let is_dir = kind == libc::DT_DIR || kind == libc::DT_LNK;
+        let d = policy.decide(path, is_dir);
         match d.action {
             Action::Allow => return,
             Action::Deny => out.hidden += 1,
@@ -39,34 +42,12 @@ pub fn walk(policy: &Policy, root: &Path) -> Result<Held> {
         if !matches!(d.reason, Reason::Ancestor { .. }) {
             out.listed.push((path.to_vec(), is_dir, d.action, d.why()));
         }
-    };
-    let mut dirs = Vec::new();
-    let complete = policy_imports::walk(
-        fd.as_fd(),
-        policy_imports::MAX_DIRS,
-        (),
-        |_, child| {
-            dirs.push(child.to_vec());
-            Some(())
-        },
-        |e| {
-            let p = e.path();
-            // As the mount decides: a symbolic link as a directory.
-            let is_dir = e.kind == libc::DT_LNK;
-            let d = policy.decide(&p, is_dir);
-            note(&p, is_dir, &d, &mut out);
-            Ok(())
-        },
-    )?;
+    })?;
     if !complete {
         anyhow::bail!(
             "more than {} directories: not walked whole",
             policy_imports::MAX_DIRS
         );
-    }
-    for d in dirs {
-        let dec = policy.decide(&d, true);
-        note(&d, true, &dec, &mut out);
     }
     out.listed.sort();
     Ok(out)

@@ -377,6 +377,30 @@ pub fn walk<S>(
     }
 }
 
+/// Every path under `root` as [`walk`] meets it: `f(path, kind)` for each entry,
+/// directories (`DT_DIR`, given after the rest) included. `Ok(false)`: the walk
+/// was cut short at [`MAX_DIRS`].
+pub fn each_path(root: BorrowedFd, mut f: impl FnMut(&[u8], u8)) -> Result<bool, ConfigError> {
+    let mut dirs: Vec<Vec<u8>> = Vec::new();
+    let complete = walk(
+        root,
+        MAX_DIRS,
+        (),
+        |_, child| {
+            dirs.push(child.to_vec());
+            Some(())
+        },
+        |e| {
+            f(&e.path(), e.kind);
+            Ok(())
+        },
+    )?;
+    for d in &dirs {
+        f(d, libc::DT_DIR);
+    }
+    Ok(complete)
+}
+
 /// Every file `policy` imports under `root`, and warnings.
 pub fn find(root: BorrowedFd, policy: &Policy) -> Result<Finding, ConfigError> {
     find_within(root, policy, MAX_DIRS)
