@@ -86,8 +86,12 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             check(policy.as_deref())
         }
         Command::Explain {
-            audit: Some(log), ..
-        } => explain_audit(&log),
+            audit: Some(log),
+            policy,
+            workspace,
+            json,
+            ..
+        } => explain_audit(&log, policy.as_deref(), workspace.as_deref(), json),
         Command::Explain {
             policy,
             workspace,
@@ -467,6 +471,8 @@ fn mount(
         }
     }
     let source = loaded.source();
+    // Said on the start-up line: what the policy hides, read before mounting.
+    let hiding = crate::explain_all::startup_note(&loaded.policy, src);
     if let Some(log) = &opts.audit
         && let Err(e) = crate::audit::check_outside(
             log,
@@ -493,13 +499,9 @@ fn mount(
     if let Err(e) = &control {
         eprintln!("veilfs: no control socket (`veilfs reload` will not reach this mount): {e}");
     }
-    let asks = if reloader.policy_asks() {
-        "; some paths ask: answer with `veilfs prompt` in another terminal"
-    } else {
-        ""
-    };
+    let asks = opts.mode_note(reloader.policy_asks());
     eprintln!(
-        "veilfs: mounted {} at {} with policy {source}{asks}",
+        "veilfs: mounted {} at {} with policy {source}{hiding}{asks}",
         src.display(),
         mnt.display()
     );
@@ -541,44 +543,30 @@ fn mount(
     }
 }
 
-/// `veilfs explain --audit FILE`: refusals counted by the rule that made them.
-fn explain_audit(log: &Path) -> Result<ExitCode> {
-    let text =
-        std::fs::read_to_string(log).with_context(|| format!("reading {}", log.display()))?;
-    let mut by_rule: std::collections::BTreeMap<String, (u64, std::collections::BTreeSet<String>)> =
-        Default::default();
-    let mut dropped = 0u64;
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let v: serde_json::Value = serde_json::from_str(line)
-            .with_context(|| format!("{}: not an audit line: {line}", log.display()))?;
-        if let Some(n) = v.get("dropped").and_then(|n| n.as_u64()) {
-            dropped += n;
-            continue;
+/// `veilfs explain --audit FILE`: refusals (and what a permissive run would have
+/// refused) by rule and by path, with what the policy in force decides now.
+fn explain_audit(
+    log: &Path,
+    policy: Option<&Path>,
+    given: Option<&Path>,
+    json: bool,
+) -> Result<ExitCode> {
+    let workspace = match given {
+        Some(w) => w.to_path_buf(),
+        None => {
+            let cwd = std::env::current_dir()?.canonicalize()?;
+            config::find_workspace(&cwd).0
         }
-        if v["result"] != "refused" {
-            continue;
-        }
-        let rule = match (v.get("rule"), v.get("pattern"), v.get("location")) {
-            (Some(r), Some(p), Some(l)) => format!("rule {r} {p} ({})", l.as_str().unwrap_or("")),
-            _ => v["why"].as_str().unwrap_or("?").to_string(),
-        };
-        let slot = by_rule.entry(rule).or_default();
-        slot.0 += 1;
-        slot.1.insert(v["path"].as_str().unwrap_or("").to_string());
+    };
+    let mut loaded = config::load_policy(policy, &workspace)?;
+    for w in crate::policy_imports::attach(&mut loaded.policy, &workspace)? {
+        eprintln!("veilfs explain: {w}");
     }
-    let mut rows: Vec<_> = by_rule.into_iter().collect();
-    rows.sort_by_key(|r| std::cmp::Reverse(r.1.0));
-    for (rule, (n, paths)) in rows {
-        let sample: Vec<&str> = paths.iter().take(5).map(String::as_str).collect();
-        let more = if paths.len() > 5 {
-            format!(", … {} paths", paths.len())
-        } else {
-            String::new()
-        };
-        println!("{n:>6}  {rule}: {}{more}", sample.join(", "));
+    let out = std::io::stdout();
+    let mut out = out.lock();
+    if !json {
+        writeln!(out, "# policy: {}", loaded.source())?;
     }
-    if dropped > 0 {
-        println!("{dropped:>6}  events dropped by the log (queue full)");
-    }
+    crate::explain_audit::explain_audit(log, &loaded.policy, &workspace, json, &mut out)?;
     Ok(ExitCode::SUCCESS)
 }

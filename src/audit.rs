@@ -210,8 +210,9 @@ fn write_loop(
     mut out: BufWriter<Box<dyn Write + Send>>,
     dropped: Arc<AtomicU64>,
 ) {
-    // path → (count, why)
+    // path → (count, why): refused, and what a permissive mount would have refused
     let mut refused: HashMap<Vec<u8>, (u64, String)> = HashMap::new();
+    let mut would: HashMap<Vec<u8>, (u64, String)> = HashMap::new();
     let flush_dropped = |out: &mut BufWriter<Box<dyn Write + Send>>| {
         let n = dropped.swap(0, Ordering::Relaxed);
         if n > 0 {
@@ -239,12 +240,19 @@ fn write_loop(
         v["gid"] = e.gid.into();
         v["comm"] = e.comm.into();
         let _ = writeln!(out, "{v}");
-        if e.refused {
+        let counted = if e.refused {
+            Some(&mut refused)
+        } else if e.result.is_some_and(|r| r.starts_with("would-")) {
+            Some(&mut would)
+        } else {
+            None
+        };
+        if let Some(counted) = counted {
             let shown = match root {
                 Some("home") => [b"~/".as_slice(), &e.path].concat(),
                 _ => e.path,
             };
-            let slot = refused.entry(shown).or_insert((0, e.decision.why()));
+            let slot = counted.entry(shown).or_insert((0, e.decision.why()));
             slot.0 += 1;
         }
         // One line at a time, so `tail -f` shows refusals as they happen.
@@ -252,17 +260,27 @@ fn write_loop(
     }
     flush_dropped(&mut out);
     let _ = out.flush();
-    if !refused.is_empty() {
-        let mut rows: Vec<_> = refused.into_iter().collect();
-        rows.sort_by(|a, b| b.1.0.cmp(&a.1.0).then(a.0.cmp(&b.0)));
-        eprintln!("veilfs: refused during this mount:");
-        for (path, (n, why)) in rows {
-            eprintln!(
-                "  {n:>6}× {}  ({})",
-                crate::printable::printable(&path),
-                crate::printable::escape(&why)
-            );
-        }
+    summary("refused during this mount", refused);
+    summary(
+        "would have refused during this mount (permissive: nothing was refused)",
+        would,
+    );
+}
+
+/// The summary of `counted` paths printed when the mount ends.
+fn summary(title: &str, counted: HashMap<Vec<u8>, (u64, String)>) {
+    if counted.is_empty() {
+        return;
+    }
+    let mut rows: Vec<_> = counted.into_iter().collect();
+    rows.sort_by(|a, b| b.1.0.cmp(&a.1.0).then(a.0.cmp(&b.0)));
+    eprintln!("veilfs: {title}:");
+    for (path, (n, why)) in rows {
+        eprintln!(
+            "  {n:>6}× {}  ({})",
+            crate::printable::printable(&path),
+            crate::printable::escape(&why)
+        );
     }
 }
 

@@ -192,8 +192,10 @@ pub enum Command {
         /// refused as arguments.
         #[arg(long)]
         no_home: bool,
-        /// Instead of paths, read an audit log and count its refusals by the rule
-        /// that made them.
+        /// Instead of paths, read an audit log: its refusals, and what a
+        /// `--permissive` run would have refused or asked about, counted by the
+        /// rule that made them, then path by path with what the policy in force
+        /// (--policy, --workspace) decides now.
         #[arg(long, value_name = "FILE", conflicts_with = "paths")]
         audit: Option<PathBuf>,
         /// Instead of paths, every path of the workspace that the policy denies or
@@ -249,6 +251,14 @@ pub struct CacheArgs {
     /// With --audit, log allowed operations too.
     #[arg(long, requires = "audit")]
     pub audit_all: bool,
+    /// Enforce none of the policy's rules, for tuning a policy before enforcing it:
+    /// every access they would refuse (or ask about) is allowed and written to the
+    /// --audit log as `would-refuse` (or `would-ask`), with its full path; read it
+    /// with `veilfs explain --audit FILE`. veilfs's own guards still hold: the
+    /// policy file and the files it imports stay read-only, and under `run` so do
+    /// git's control files and veilfs's configuration directory.
+    #[arg(long, requires = "audit")]
+    pub permissive: bool,
     /// Do not watch the source for outside edits (then only the TTL bounds how long
     /// the kernel may show stale entries).
     #[arg(long)]
@@ -274,6 +284,7 @@ impl CacheArgs {
         opts.threads = self.threads.max(1);
         opts.audit = self.audit.clone();
         opts.audit_all = self.audit_all;
+        opts.permissive = self.permissive;
         opts.ask_timeout = std::time::Duration::from_secs_f64(self.ask_timeout);
     }
 }

@@ -7,10 +7,11 @@
 use std::io::Write;
 use std::os::fd::AsFd;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
-use crate::policy::{Action, Policy, Reason};
+use crate::policy::{Action, Decision, Policy, Reason};
 use crate::policy_imports;
 use crate::printable::{escape, printable};
 
@@ -28,12 +29,30 @@ pub struct Held {
 
 /// Walks the workspace under `root` and decides every path with `policy`.
 pub fn walk(policy: &Policy, root: &Path) -> Result<Held> {
+    let (held, complete) = walk_within(policy, root, policy_imports::MAX_DIRS, None)?;
+    if !complete {
+        anyhow::bail!(
+            "more than {} directories: not walked whole",
+            policy_imports::MAX_DIRS
+        );
+    }
+    Ok(held)
+}
+
+/// [`walk`] of at most `limit` directories, entering none after `deadline`; says
+/// whether it saw them all. Each path is decided from its directory's decision, as
+/// the mount decides it.
+pub fn walk_within(
+    policy: &Policy,
+    root: &Path,
+    limit: usize,
+    deadline: Option<Instant>,
+) -> Result<(Held, bool)> {
     let fd = crate::sys::open_dir_path(root)?;
+    let mut late = false;
     let mut out = Held::default();
-    let complete = policy_imports::each_path(fd.as_fd(), |path, kind| {
-        // As the mount decides: a symbolic link as a directory.
-        let is_dir = kind == libc::DT_DIR || kind == libc::DT_LNK;
-        let d = policy.decide(path, is_dir);
+    let mut dirs: Vec<(Vec<u8>, Decision)> = Vec::new();
+    let count = |out: &mut Held, path: &[u8], is_dir: bool, d: &Decision| {
         match d.action {
             Action::Allow => return,
             Action::Deny => out.hidden += 1,
@@ -42,15 +61,34 @@ pub fn walk(policy: &Policy, root: &Path) -> Result<Held> {
         if !matches!(d.reason, Reason::Ancestor { .. }) {
             out.listed.push((path.to_vec(), is_dir, d.action, d.why()));
         }
-    })?;
-    if !complete {
-        anyhow::bail!(
-            "more than {} directories: not walked whole",
-            policy_imports::MAX_DIRS
-        );
+    };
+    let complete = policy_imports::walk(
+        fd.as_fd(),
+        limit,
+        Decision::root(),
+        |parent, child| {
+            if deadline.is_some_and(|t| Instant::now() > t) {
+                late = true;
+                return None;
+            }
+            let d = policy.decide_child(parent, child, || true);
+            dirs.push((child.to_vec(), d.clone()));
+            Some(d)
+        },
+        |parent, e| {
+            // As the mount decides: a symbolic link as a directory.
+            let is_dir = e.kind == libc::DT_DIR || e.kind == libc::DT_LNK;
+            let path = e.path();
+            let d = policy.decide_child(parent, &path, || is_dir);
+            count(&mut out, &path, is_dir, &d);
+            Ok(())
+        },
+    )?;
+    for (path, d) in &dirs {
+        count(&mut out, path, true, d);
     }
     out.listed.sort();
-    Ok(out)
+    Ok((out, complete && !late))
 }
 
 /// Prints [`walk`]'s findings as `explain` lines (or JSON objects), then a summary.
@@ -116,4 +154,54 @@ pub fn summary(h: &Held) -> String {
         if places == 1 { "" } else { "s" },
         h.held
     )
+}
+
+/// The most directories the start-up line's walk reads: past it, or past
+/// [`STARTUP_TIME`], the line says "at least".
+pub const STARTUP_DIRS: usize = 5_000;
+
+/// How long the start-up line's walk may take before it enters no more
+/// directories (a tree of 30,000 files takes about twice this on a warm cache).
+pub const STARTUP_TIME: Duration = Duration::from_millis(60);
+
+/// What the start-up line of `mount` and `run` adds about the workspace `root`
+/// under `policy`: how much it hides (from a walk of at most [`STARTUP_DIRS`]
+/// directories), and the denied paths its git repository tracks (readable through
+/// history). Each part begins with `; `.
+pub fn startup_note(policy: &Policy, root: &Path) -> String {
+    let deadline = Instant::now() + STARTUP_TIME;
+    let mut note = match walk_within(policy, root, STARTUP_DIRS, Some(deadline)) {
+        Ok((held, complete)) => {
+            let places = held.places();
+            format!(
+                "; hiding {}{} path{} in {} place{} (`veilfs explain --all` lists {})",
+                if complete { "" } else { "at least " },
+                held.hidden,
+                if held.hidden == 1 { "" } else { "s" },
+                places,
+                if places == 1 { "" } else { "s" },
+                if complete {
+                    "them"
+                } else {
+                    "them all: this count stopped early"
+                }
+            )
+        }
+        Err(e) => {
+            log::info!("start-up walk of {}: {e}", root.display());
+            String::new()
+        }
+    };
+    let tracked = crate::check_workspace::tracked_denied(policy, root);
+    if let Some(first) = tracked.first() {
+        note.push_str("; warning: ");
+        note.push_str(&crate::check_workspace::tracked_message(first));
+        if tracked.len() > 1 {
+            note.push_str(&format!(
+                " ({} more denied paths are tracked: `veilfs check` names them)",
+                tracked.len() - 1
+            ));
+        }
+    }
+    note
 }

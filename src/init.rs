@@ -109,7 +109,7 @@ pub fn survey(root: &Path) -> Result<Survey> {
         policy_imports::MAX_DIRS,
         (),
         |_, _| Some(()),
-        |e| {
+        |_, e| {
             let name = std::ffi::OsStr::from_bytes(e.name);
             let path = || String::from_utf8_lossy(&e.path()).into_owned();
             if let Some(known) = ignore::NAMES.iter().position(|n| n.as_bytes() == e.name) {

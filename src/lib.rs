@@ -25,6 +25,7 @@ pub mod config;
 pub mod control;
 pub mod doctor;
 pub mod explain_all;
+pub mod explain_audit;
 pub mod fs;
 pub mod init;
 pub mod mount;

@@ -52,11 +52,31 @@ pub struct MountOptions {
     pub audit: Option<PathBuf>,
     /// Log allowed operations too, not only refusals.
     pub audit_all: bool,
+    /// Enforce none of the policy's rules; log what they would refuse (see
+    /// [`crate::fs::VeilFs::set_permissive`]).
+    pub permissive: bool,
     /// Where the daemon says what its policy reloads did.
     pub reports: Reports,
     /// How long a question about an `ask` path waits for a person (see
     /// [`crate::fs::ask`]).
     pub ask_timeout: std::time::Duration,
+}
+
+impl MountOptions {
+    /// What the start-up line says of the modes that change what is refused: in
+    /// permissive mode, that nothing is; else, when `asks`, how to answer.
+    pub fn mode_note(&self, asks: bool) -> String {
+        match &self.audit {
+            Some(log) if self.permissive => format!(
+                "; PERMISSIVE: nothing is refused, what the policy would refuse is logged \
+                 to {} (read it with `veilfs explain --audit {}`)",
+                log.display(),
+                log.display()
+            ),
+            _ if asks => "; some paths ask: answer with `veilfs prompt` in another terminal".into(),
+            _ => String::new(),
+        }
+    }
 }
 
 /// Where a daemon says what a policy reload did.
@@ -92,6 +112,7 @@ impl Default for MountOptions {
             watch: true,
             audit: None,
             audit_all: false,
+            permissive: false,
             reports: Reports::Stderr,
             ask_timeout: crate::fs::ask::DEFAULT_TIMEOUT,
         }
@@ -266,6 +287,9 @@ pub fn start(mut fs: VeilFs, mnt: &Path, config: &Config, opts: &MountOptions) -
     // Handle-less opens for reading and passthrough do not mix on one inode.
     fs.set_light_open(!opts.strict_open);
     fs.set_passthrough(opts.passthrough && opts.strict_open);
+    if opts.permissive {
+        fs.set_permissive();
+    }
     let audit = match &opts.audit {
         Some(target) => {
             let (a, w) = crate::audit::Audit::start(target, opts.audit_all, crate::audit::QUEUE)?;

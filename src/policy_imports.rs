@@ -275,14 +275,14 @@ impl Entry<'_> {
 /// Walks the workspace under `root` depth first: never follows a link, never enters
 /// `.git`, enters a directory only when `enter` (given its parent's state and its
 /// workspace-relative path) returns its state, and calls `file` for every other
-/// entry. Stops after `limit` directories and says so (`Ok(false)`). Nothing
+/// entry (with its directory's state). Stops after `limit` directories and says so (`Ok(false)`). Nothing
 /// is opened but directories: `file` decides what to read.
 pub fn walk<S>(
     root: BorrowedFd,
     limit: usize,
     start: S,
     mut enter: impl FnMut(&S, &[u8]) -> Option<S>,
-    mut file: impl FnMut(Entry) -> Result<(), ConfigError>,
+    mut file: impl FnMut(&S, Entry) -> Result<(), ConfigError>,
 ) -> Result<bool, ConfigError> {
     let err = |path: String| move |source| ConfigError::Import { path, source };
     let root_dir =
@@ -367,12 +367,15 @@ pub fn walk<S>(
                 }
                 continue;
             }
-            file(Entry {
-                dir: dir.as_fd(),
-                rel_dir: &rel,
-                name: &e.name,
-                kind,
-            })?;
+            file(
+                &state,
+                Entry {
+                    dir: dir.as_fd(),
+                    rel_dir: &rel,
+                    name: &e.name,
+                    kind,
+                },
+            )?;
         }
     }
 }
@@ -380,17 +383,26 @@ pub fn walk<S>(
 /// Every path under `root` as [`walk`] meets it: `f(path, kind)` for each entry,
 /// directories (`DT_DIR`, given after the rest) included. `Ok(false)`: the walk
 /// was cut short at [`MAX_DIRS`].
-pub fn each_path(root: BorrowedFd, mut f: impl FnMut(&[u8], u8)) -> Result<bool, ConfigError> {
+pub fn each_path(root: BorrowedFd, f: impl FnMut(&[u8], u8)) -> Result<bool, ConfigError> {
+    each_path_within(root, MAX_DIRS, f)
+}
+
+/// [`each_path`] of at most `limit` directories.
+pub fn each_path_within(
+    root: BorrowedFd,
+    limit: usize,
+    mut f: impl FnMut(&[u8], u8),
+) -> Result<bool, ConfigError> {
     let mut dirs: Vec<Vec<u8>> = Vec::new();
     let complete = walk(
         root,
-        MAX_DIRS,
+        limit,
         (),
         |_, child| {
             dirs.push(child.to_vec());
             Some(())
         },
-        |e| {
+        |_, e| {
             f(&e.path(), e.kind);
             Ok(())
         },
@@ -430,7 +442,7 @@ pub fn find_within(
             let d = policy.decide_child(parent, child, || true);
             (d.action != Action::Deny).then_some(d)
         },
-        |e| {
+        |_, e| {
             let Some(name) = names.iter().find(|n| n.as_bytes() == e.name) else {
                 return Ok(());
             };

@@ -158,7 +158,17 @@ fn explain_groups_an_audit_log_by_rule() {
         .unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let rows: Vec<&str> = out.lines().collect();
+    // Counted by rule, after the two header lines (the policy, the totals) and
+    // before the lines by path.
+    let rows: Vec<&str> = out
+        .lines()
+        .skip(2)
+        .take_while(|l| !l.starts_with("# by path"))
+        .collect();
+    assert_eq!(
+        out.lines().nth(1).unwrap().split_once(": ").unwrap().1,
+        "3 refused; 0 would have been refused and 0 asked about (--permissive); in 3 paths"
+    );
     assert_eq!(
         rows[0].trim(),
         r#"2  rule 1 ".env" (p.toml:3:10): .env, a/.env"#

@@ -1,6 +1,8 @@
 //! `veilfs explain --all`: every path the policy denies or holds, with the rule,
 //! from one walk that opens no file; a summary line; `--json`.
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -99,4 +101,96 @@ fn every_held_path_is_listed_with_its_rule_and_counted() {
     assert_eq!(lines[3]["action"], "deny");
     assert_eq!(lines[5]["hidden"], 6);
     assert_eq!(lines[5]["places"], 3);
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let o = Command::new("git")
+        .args(["-c", "user.email=t@t", "-c", "user.name=t"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "git {args:?}");
+}
+
+/// The start-up line of `mount` and `run` says how much the policy hides, and warns
+/// of a denied path that git tracks (its content is readable through history),
+/// still on one line.
+#[test]
+fn the_start_up_line_says_what_is_hidden_and_warns_of_tracked_denied_paths() {
+    let t = common::Tree::new("veilfs-startup", &["ws/config", "ws/certs", "mnt", "rt"]);
+    let ws = t.p("ws");
+    std::fs::write(ws.join("config/prod.yaml"), "password: x\n").unwrap();
+    std::fs::write(ws.join("config/dev.yaml"), "password: y\n").unwrap();
+    std::fs::write(ws.join("certs/dev.key"), "KEY\n").unwrap();
+    std::fs::write(ws.join(".env"), "X=1\n").unwrap();
+    std::fs::write(
+        ws.join(".veilfs.toml"),
+        "extends = \"default\"\n[[rules]]\naction = \"deny\"\n\
+         paths = [\"config/prod.yaml\", \"config/dev.yaml\"]\n",
+    )
+    .unwrap();
+    // Untracked: the counts only.
+    let d = t.mount();
+    let line = d.said.lines().last().unwrap().to_string();
+    drop(d);
+    assert!(
+        line.ends_with("; hiding 4 paths in 4 places (`veilfs explain --all` lists them)"),
+        "{line}"
+    );
+    // Tracked: the first is named with the fix, the rest counted.
+    git(&ws, &["init", "-q", "."]);
+    git(&ws, &["add", "config/prod.yaml", "config/dev.yaml"]);
+    git(&ws, &["commit", "-qm", "x"]);
+    let warning = "; warning: config/dev.yaml is denied but tracked in git: its content is \
+                   readable through history (`git show HEAD:config/dev.yaml`); deny `.git/` or \
+                   remove it from history (1 more denied paths are tracked: `veilfs check` \
+                   names them)";
+    let d = t.mount();
+    let line = d.said.lines().last().unwrap().to_string();
+    drop(d);
+    assert!(line.contains(warning), "{line}");
+    let o = t
+        .veilfs()
+        .args(["run", "--", "true"])
+        .current_dir(&ws)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("; hiding 4 paths in 4 places (`veilfs explain --all` lists them)"),
+        "{err}"
+    );
+    assert!(err.contains(warning), "{err}");
+    // Quiet: nothing is said, and nothing walked for it.
+    let o = t
+        .veilfs()
+        .args(["run", "--quiet", "--", "true"])
+        .current_dir(&ws)
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stderr), "");
+}
+
+/// A tree larger than the start-up walk reads is counted as "at least".
+#[test]
+fn the_start_up_walk_is_bounded() {
+    let t = common::Tree::new("veilfs-startup", &["ws", "mnt", "rt"]);
+    let ws = t.p("ws");
+    for i in 0..veilfs::explain_all::STARTUP_DIRS + 10 {
+        std::fs::create_dir(ws.join(format!("d{i}"))).unwrap();
+    }
+    std::fs::write(ws.join(".env"), "X=1\n").unwrap();
+    let d = t.mount();
+    let line = d.said.lines().last().unwrap().to_string();
+    drop(d);
+    assert!(
+        line.contains(
+            "; hiding at least 1 path in 1 place (`veilfs explain --all` lists them all: this \
+             count stopped early)"
+        ),
+        "{line}"
+    );
 }

@@ -13,6 +13,7 @@ pub mod inval;
 pub mod notice;
 pub mod ops;
 mod parked;
+mod permissive;
 pub mod protect;
 pub mod reload;
 mod reply;
@@ -139,6 +140,9 @@ pub struct VeilFs {
     /// Where questions about `ask` paths go (see [`ask`]); `None`: they are
     /// refused.
     pub(crate) seat: Option<ask::Seat>,
+    /// The policy's rules refuse nothing; what they would refuse is logged (see
+    /// [`permissive`]).
+    pub(crate) permissive: bool,
 }
 
 impl VeilFs {
@@ -230,6 +234,7 @@ impl VeilFs {
             recomputed: AtomicU64::new(0),
             seam: snapshot::Seam::default(),
             seat: None,
+            permissive: false,
         })
     }
 

@@ -19,6 +19,7 @@ pub use unseen::shown_nlink;
 
 use super::ask::Access;
 use super::inode::{Key, Node, Place};
+use super::permissive::Need::{Change, See};
 use super::snapshot::Snapshot;
 use super::{FileHandle, VeilFs};
 use crate::policy::{Decision, Policy};
@@ -61,6 +62,11 @@ pub fn refuse(path: &[u8], decision: &Decision) -> io::Error {
             decision: decision.clone(),
         },
     )
+}
+
+/// The policy refusal `e` carries, if it is one.
+pub fn refusal_of(e: &io::Error) -> Option<&Refusal> {
+    e.get_ref().and_then(|x| x.downcast_ref::<Refusal>())
 }
 
 fn errno(e: i32) -> io::Error {
@@ -257,12 +263,19 @@ impl VeilFs {
     }
 
     fn visible_in(&self, s: &Snapshot, node: &Node) -> io::Result<Place> {
+        self.visible_as(s, node, true)
+    }
+
+    /// [`VeilFs::visible_in`] for the directory a request works in: in a permissive
+    /// mount the request logs its own path, not this one as well.
+    fn dir_visible_in(&self, s: &Snapshot, node: &Node) -> io::Result<Place> {
+        self.visible_as(s, node, false)
+    }
+
+    fn visible_as(&self, s: &Snapshot, node: &Node, log: bool) -> io::Result<Place> {
         let p = self.place(s, node)?;
-        if p.decision.action.visible() {
-            Ok(p)
-        } else {
-            Err(refuse(&p.path, &p.decision))
-        }
+        self.admit(&s.policy, &p.path, &p.decision, See, log)?;
+        Ok(p)
     }
 
     fn writable(&self, node: &Node) -> io::Result<Place> {
@@ -271,14 +284,17 @@ impl VeilFs {
 
     fn writable_in(&self, s: &Snapshot, node: &Node) -> io::Result<Place> {
         let p = self.place(s, node)?;
-        let approved = self.gate(&p.path, &p.decision, Access::Write, node.decided_as_dir())?;
+        let approved = self.gate(
+            s,
+            &p.path,
+            &p.decision,
+            Access::Write,
+            node.decided_as_dir(),
+        )?;
         let d = approved.as_ref().unwrap_or(&p.decision);
-        if d.action.writable() {
-            self.guard_key(node.key, &p.path)?;
-            Ok(p)
-        } else {
-            Err(refuse(&p.path, d))
-        }
+        self.admit(&s.policy, &p.path, d, Change, true)?;
+        self.guard_key(node.key, &p.path)?;
+        Ok(p)
     }
 
     /// The node's content may be read (opened for reading, listed): visible, and
@@ -289,14 +305,15 @@ impl VeilFs {
 
     fn readable_in(&self, s: &Snapshot, node: &Node) -> io::Result<Place> {
         let p = self.visible_in(s, node)?;
-        self.gate(&p.path, &p.decision, Access::Read, node.decided_as_dir())?;
+        self.gate(s, &p.path, &p.decision, Access::Read, node.decided_as_dir())?;
         Ok(p)
     }
 
     /// The decision a request for `access` to `path` goes by, when it is not `d`
-    /// itself (see [`super::ask::gate`]).
+    /// itself (see [`super::ask::gate`]). A permissive mount asks nothing.
     fn gate(
         &self,
+        s: &Snapshot,
         path: &[u8],
         d: &Decision,
         access: Access,
@@ -304,6 +321,9 @@ impl VeilFs {
     ) -> io::Result<Option<Decision>> {
         if d.action != crate::policy::Action::Ask {
             return Ok(None);
+        }
+        if let Some(d) = self.waived_question(&s.policy, path, d, access) {
+            return Ok(Some(d));
         }
         super::ask::gate(self.seat.as_ref(), path, d, access, is_dir).map(Some)
     }
@@ -314,11 +334,8 @@ impl VeilFs {
         let s = self.snapshot();
         let p = self.writable_in(&s, node)?;
         let d = p.decision.for_own_attributes(s.policy.default_action());
-        if d.action.writable() {
-            Ok(p)
-        } else {
-            Err(refuse(&p.path, &d))
-        }
+        self.admit(&s.policy, &p.path, &d, Change, true)?;
+        Ok(p)
     }
 
     /// The decision for a name in a directory, asking the disk for the entry's type
@@ -512,14 +529,12 @@ impl VeilFs {
     pub fn lookup(&self, parent: u64, name: &OsStr) -> io::Result<(Arc<Node>, libc::stat)> {
         let s = self.snapshot();
         let dir = self.node(parent)?;
-        let dp = self.visible_in(&s, &dir)?;
+        let dp = self.dir_visible_in(&s, &dir)?;
         let cname = sys::name(name)?;
         self.seam.run();
         let path = join(&dp.path, cname.to_bytes());
         let (d, as_file) = self.decide_on_disk(&s.policy, &dir, &dp.decision, &path, &cname);
-        if !d.action.visible() {
-            return Err(refuse(&path, &d));
-        }
+        self.admit(&s.policy, &path, &d, See, true)?;
         let at = Entering {
             parent,
             dir: &dir,
@@ -693,14 +708,12 @@ impl VeilFs {
     ) -> io::Result<Changing> {
         let epoch = s.epoch;
         let dir = self.node(parent)?;
-        let dp = self.visible_in(s, &dir)?;
+        let dp = self.dir_visible_in(s, &dir)?;
         let cname = sys::name(name)?;
         let (path, d) = self.child(s, &dir, &dp, &cname, kind);
-        let approved = self.gate(&path, &d, Access::Write, matches!(kind, Kind::Dir))?;
+        let approved = self.gate(s, &path, &d, Access::Write, matches!(kind, Kind::Dir))?;
         let may = approved.as_ref().unwrap_or(&d);
-        if !may.action.writable() {
-            return Err(refuse(&path, may));
-        }
+        self.admit(&s.policy, &path, may, Change, true)?;
         Ok(Changing {
             parent,
             dir,
@@ -891,8 +904,8 @@ impl VeilFs {
         let policy = &*s.policy;
         let (from_dir, to_dir) = (self.node(parent)?, self.node(newparent)?);
         let (fp, tp) = (
-            self.visible_in(&s, &from_dir)?,
-            self.visible_in(&s, &to_dir)?,
+            self.dir_visible_in(&s, &from_dir)?,
+            self.dir_visible_in(&s, &to_dir)?,
         );
         let (from, to) = (sys::name(name)?, sys::name(newname)?);
         let from_st = sys::statat(from_dir.dir_fd()?, &from)?;
@@ -904,13 +917,9 @@ impl VeilFs {
         let (from_path, from_now) = self.child(&s, &from_dir, &fp, &from, kind_of(from_as_dir));
         let (to_path, from_then) = self.child(&s, &to_dir, &tp, &to, kind_of(from_as_dir));
         let may = |path: &[u8], d: &Decision, is_dir: bool| -> io::Result<()> {
-            let approved = self.gate(path, d, Access::Write, is_dir)?;
+            let approved = self.gate(&s, path, d, Access::Write, is_dir)?;
             let d = approved.as_ref().unwrap_or(d);
-            if d.action.writable() {
-                Ok(())
-            } else {
-                Err(refuse(path, d))
-            }
+            self.admit(&s.policy, path, d, Change, true)
         };
         may(&from_path, &from_now, from_as_dir)?;
         may(&to_path, &from_then, from_as_dir)?;
@@ -1282,7 +1291,7 @@ impl VeilFs {
         };
         let asks = place.decision.action == crate::policy::Action::Ask;
         if asks && !found.as_ref().is_some_and(|l| l.approved_for(pid)) {
-            self.gate(&place.path, &place.decision, Access::Read, true)?;
+            self.gate(&s, &place.path, &place.decision, Access::Read, true)?;
         }
         if let Some(l) = found {
             if asks {
@@ -1357,7 +1366,9 @@ impl VeilFs {
                 let path = join(&place.path, &e.name);
                 let as_dir = matches!(e.kind, libc::DT_DIR | libc::DT_LNK | libc::DT_UNKNOWN);
                 let d = self.decide(&s.policy, &place.decision, &path, || as_dir);
-                if d.action.visible() {
+                // A permissive mount lists everything (a name is logged when it is
+                // used, not when it is listed).
+                if d.action.visible() || self.permissive {
                     e.clone()
                 } else {
                     Listed {
@@ -1397,7 +1408,7 @@ impl VeilFs {
                     .is_none_or(|st| decided_as_dir(st.st_mode)),
                 _ => false,
             });
-            if d.action.visible() {
+            if d.action.visible() || self.permissive {
                 entries.push(Listed {
                     ino: self.inodes.listed_ino(dev, e.ino),
                     kind: e.kind,
@@ -1465,12 +1476,11 @@ impl VeilFs {
     /// approved (a question comes when the content is used).
     pub fn access(&self, ino: u64, mask: i32) -> io::Result<()> {
         let node = self.node(ino)?;
-        let p = self.visible(&node)?;
+        let s = self.snapshot();
+        let p = self.visible_in(&s, &node)?;
         if mask & libc::W_OK != 0 {
             let d = p.decision.once_approved();
-            if !d.action.writable() {
-                return Err(refuse(&p.path, &d));
-            }
+            self.admit(&s.policy, &p.path, &d, Change, true)?;
             self.guard_key(node.key, &p.path)?;
         }
         Ok(())

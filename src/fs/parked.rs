@@ -34,7 +34,8 @@ impl Served {
     ) {
         let who = Who::from(req);
         guard(op, || {
-            if let Err((e, reply)) = body(&self.0, who, reply) {
+            let r = super::permissive::serving(op, who, || body(&self.0, who, reply));
+            if let Err((e, reply)) = r {
                 park(
                     self.0.clone(),
                     who,
@@ -135,9 +136,9 @@ fn park<R: Refuse>(
                 let mut grants = grants;
                 grants.push(g);
                 guard(op, || {
-                    if let Err((e, reply)) =
+                    if let Err((e, reply)) = super::permissive::serving(op, who, || {
                         super::ask::with_grants(&grants, || body(&fs, who, reply))
-                    {
+                    }) {
                         park(fs.clone(), who, op, e, reply, body.clone(), grants.clone());
                     }
                 })

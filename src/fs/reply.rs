@@ -47,6 +47,13 @@ pub(super) fn guard(op: &'static str, handler: impl FnOnce()) {
     }
 }
 
+/// [`guard`] for a request of `req`'s, which a permissive mount logs as `op` of
+/// its caller (see [`super::permissive`]).
+pub(super) fn guard_req(req: &Request, op: &'static str, handler: impl FnOnce()) {
+    let who = Who::from(req);
+    guard(op, || super::permissive::serving(op, who, handler))
+}
+
 /// Set while a fault is injected (see [`inject_lookup_panic`]).
 static FAULT_ARMED: AtomicBool = AtomicBool::new(false);
 static PANIC_ON_LOOKUP: parking_lot::Mutex<Option<OsString>> = parking_lot::Mutex::new(None);

@@ -77,6 +77,17 @@ impl Decision {
         }
     }
 
+    /// Allowed, with no rule behind it (what a permissive mount starts from before
+    /// veilfs's own guards, see [`crate::fs::VeilFs::set_permissive`]).
+    pub fn allowed() -> Decision {
+        Decision {
+            action: Action::Allow,
+            reason: Reason::Default,
+            ruled: false,
+            approved: Action::Allow,
+        }
+    }
+
     /// What the path is once a person approves its use: for [`Action::Ask`],
     /// `allow` or `read-only`; otherwise the action itself.
     pub fn granted(&self) -> Action {

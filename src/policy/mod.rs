@@ -527,6 +527,13 @@ impl Policy {
         is_dir: impl FnOnce() -> bool,
     ) -> Decision {
         let d = self.decide_by_rules(parent, path, is_dir);
+        self.guard_names(path, d)
+    }
+
+    /// `d` for `path` with the guards on the names this policy keeps: at least
+    /// read-only where the name is [`POLICY_FILE_NAME`] or a file this policy imports
+    /// rules from.
+    pub fn guard_names(&self, path: &[u8], d: Decision) -> Decision {
         let name_start = path.iter().rposition(|&b| b == b'/').map_or(0, |i| i + 1);
         let name = &path[name_start..];
         if name == POLICY_FILE_NAME.as_bytes() {

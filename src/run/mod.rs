@@ -202,6 +202,12 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         Ok(warnings) => warnings.iter().for_each(|w| eprintln!("veilfs run: {w}")),
         Err(e) => return refuse(e),
     }
+    // Said on the start-up line: what the policy hides, read before mounting.
+    let hiding = if opts.quiet {
+        String::new()
+    } else {
+        crate::explain_all::startup_note(&loaded.policy, &ws)
+    };
     // And those the home policy imports, in the home directory.
     if let (home::Layout::Separate(h), Some(hp)) = (&layout, &mut home_loaded) {
         match crate::policy_imports::attach(&mut hp.policy, h) {
@@ -525,15 +531,11 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     };
     if !opts.quiet {
         eprintln!(
-            "veilfs: running {} in {} ({found}) with policy {}{home_note}{system_note}{as_root}{env_note}{}",
+            "veilfs: running {} in {} ({found}) with policy {}{hiding}{home_note}{system_note}{as_root}{env_note}{}",
             command[0].to_string_lossy(),
             ws.display(),
             source,
-            if asks {
-                "; some paths ask: answer with `veilfs prompt` in another terminal"
-            } else {
-                ""
-            }
+            opts.mount.mode_note(asks)
         );
     }
 

@@ -21,7 +21,7 @@
 use std::ffi::CStr;
 use std::io;
 
-use super::{Node, Place, Snapshot, VeilFs, refuse};
+use super::{Node, Place, Snapshot, VeilFs};
 use crate::policy::{Decision, Policy};
 use crate::sys;
 
@@ -84,11 +84,11 @@ impl VeilFs {
             return Ok(());
         }
         let d = self.decide(&s.policy, &dp.decision, path, || true);
-        if d.action.visible() {
-            return Ok(());
+        let r = self.admit(&s.policy, path, &d, super::See, true);
+        if r.is_err() {
+            node.place.lock().epoch = u64::MAX;
+            self.forget(node.ino, 1);
         }
-        node.place.lock().epoch = u64::MAX;
-        self.forget(node.ino, 1);
-        Err(refuse(path, &d))
+        r
     }
 }

@@ -1,0 +1,200 @@
+//! `veilfs explain --audit FILE`: what an audit log says was refused, or would have
+//! been (a `--permissive` run), counted by the rule that made the decision, then
+//! path by path with what the policy in force decides now, so that a person tuning
+//! a policy sees which of the logged accesses the edited policy still refuses.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+use crate::policy::{Action, Decision, Policy};
+
+/// What the log says of one path.
+#[derive(Default)]
+struct Seen {
+    /// `refused`, `would-refuse`, `would-ask` → how many events.
+    results: BTreeMap<String, u64>,
+    ops: BTreeSet<String>,
+    comms: BTreeSet<String>,
+    /// The rule of the first event, as the log names it.
+    rule: String,
+}
+
+impl Seen {
+    fn count(&self) -> u64 {
+        self.results.values().sum()
+    }
+}
+
+/// The events counted: refusals and what a permissive mount would have refused.
+fn counted(result: &str) -> bool {
+    result == "refused" || result.starts_with("would-")
+}
+
+/// The rule an event names, as one line.
+fn rule_of(v: &serde_json::Value) -> String {
+    match (v.get("rule"), v.get("pattern"), v.get("location")) {
+        (Some(r), Some(p), Some(l)) => format!("rule {r} {p} ({})", l.as_str().unwrap_or("")),
+        _ => v["why"].as_str().unwrap_or("?").to_string(),
+    }
+}
+
+/// The log's paths (the home mount's with `~/` before them), and the events dropped.
+fn read_log(log: &Path) -> Result<(BTreeMap<String, Seen>, u64)> {
+    let text =
+        std::fs::read_to_string(log).with_context(|| format!("reading {}", log.display()))?;
+    let mut paths: BTreeMap<String, Seen> = BTreeMap::new();
+    let mut dropped = 0u64;
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let v: serde_json::Value = serde_json::from_str(line)
+            .with_context(|| format!("{}: not an audit line: {line}", log.display()))?;
+        if let Some(n) = v.get("dropped").and_then(|n| n.as_u64()) {
+            dropped += n;
+            continue;
+        }
+        let result = v["result"].as_str().unwrap_or("");
+        if !counted(result) {
+            continue;
+        }
+        let path = v["path"].as_str().unwrap_or("");
+        let key = match v["root"].as_str() {
+            Some("home") => format!("~/{path}"),
+            _ => path.to_string(),
+        };
+        let seen = paths.entry(key).or_default();
+        if seen.rule.is_empty() {
+            seen.rule = rule_of(&v);
+        }
+        *seen.results.entry(result.to_string()).or_default() += 1;
+        if let Some(op) = v["op"].as_str() {
+            seen.ops.insert(op.to_string());
+        }
+        if let Some(c) = v["comm"].as_str().filter(|c| !c.is_empty()) {
+            seen.comms.insert(c.to_string());
+        }
+    }
+    Ok((paths, dropped))
+}
+
+/// What `policy` decides now for the workspace path `path`, as the mount decides
+/// it: a directory or a symbolic link as a directory, a name that is not there as
+/// one where that denies it. `None` for a path of the home directory.
+fn decide_now(policy: &Policy, workspace: &Path, path: &str) -> Option<Decision> {
+    use std::os::unix::ffi::OsStrExt;
+    if path.starts_with("~/") {
+        return None;
+    }
+    if path.is_empty() {
+        return Some(Decision::root());
+    }
+    let bytes = path.as_bytes();
+    let is_dir = match workspace
+        .join(std::ffi::OsStr::from_bytes(bytes))
+        .symlink_metadata()
+    {
+        Ok(m) => m.is_dir() || m.file_type().is_symlink(),
+        Err(_) => {
+            policy.decide(bytes, true).action == Action::Deny
+                && policy.decide(bytes, false).action != Action::Deny
+        }
+    };
+    Some(policy.decide(bytes, is_dir))
+}
+
+/// Writes the report of `log`, the decisions now taken by `policy` for the
+/// workspace `workspace`.
+pub fn explain_audit(
+    log: &Path,
+    policy: &Policy,
+    workspace: &Path,
+    json: bool,
+    out: &mut impl Write,
+) -> Result<()> {
+    let (paths, dropped) = read_log(log)?;
+    let p = crate::printable::escape;
+    if json {
+        for (path, seen) in &paths {
+            let mut v = serde_json::json!({
+                "path": path,
+                "count": seen.count(),
+                "results": seen.results,
+                "ops": seen.ops,
+                "comms": seen.comms,
+                "logged_rule": seen.rule,
+            });
+            if let Some(d) = decide_now(policy, workspace, path) {
+                v["now"] = d.to_json(path.as_bytes());
+            }
+            writeln!(out, "{v}")?;
+        }
+        if dropped > 0 {
+            writeln!(out, "{}", serde_json::json!({ "dropped": dropped }))?;
+        }
+        return Ok(());
+    }
+    let total = |r: &str| -> u64 { paths.values().filter_map(|s| s.results.get(r)).sum() };
+    let (refused, would, asked) = (total("refused"), total("would-refuse"), total("would-ask"));
+    writeln!(
+        out,
+        "# {}: {refused} refused; {would} would have been refused and {asked} asked about \
+         (--permissive); in {} paths",
+        p(&log.display().to_string()),
+        paths.len()
+    )?;
+    // By rule: how many events, and a few of the paths.
+    let mut by_rule: BTreeMap<&str, (u64, Vec<&str>)> = BTreeMap::new();
+    for (path, seen) in &paths {
+        let slot = by_rule.entry(&seen.rule).or_default();
+        slot.0 += seen.count();
+        slot.1.push(path);
+    }
+    let mut rows: Vec<_> = by_rule.into_iter().collect();
+    rows.sort_by_key(|r| std::cmp::Reverse(r.1.0));
+    for (rule, (n, paths)) in rows {
+        let sample: Vec<String> = paths.iter().take(5).map(|s| p(s)).collect();
+        let more = if paths.len() > 5 {
+            format!(", … {} paths", paths.len())
+        } else {
+            String::new()
+        };
+        writeln!(out, "{n:>6}  {}: {}{more}", p(rule), sample.join(", "))?;
+    }
+    if dropped > 0 {
+        writeln!(out, "{dropped:>6}  events dropped by the log (queue full)")?;
+    }
+    if paths.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "# by path; now: what the policy in force decides (workspace {})",
+        p(&workspace.display().to_string())
+    )?;
+    let mut rows: Vec<_> = paths.iter().collect();
+    rows.sort_by(|a, b| b.1.count().cmp(&a.1.count()).then(a.0.cmp(b.0)));
+    for (path, seen) in rows {
+        let results: Vec<String> = seen
+            .results
+            .iter()
+            .map(|(r, n)| format!("{n} {r}"))
+            .collect();
+        let by: Vec<String> = seen.ops.iter().map(|s| p(s)).collect();
+        let who: Vec<String> = seen.comms.iter().map(|s| p(s)).collect();
+        let now = match decide_now(policy, workspace, path) {
+            Some(d) => format!("now {} ({})", d.action.as_str(), p(&d.why())),
+            None => "now: see `veilfs explain` of the home path".into(),
+        };
+        writeln!(
+            out,
+            "{:>6}  {}  {} by {}; {}; {now}",
+            seen.count(),
+            p(path),
+            results.join(", "),
+            who.join(", "),
+            by.join(", "),
+        )?;
+    }
+    Ok(())
+}

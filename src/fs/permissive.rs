@@ -1,0 +1,204 @@
+//! Permissive mode (`--permissive`, as SELinux has it): the policy's rules refuse
+//! nothing, and every access they *would* refuse is written to the audit log
+//! (`"result": "would-refuse"`, or `"would-ask"` for a path that asks), so that a
+//! person can run a command once, read `veilfs explain --audit`, and then enforce.
+//!
+//! What still holds is veilfs's own guards, which are not the policy but what keeps
+//! the policy (and what the person runs later) from being rewritten by the command:
+//! the policy file and the files the policy imports (by name and by identity), the
+//! directories that hold them, and, under `veilfs run`, git's control files and
+//! veilfs's configuration directory. A tuning run that could plant the policy of
+//! the enforcing run after it would tune nothing.
+//!
+//! Every check in [`super::ops`] goes through [`VeilFs::admit`], which looks at the
+//! mode only on the way to a refusal, so a mount that is not permissive pays
+//! nothing. Each would-be refusal is logged once per request and
+//! path, with the path the request named in full (a path under a denied directory
+//! is looked up, so `cat certs/dev.key` logs `certs/dev.key`, where an enforcing
+//! mount can only log `certs`: the lookup stops there). The checks of a request's
+//! parent directories log nothing of their own.
+
+use std::cell::RefCell;
+use std::io;
+
+use super::VeilFs;
+use super::ops::refuse;
+use super::reply::Who;
+use crate::policy::{Decision, Policy};
+
+/// What a check needs of a path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Need {
+    /// To be seen: looked up, listed, stat'ed, read.
+    See,
+    /// To be changed: written, made, removed, renamed, its attributes changed.
+    Change,
+}
+
+impl Need {
+    fn met_by(self, d: &Decision) -> bool {
+        match self {
+            Need::See => d.action.visible(),
+            Need::Change => d.action.writable(),
+        }
+    }
+}
+
+/// The request a thread is serving (set by [`serving`]): its operation, who made
+/// it, and the paths whose would-be refusal it has logged.
+struct Serving {
+    op: &'static str,
+    who: Who,
+    logged: Vec<Vec<u8>>,
+}
+
+thread_local! {
+    static SERVING: RefCell<Option<Serving>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` as the request `op` of `who` (for the log of what it would have been
+/// refused). Nested calls keep the outer request.
+pub(super) fn serving<T>(op: &'static str, who: Who, f: impl FnOnce() -> T) -> T {
+    let outer = SERVING.with(|s| {
+        let mut s = s.borrow_mut();
+        if s.is_some() {
+            false
+        } else {
+            *s = Some(Serving {
+                op,
+                who,
+                logged: Vec::new(),
+            });
+            true
+        }
+    });
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            if self.0 {
+                SERVING.with(|s| s.borrow_mut().take());
+            }
+        }
+    }
+    let _reset = Reset(outer);
+    f()
+}
+
+impl VeilFs {
+    /// Enforces none of the policy's rules (see the module documentation). Set
+    /// before mounting; it is meant to be used with an audit log.
+    pub fn set_permissive(&mut self) {
+        self.permissive = true;
+    }
+
+    /// Whether the mount enforces nothing of the policy (see [`VeilFs::set_permissive`]).
+    pub fn is_permissive(&self) -> bool {
+        self.permissive
+    }
+
+    /// A check that `d` meets `need` on `path`: `EACCES` when it does not, unless the
+    /// mount is permissive and veilfs's own guards alone meet it; the refusal it
+    /// would have been is then logged (`log`: a check of the request's own path, not
+    /// of a directory above it). A guard that refuses is named as the reason.
+    pub(super) fn admit(
+        &self,
+        policy: &Policy,
+        path: &[u8],
+        d: &Decision,
+        need: Need,
+        log: bool,
+    ) -> io::Result<()> {
+        if need.met_by(d) {
+            return Ok(());
+        }
+        if !self.permissive {
+            return Err(refuse(path, d));
+        }
+        let g = self.guards_alone(policy, path);
+        if !need.met_by(&g) {
+            return Err(refuse(path, &g));
+        }
+        if log {
+            self.would_refuse(path, d, "would-refuse");
+        }
+        Ok(())
+    }
+
+    /// [`VeilFs::admit`] for the refusal `e` (of a check made elsewhere): `Ok` where
+    /// a permissive mount waives it.
+    pub(super) fn admit_refusal(&self, policy: &Policy, e: io::Error) -> io::Result<()> {
+        match super::ops::refusal_of(&e) {
+            Some(r) if self.permissive => {
+                let (path, d) = (r.path.clone(), r.decision.clone());
+                self.admit(policy, &path, &d, Need::Change, true)
+            }
+            _ => Err(e),
+        }
+    }
+
+    /// The decision a permissive mount goes by for `path`: allowed, but for veilfs's
+    /// own guards (the names the policy keeps, the policy file, git's control files
+    /// and veilfs's configuration under `veilfs run`).
+    pub(super) fn guards_alone(&self, policy: &Policy, path: &[u8]) -> Decision {
+        if path.is_empty() {
+            return Decision::root();
+        }
+        self.guard_policy_path(path, policy.guard_names(path, Decision::allowed()))
+    }
+
+    /// In a permissive mount, the decision a request for `access` to a path that asks
+    /// goes by instead of a question: the guards alone, the question it would have
+    /// been logged (`"would-ask"`, or `"would-refuse"` for a change that even an
+    /// approval would not allow).
+    pub(super) fn waived_question(
+        &self,
+        policy: &Policy,
+        path: &[u8],
+        d: &Decision,
+        access: super::ask::Access,
+    ) -> Option<Decision> {
+        if !self.permissive {
+            return None;
+        }
+        let writes = access == super::ask::Access::Write;
+        let result = if writes && !d.granted().writable() {
+            "would-refuse"
+        } else {
+            "would-ask"
+        };
+        self.would_refuse(path, d, result);
+        Some(self.guards_alone(policy, path))
+    }
+
+    /// Logs that the request being served would have been refused `path` by `d`,
+    /// once per request and path.
+    fn would_refuse(&self, path: &[u8], d: &Decision, result: &'static str) {
+        let Some(audit) = &self.audit else {
+            return;
+        };
+        let Some((op, who)) = SERVING.with(|s| {
+            let mut s = s.borrow_mut();
+            let s = s.as_mut()?;
+            if s.logged.iter().any(|p| p.as_slice() == path) {
+                return None;
+            }
+            s.logged.push(path.to_vec());
+            Some((s.op, s.who))
+        }) else {
+            return;
+        };
+        audit.record(crate::audit::Event {
+            time: std::time::SystemTime::now(),
+            op,
+            path: path.to_vec(),
+            decision: d.clone(),
+            refused: false,
+            pid: who.pid,
+            uid: who.uid,
+            gid: who.gid,
+            comm: crate::audit::comm(who.pid),
+            result: Some(result),
+            ask: None,
+        });
+    }
+}
