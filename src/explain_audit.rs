@@ -139,9 +139,10 @@ pub fn explain_audit(
     writeln!(
         out,
         "# {}: {refused} refused; {would} would have been refused and {asked} asked about \
-         (--permissive); in {} paths",
+         (--permissive); in {} path{}",
         p(&log.display().to_string()),
-        paths.len()
+        paths.len(),
+        if paths.len() == 1 { "" } else { "s" }
     )?;
     // By rule: how many events, and a few of the paths.
     let mut by_rule: BTreeMap<&str, (u64, Vec<&str>)> = BTreeMap::new();
