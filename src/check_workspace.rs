@@ -65,28 +65,14 @@ pub const MAX_TRACKED: usize = 20;
 
 /// The denied paths that the workspace's git repository tracks: their content is
 /// readable through history (`git show HEAD:PATH`), which veilfs cannot filter.
-/// Empty when the workspace is no git work tree's top or git is not installed.
+/// Empty when the workspace is no git work tree's top.
 pub fn tracked_denied(policy: &Policy, workspace: &Path) -> Vec<String> {
-    if !workspace.join(".git").exists() {
-        return Vec::new();
-    }
-    let Ok(o) = std::process::Command::new("git")
-        .arg("-C")
-        .arg(workspace)
-        .args(["ls-files", "-z", "--cached"])
-        .stderr(std::process::Stdio::null())
-        .output()
-    else {
-        return Vec::new();
-    };
-    if !o.status.success() {
-        return Vec::new();
-    }
-    o.stdout
-        .split(|&b| b == 0)
-        .filter(|p| !p.is_empty())
+    // Read from the index itself: git is never run on the workspace (its
+    // configuration could make it run anything, see `git_index`).
+    crate::git_index::tracked_paths(workspace)
+        .iter()
         .filter(|p| policy.decide(p, false).action == crate::policy::Action::Deny)
-        .map(crate::printable::printable)
+        .map(|p| crate::printable::printable(p))
         .collect()
 }
 

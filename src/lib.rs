@@ -27,6 +27,7 @@ pub mod doctor;
 pub mod explain_all;
 pub mod explain_audit;
 pub mod fs;
+pub mod git_index;
 pub mod init;
 pub mod mount;
 pub mod policy;

@@ -1,0 +1,172 @@
+//! The git index read by veilfs itself (never by running git on the workspace),
+//! against `git ls-files` for every index version and object format; and the
+//! attack it stops: a repository whose configuration runs a command.
+
+use std::path::Path;
+use std::process::Command;
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let o = Command::new("git")
+        .args(["-c", "user.email=t@t", "-c", "user.name=t"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn ls_files(dir: &Path) -> Vec<Vec<u8>> {
+    let mut v: Vec<Vec<u8>> = git(dir, &["ls-files", "-z", "--cached"])
+        .as_bytes()
+        .split(|&b| b == 0)
+        .filter(|p| !p.is_empty())
+        .map(<[u8]>::to_vec)
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// A repository holding names that exercise the format: nested, sharing long
+/// prefixes (version 4 compresses them), a name of 3,000 bytes, unicode, and an
+/// intent-to-add entry (an extended flag, version 3).
+fn repo(dir: &Path, init: &[&str]) {
+    git(dir, &[&["init", "-q"], init].concat());
+    let long = format!("d/{}", "x".repeat(250));
+    let mut deep = String::from("deep");
+    for _ in 0..12 {
+        deep.push('/');
+        deep.push_str(&"y".repeat(250));
+    }
+    for rel in [
+        "a.txt",
+        "config/prod.yaml",
+        "config/prod.yaml.bak",
+        "config/production/x",
+        "ünï/cödé.txt",
+        long.as_str(),
+        &format!("{deep}/z"),
+    ] {
+        let p = dir.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, rel).unwrap();
+    }
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-qm", "x"]);
+    std::fs::write(dir.join("later.txt"), "l").unwrap();
+    git(dir, &["add", "-N", "later.txt"]);
+}
+
+#[test]
+fn every_index_version_and_object_format_reads_as_git_lists_it() {
+    let sha256 = Command::new("git")
+        .args(["init", "-q", "--object-format=sha256"])
+        .arg(tempfile::tempdir().unwrap().path())
+        .status()
+        .unwrap()
+        .success();
+    let mut formats: Vec<&[&str]> = vec![&[]];
+    if sha256 {
+        formats.push(&["--object-format=sha256"]);
+    }
+    for init in formats {
+        for version in ["2", "3", "4"] {
+            let t = tempfile::tempdir().unwrap();
+            repo(t.path(), init);
+            git(t.path(), &["update-index", "--index-version", version]);
+            let want = ls_files(t.path());
+            assert_eq!(want.len(), 8, "{want:?}");
+            let got = veilfs::git_index::tracked_paths(t.path());
+            assert_eq!(
+                got.iter().map(|p| p.len()).collect::<Vec<_>>(),
+                want.iter().map(|p| p.len()).collect::<Vec<_>>(),
+                "{init:?} version {version}"
+            );
+            assert_eq!(got, want, "{init:?} version {version}");
+        }
+    }
+}
+
+#[test]
+fn what_is_no_index_gives_no_paths_and_never_blocks() {
+    let t = tempfile::tempdir().unwrap();
+    let ws = t.path();
+    // No repository; a `.git` file; a `.git` link; an index that is a FIFO or a
+    // link: nothing, at once.
+    assert!(veilfs::git_index::tracked_paths(ws).is_empty());
+    std::fs::write(ws.join(".git"), "gitdir: /elsewhere\n").unwrap();
+    assert!(veilfs::git_index::tracked_paths(ws).is_empty());
+    std::fs::remove_file(ws.join(".git")).unwrap();
+    let real = tempfile::tempdir().unwrap();
+    repo(real.path(), &[]);
+    std::os::unix::fs::symlink(real.path().join(".git"), ws.join(".git")).unwrap();
+    assert!(veilfs::git_index::tracked_paths(ws).is_empty());
+    std::fs::remove_file(ws.join(".git")).unwrap();
+    std::fs::create_dir(ws.join(".git")).unwrap();
+    assert!(
+        Command::new("mkfifo")
+            .arg(ws.join(".git/index"))
+            .status()
+            .unwrap()
+            .success()
+    );
+    assert!(veilfs::git_index::tracked_paths(ws).is_empty());
+    std::fs::remove_file(ws.join(".git/index")).unwrap();
+    std::os::unix::fs::symlink(real.path().join(".git/index"), ws.join(".git/index")).unwrap();
+    assert!(veilfs::git_index::tracked_paths(ws).is_empty());
+    // Cut short anywhere: nothing, never a panic.
+    let data = std::fs::read(real.path().join(".git/index")).unwrap();
+    for n in 0..data.len() {
+        let _ = veilfs::git_index::parse(&data[..n]);
+    }
+}
+
+/// A repository whose `core.fsmonitor` runs a command (as a command under `veilfs
+/// run` can set in a repository it makes): `check`, `explain`, `mount` and the
+/// start-up line read which denied paths git tracks without running it.
+#[test]
+fn a_repository_that_runs_a_command_through_git_runs_nothing() {
+    let t = tempfile::tempdir().unwrap();
+    let ws = t.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::write(ws.join(".env"), "SECRET=x\n").unwrap();
+    std::fs::write(ws.join(".veilfs.toml"), "extends = \"default\"\n").unwrap();
+    git(&ws, &["init", "-q"]);
+    git(&ws, &["add", "-f", ".env"]);
+    git(&ws, &["commit", "-qm", "x"]);
+    let ran = t.path().join("ran");
+    let hook = format!("touch {}; false", ran.display());
+    git(&ws, &["config", "core.fsmonitor", &hook]);
+    // The hook works: git runs it.
+    git(&ws, &["ls-files"]);
+    assert!(
+        ran.exists(),
+        "git did not run the hook: the test proves nothing"
+    );
+    std::fs::remove_file(&ran).unwrap();
+    for args in [
+        &["check", ""][..],
+        &["explain", ".env"],
+        &["explain", "--all"],
+    ] {
+        let args: Vec<&str> = args.iter().copied().filter(|a| !a.is_empty()).collect();
+        let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
+            .args(&args)
+            .current_dir(&ws)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        if args.get(1) != Some(&"--all") {
+            assert!(
+                err.contains(".env is denied but tracked in git"),
+                "{args:?}: {err}"
+            );
+        }
+        assert!(!ran.exists(), "veilfs {args:?} ran the repository's hook");
+    }
+}
