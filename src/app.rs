@@ -499,7 +499,7 @@ fn mount(
     if let Err(e) = &control {
         eprintln!("veilfs: no control socket (`veilfs reload` will not reach this mount): {e}");
     }
-    let asks = opts.mode_note(reloader.policy_asks());
+    let asks = opts.mode_note(reloader.policy_asks(), false);
     eprintln!(
         "veilfs: mounted {} at {} with policy {source}{hiding}{asks}",
         src.display(),

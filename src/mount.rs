@@ -64,12 +64,18 @@ pub struct MountOptions {
 
 impl MountOptions {
     /// What the start-up line says of the modes that change what is refused: in
-    /// permissive mode, that nothing is; else, when `asks`, how to answer.
-    pub fn mode_note(&self, asks: bool) -> String {
+    /// permissive mode, that nothing is (in the workspace, when a `home` mount
+    /// beside it enforces its own policy); else, when `asks`, how to answer.
+    pub fn mode_note(&self, asks: bool, home: bool) -> String {
         match &self.audit {
             Some(log) if self.permissive => format!(
-                "; PERMISSIVE: nothing is refused, what the policy would refuse is logged \
+                "; PERMISSIVE: nothing {}is refused, what the policy would refuse is logged \
                  to {} (read it with `veilfs explain --audit {}`)",
+                if home {
+                    "in the workspace (the home policy is enforced) "
+                } else {
+                    ""
+                },
                 log.display(),
                 log.display()
             ),

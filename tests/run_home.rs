@@ -1192,3 +1192,84 @@ fn a_home_policy_importing_ignore_files_reads_them_in_the_home_directory() {
         show(&o)
     );
 }
+
+/// `--permissive` tunes what the workspace mount decides; the home mount beside it
+/// enforces the home policy in full, so a tuning run leaves no code behind in the
+/// files that run later as the user, and reads no credential of the home directory.
+#[test]
+fn a_permissive_run_waives_the_workspace_and_enforces_the_home_policy() {
+    let h = Home::new();
+    let log = h.tmp.path().join("audit.log");
+    let log_arg = log.to_str().unwrap();
+    let mut script = String::from("cat .env\n");
+    for rel in STARTUP {
+        script.push_str(&format!(
+            "if echo PLANTED >> \"$HOME/{rel}\"; then echo \"CHANGED {rel}\"; fi\n"
+        ));
+    }
+    script.push_str(&probe_script(&[".ssh/id_ed25519", ".aws/credentials"]));
+    let o = h.sh_with(&["--quiet", "--permissive", "--audit", log_arg], &script);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{}", show(&o));
+    // The workspace's `.env`, denied by both policies, is read: waived.
+    assert!(out.contains(&format!("{SECRET} ws/.env")), "{}", show(&o));
+    // The home directory is not.
+    assert!(!out.contains("CHANGED"), "{}", show(&o));
+    for rel in STARTUP {
+        assert_eq!(
+            std::fs::read_to_string(h.home.join(rel)).unwrap(),
+            "# original\n",
+            "{rel} changed"
+        );
+    }
+    assert!(!out.contains(&format!("{SECRET} .ssh")), "{}", show(&o));
+    assert!(out.contains("REFUSED .ssh/id_ed25519:"), "{}", show(&o));
+    let events: Vec<serde_json::Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        events.iter().any(|e| e["root"] == "workspace"
+            && e["path"] == ".env"
+            && e["result"] == "would-refuse"),
+        "{events:#?}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e["root"] == "home" && e["path"] == ".bashrc" && e["result"] == "refused"),
+        "{events:#?}"
+    );
+    assert!(
+        events
+            .iter()
+            .all(|e| e["root"] != "home" || e["result"] == "refused"),
+        "{events:#?}"
+    );
+    // The start-up line says so.
+    let o = h.sh_with(&["--permissive", "--audit", log_arg], "true");
+    assert!(
+        text(&o.stderr).contains(
+            "; PERMISSIVE: nothing in the workspace (the home policy is enforced) is refused"
+        ),
+        "{}",
+        show(&o)
+    );
+    // A workspace that is the home directory: the home policy would be waived too.
+    let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
+        .args(["run", "--permissive", "--audit", log_arg, "--workspace"])
+        .arg(&h.home)
+        .args(["--", "true"])
+        .current_dir(&h.home)
+        .env("HOME", &h.home)
+        .env_remove("XDG_CONFIG_HOME")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+    assert!(
+        text(&o.stderr).contains("whose policy is always enforced"),
+        "{}",
+        show(&o)
+    );
+}

@@ -3,6 +3,12 @@
 //! (`"result": "would-refuse"`, or `"would-ask"` for a path that asks), so that a
 //! person can run a command once, read `veilfs explain --audit`, and then enforce.
 //!
+//! Under `veilfs run` it is what the workspace mount decides that is tuned (its
+//! policy, and the home policy where that reaches into the workspace): the home
+//! mount beside it enforces the home policy in full, so that a tuning run leaves
+//! no code behind in `~/.bashrc` or `~/.config/git/config` (a workspace that is
+//! the home directory is refused).
+//!
 //! What still holds is veilfs's own guards, which are not the policy but what keeps
 //! the policy (and what the person runs later) from being rewritten by the command:
 //! the policy file and the files the policy imports (by name and by identity), the

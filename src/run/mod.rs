@@ -156,6 +156,12 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     } else {
         home::layout(home::home_of(opts.user), &ws)
     };
+    if opts.mount.permissive && matches!(layout, home::Layout::Same(_)) {
+        return refuse(
+            "--permissive tunes a workspace's policy, and this workspace is the home \
+             directory, whose policy is always enforced: run it in a project directory",
+        );
+    }
     let mut home_loaded = match &layout {
         home::Layout::Uncovered(_) => None,
         _ => match home::load_policy(opts.home_policy.as_deref()) {
@@ -468,6 +474,9 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     let mut asks = false;
     let mut held = Vec::new();
     for (root, fs) in roots {
+        // `--permissive` tunes the workspace's policy; the home policy is enforced.
+        let mut mount_opts = mount_opts.clone();
+        mount_opts.permissive &= root == ws;
         let cfg = crate::mount::config(&root, &mount_opts);
         let live = match crate::mount::start(fs, &root, &cfg, &mount_opts) {
             Ok(live) => live,
@@ -535,7 +544,8 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
             command[0].to_string_lossy(),
             ws.display(),
             source,
-            opts.mount.mode_note(asks)
+            opts.mount
+                .mode_note(asks, matches!(layout, home::Layout::Separate(_)))
         );
     }
 
