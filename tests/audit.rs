@@ -212,3 +212,63 @@ fn every_kind_of_refusal_is_logged_with_its_operation() {
         );
     }
 }
+
+/// Under `veilfs run`, the command cannot rewrite, truncate, remove or replace its
+/// own audit log (here in a directory it can write), and a log whose directory it
+/// moved away is said to be another file when the run ends.
+#[test]
+fn the_command_cannot_rewrite_its_own_audit_log() {
+    common::require_fuse();
+    let t = tempfile::tempdir().unwrap();
+    let ws = t.path().join("ws");
+    let logs = t.path().join("logs");
+    fs::create_dir_all(&ws).unwrap();
+    fs::create_dir_all(&logs).unwrap();
+    fs::write(ws.join(".env"), "TOPSECRET").unwrap();
+    let log = logs.join("agent.log");
+    let run = |script: &str| {
+        Command::new(env!("CARGO_BIN_EXE_veilfs"))
+            .args(["run", "--quiet", "--no-home", "--audit"])
+            .arg(&log)
+            .args(["--", "sh", "-c", script])
+            .current_dir(&ws)
+            .output()
+            .unwrap()
+    };
+    let script = format!(
+        "cat .env 2>/dev/null; export L={log}; \
+         for how in ': > $L' 'echo {{}} >> $L' 'rm -f $L' 'mv $L $L.x' 'echo x > $L.new && mv $L.new $L' \
+                    'ln $L $L.l' 'chmod 666 $L' 'truncate -s 0 $L'; do \
+           if sh -c \"$how\" 2>/dev/null; then echo \"DONE $how\"; fi; \
+         done",
+        log = log.display()
+    );
+    let o = run(&script);
+    let out = String::from_utf8_lossy(&o.stdout);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(!out.contains("DONE"), "the command changed its log:\n{out}");
+    let events = lines(&fs::read_to_string(&log).unwrap());
+    assert!(
+        events
+            .iter()
+            .any(|e| e["path"] == ".env" && e["result"] == "refused"),
+        "{events:#?}"
+    );
+    // Its directory moved away and a forged log put in its place: said.
+    let moved = t.path().join("moved");
+    let o = run(&format!(
+        "cat .env 2>/dev/null; mv {logs} {moved} && mkdir {logs} && echo '{{}}' > {logs}/agent.log",
+        logs = logs.display(),
+        moved = moved.display()
+    ));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(moved.join("agent.log").exists(), "{err}");
+    assert!(
+        err.contains(&format!(
+            "veilfs run: warning: the audit log {} is not the file this run wrote",
+            log.display()
+        )),
+        "{err}"
+    );
+}

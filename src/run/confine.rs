@@ -68,6 +68,40 @@ pub fn protect_policy_file(file: &Path, ws: &Path) -> Result<(), String> {
         .map_err(|e| format!("cannot protect the policy file {}: {e}", canon.display()))
 }
 
+/// Keeps the audit log `log` (outside the workspace, as checked at start) from the
+/// command: bind-mounted read-only onto itself in the command's mount namespace, so
+/// that it cannot be written, truncated, removed or replaced there (the daemon
+/// writes through the descriptor it opened before). A log with other hard links is
+/// refused (another name could rewrite it). Its identity, for
+/// [`log_still_there`].
+pub fn protect_log(log: &Path) -> Result<(u64, u64), String> {
+    use std::os::unix::fs::MetadataExt;
+    let canon = log
+        .canonicalize()
+        .map_err(|e| format!("audit log {}: {e}", log.display()))?;
+    let meta =
+        std::fs::metadata(&canon).map_err(|e| format!("audit log {}: {e}", log.display()))?;
+    if meta.is_file() && meta.nlink() > 1 {
+        return Err(format!(
+            "the audit log {} has {} hard links: the command could rewrite it through \
+             another name. Give `veilfs run` a log with a single link.",
+            log.display(),
+            meta.nlink()
+        ));
+    }
+    bind_read_only(&canon)
+        .map_err(|e| format!("cannot protect the audit log {}: {e}", canon.display()))?;
+    Ok((meta.dev(), meta.ino()))
+}
+
+/// Whether `log` still names the file of identity `id` (see [`protect_log`]): a
+/// command that can write the directory holding it could move the directory away
+/// and put another log in its place.
+pub fn log_still_there(log: &Path, id: (u64, u64)) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(log).is_ok_and(|m| (m.dev(), m.ino()) == id)
+}
+
 /// Bind-mounts the directory `dir` read-only onto itself (veilfs's configuration
 /// directory where no home mount guards it).
 pub fn protect_dir(dir: &Path) -> std::io::Result<()> {

@@ -522,6 +522,22 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
             return refuse(e);
         }
     }
+    // The audit log (outside the workspace, checked at start): read-only onto
+    // itself in the command's namespace.
+    let log_id = match &opts.mount.audit {
+        Some(log) if log.as_path() != std::path::Path::new("-") => {
+            match confine::protect_log(log) {
+                Ok(id) => Some((log.clone(), id)),
+                Err(e) => {
+                    let _ = sys::kill(init, libc::SIGKILL);
+                    let _ = sys::wait(init, 0);
+                    ending::unmount(sessions, audit);
+                    return refuse(e);
+                }
+            }
+        }
+        _ => None,
+    };
     // veilfs's configuration directory (where the next run's home policy comes
     // from) where no home mount guards it: read-only in the command's namespace.
     if let Err(e) = protect_config_dir(&layout, opts.system_writable, &writable, &ws) {
@@ -581,6 +597,16 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     // Nothing waits on a person any more.
     broker.close();
     ending::unmount(sessions, audit);
+    if let Some((log, id)) = log_id
+        && !confine::log_still_there(&log, id)
+    {
+        eprintln!(
+            "veilfs run: warning: the audit log {} is not the file this run wrote: its \
+             directory was changed during the run (keep the log where the command cannot \
+             write)",
+            log.display()
+        );
+    }
     let status = status.context("waiting for the command")?;
     Ok(ExitCode::from(status.clamp(0, 255) as u8))
 }
