@@ -1199,9 +1199,15 @@ fn a_home_policy_importing_ignore_files_reads_them_in_the_home_directory() {
 #[test]
 fn a_permissive_run_waives_the_workspace_and_enforces_the_home_policy() {
     let h = Home::new();
+    // Denied by the workspace's policy alone: waived. `.env` is denied by the home
+    // policy too (it extends the default): enforced.
+    write(
+        &h.ws.join(".veilfs.toml"),
+        "extends = \"default\"\n[[rules]]\naction = \"deny\"\npaths = [\"a.txt\"]\n",
+    );
     let log = h.tmp.path().join("audit.log");
     let log_arg = log.to_str().unwrap();
-    let mut script = String::from("cat .env\n");
+    let mut script = String::from("cat a.txt; cat .env\n");
     for rel in STARTUP {
         script.push_str(&format!(
             "if echo PLANTED >> \"$HOME/{rel}\"; then echo \"CHANGED {rel}\"; fi\n"
@@ -1211,8 +1217,8 @@ fn a_permissive_run_waives_the_workspace_and_enforces_the_home_policy() {
     let o = h.sh_with(&["--quiet", "--permissive", "--audit", log_arg], &script);
     let out = text(&o.stdout);
     assert!(o.status.success(), "{}", show(&o));
-    // The workspace's `.env`, denied by both policies, is read: waived.
-    assert!(out.contains(&format!("{SECRET} ws/.env")), "{}", show(&o));
+    assert!(out.starts_with("hello\n"), "{}", show(&o));
+    assert!(!out.contains(&format!("{SECRET} ws/.env")), "{}", show(&o));
     // The home directory is not.
     assert!(!out.contains("CHANGED"), "{}", show(&o));
     for rel in STARTUP {
@@ -1231,8 +1237,14 @@ fn a_permissive_run_waives_the_workspace_and_enforces_the_home_policy() {
         .collect();
     assert!(
         events.iter().any(|e| e["root"] == "workspace"
-            && e["path"] == ".env"
+            && e["path"] == "a.txt"
             && e["result"] == "would-refuse"),
+        "{events:#?}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e["root"] == "workspace" && e["path"] == ".env" && e["result"] == "refused"),
         "{events:#?}"
     );
     assert!(
@@ -1272,4 +1284,34 @@ fn a_permissive_run_waives_the_workspace_and_enforces_the_home_policy() {
         "{}",
         show(&o)
     );
+}
+
+/// A workspace inside a part of the home directory the home policy guards (a
+/// dotfiles repository in `~/.config`): a permissive run there still reads none
+/// of its credentials and changes none of what runs later.
+#[test]
+fn a_permissive_run_in_a_guarded_part_of_the_home_directory_keeps_the_home_policy() {
+    let h = Home::with_ws("home/.config");
+    write(&h.ws.join("gh/hosts.yml"), &format!("{SECRET} gh\n"));
+    let log = h.tmp.path().join("audit.log");
+    let o = h.sh_with(
+        &["--quiet", "--permissive", "--audit", log.to_str().unwrap()],
+        "cat gh/hosts.yml; cat gcloud/credentials.db; echo PLANTED >> git/config; \
+         echo PLANTED > systemd/user/evil.service; echo PLANTED >> autostart/x.desktop; true",
+    );
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{}", show(&o));
+    assert!(!out.contains(SECRET), "{}", show(&o));
+    for rel in [
+        "git/config",
+        "autostart/x.desktop",
+        "systemd/user/x.service",
+    ] {
+        assert_eq!(
+            std::fs::read_to_string(h.ws.join(rel)).unwrap(),
+            "# original\n",
+            "{rel} changed"
+        );
+    }
+    assert!(!h.ws.join("systemd/user/evil.service").exists());
 }

@@ -3,11 +3,12 @@
 //! (`"result": "would-refuse"`, or `"would-ask"` for a path that asks), so that a
 //! person can run a command once, read `veilfs explain --audit`, and then enforce.
 //!
-//! Under `veilfs run` it is what the workspace mount decides that is tuned (its
-//! policy, and the home policy where that reaches into the workspace): the home
-//! mount beside it enforces the home policy in full, so that a tuning run leaves
-//! no code behind in `~/.bashrc` or `~/.config/git/config` (a workspace that is
-//! the home directory is refused).
+//! Under `veilfs run` it is the workspace's policy that is tuned: the home policy
+//! is enforced in full, by the home mount and by the workspace mount where the
+//! home policy reaches into the workspace (a workspace in `~/.config` holds what it
+//! guards), so that a tuning run reads no credential of the home directory and
+//! leaves no code behind in `~/.bashrc` or `~/.config/git/config`. A workspace that
+//! is the home directory is refused.
 //!
 //! What still holds is veilfs's own guards, which are not the policy but what keeps
 //! the policy (and what the person runs later) from being rewritten by the command:
@@ -149,7 +150,15 @@ impl VeilFs {
         if path.is_empty() {
             return Decision::root();
         }
-        self.guard_policy_path(path, policy.guard_names(path, Decision::allowed()))
+        let d = self.guard_policy_path(path, policy.guard_names(path, Decision::allowed()));
+        if self.outer.is_none() {
+            return d;
+        }
+        // The home policy around the workspace (`veilfs run`) is enforced where it
+        // reaches in (a workspace in `~/.config` holds what it guards), taken as a
+        // directory and as a file alike.
+        let d = self.with_outer(path, true, d);
+        self.with_outer(path, false, d)
     }
 
     /// In a permissive mount, the decision a request for `access` to a path that asks
