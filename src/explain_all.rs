@@ -192,7 +192,7 @@ pub fn startup_note(policy: &Policy, root: &Path) -> String {
             String::new()
         }
     };
-    let tracked = crate::check_workspace::tracked_denied(policy, root);
+    let (tracked, _) = crate::check_workspace::tracked_denied_within(policy, root, STARTUP_TIME);
     if let Some(first) = tracked.first() {
         note.push_str("; warning: ");
         note.push_str(&crate::check_workspace::tracked_message(first));

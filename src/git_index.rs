@@ -16,7 +16,7 @@ use std::os::fd::AsFd;
 use std::path::Path;
 
 /// The largest index read.
-pub const MAX_INDEX: u64 = 256 << 20;
+pub const MAX_INDEX: u64 = 64 << 20;
 
 /// The paths staged in the repository whose `.git` directory (not a link, not a
 /// `.git` file) is at the top of `root`, sorted, each once. Empty when there is

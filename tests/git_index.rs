@@ -170,3 +170,69 @@ fn a_repository_that_runs_a_command_through_git_runs_nothing() {
         assert!(!ran.exists(), "veilfs {args:?} ran the repository's hook");
     }
 }
+
+/// An index entry, version 2, SHA-1: `path` as a regular file.
+fn entry(path: &[u8]) -> Vec<u8> {
+    let mut e = vec![0u8; 40];
+    e[24..28].copy_from_slice(&0o100644u32.to_be_bytes());
+    e.extend_from_slice(&[0u8; 20]);
+    e.extend_from_slice(&(path.len().min(0xfff) as u16).to_be_bytes());
+    e.extend_from_slice(path);
+    let padded = (e.len() + 8) & !7;
+    e.resize(padded, 0);
+    e
+}
+
+fn index(paths: &[Vec<u8>]) -> Vec<u8> {
+    let mut d = b"DIRC\0\0\0\x02".to_vec();
+    d.extend_from_slice(&(paths.len() as u32).to_be_bytes());
+    for p in paths {
+        d.extend(entry(p));
+    }
+    d.extend_from_slice(&[0u8; 20]);
+    d
+}
+
+/// A planted index (the command can write `.git/index`) holding a path of 100,000
+/// segments, whose decision from scratch costs the square of its depth: it is not
+/// decided (no working tree holds it), and `check` ends at once. The paths that
+/// can be decided are.
+#[test]
+fn a_planted_index_with_a_deep_path_holds_nothing_up() {
+    let t = tempfile::tempdir().unwrap();
+    let ws = t.path();
+    std::fs::create_dir(ws.join(".git")).unwrap();
+    std::fs::write(ws.join(".veilfs.toml"), "extends = \"default\"\n").unwrap();
+    let deep = [b"d/".repeat(100_000), b".env".to_vec()].concat();
+    let odd = [b"a//.env".to_vec(), b"./.env".to_vec(), b"x/../.env".to_vec()];
+    let mut paths = vec![deep, b"config/.env".to_vec()];
+    paths.extend(odd);
+    std::fs::write(ws.join(".git/index"), index(&paths)).unwrap();
+    assert_eq!(veilfs::git_index::tracked_paths(ws).len(), 5);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_veilfs"))
+        .arg("check")
+        .current_dir(ws)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("veilfs check did not end: it decided the deep path");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("config/.env is denied but tracked in git"), "{err}");
+    assert_eq!(err.matches("is denied but tracked in git").count(), 1, "{err}");
+    // A budget spent stops the check, and says so.
+    let policy = veilfs::config::load_policy(None, ws).unwrap().policy;
+    let (found, complete) = veilfs::check_workspace::tracked_denied_within(
+        &policy,
+        ws,
+        std::time::Duration::ZERO,
+    );
+    assert!(found.is_empty() && !complete);
+}
