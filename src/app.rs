@@ -223,42 +223,12 @@ fn explain(
         }
     };
     let workspace = workspace.as_path();
-    // As `veilfs run` sees it: the home directory of this user, with its policy; a
-    // workspace that is the home directory takes its policy stacked on the home's.
-    let home_dir = home
-        .and_then(|_| crate::run::home_of(None))
-        .and_then(|h| std::path::absolute(&h).ok());
-    let mut home_loaded = match (home, &home_dir) {
-        (Some(file), Some(_)) => Some(config::load_home_policy(file)?),
-        _ => None,
-    };
-    let same = home_dir.as_ref().is_some_and(|h| {
-        h.canonicalize().ok().as_deref() == workspace.canonicalize().ok().as_deref()
-    });
-    // As `veilfs run` decides them: the targets of links the home policy hides by
-    // name are hidden too.
-    use crate::run::home::{HOME_BUILTIN, WS_BUILTIN, with_aliases};
-    let mut loaded = match (&mut home_loaded, same) {
-        (Some(h), true) => {
-            let raw = config::raw_of(h, HOME_BUILTIN)?;
-            let mut l = config::load_policy_on(&raw, policy, workspace)?;
-            with_aliases(workspace, &mut l, Some(&raw), WS_BUILTIN).map_err(anyhow::Error::msg)?;
-            l
-        }
-        (Some(h), false) => {
-            if let Some(dir) = &home_dir {
-                with_aliases(dir, h, None, HOME_BUILTIN).map_err(anyhow::Error::msg)?;
-                for w in crate::policy_imports::attach(&mut h.policy, dir)? {
-                    eprintln!("veilfs explain: ~/{w}");
-                }
-            }
-            config::load_policy(policy, workspace)?
-        }
-        _ => config::load_policy(policy, workspace)?,
-    };
-    for w in crate::policy_imports::attach(&mut loaded.policy, workspace)? {
-        eprintln!("veilfs explain: {w}");
-    }
+    let Explaining {
+        loaded,
+        home_loaded,
+        home_dir,
+        same,
+    } = load_for_explain(policy, workspace, home)?;
     let out = std::io::stdout();
     let mut out = out.lock();
     if !json {
@@ -366,6 +336,88 @@ fn explain(
         writeln!(out, "{line}")?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The policies `explain` decides by, as `veilfs run` would take them in
+/// `workspace`: the workspace's, and (unless `home` is `None`) the home
+/// directory's with its path; `same` when the workspace is the home directory
+/// (its policy stacked on the home's).
+struct Explaining {
+    loaded: config::LoadedPolicy,
+    home_loaded: Option<config::LoadedPolicy>,
+    home_dir: Option<std::path::PathBuf>,
+    same: bool,
+}
+
+fn load_for_explain(
+    policy: Option<&Path>,
+    workspace: &Path,
+    home: Option<Option<&Path>>,
+) -> Result<Explaining> {
+    // As `veilfs run` sees it: the home directory of this user, with its policy; a
+    // workspace that is the home directory takes its policy stacked on the home's.
+    let home_dir = home
+        .and_then(|_| crate::run::home_of(None))
+        .and_then(|h| std::path::absolute(&h).ok());
+    let mut home_loaded = match (home, &home_dir) {
+        (Some(file), Some(_)) => Some(config::load_home_policy(file)?),
+        _ => None,
+    };
+    let same = home_dir.as_ref().is_some_and(|h| {
+        h.canonicalize().ok().as_deref() == workspace.canonicalize().ok().as_deref()
+    });
+    // As `veilfs run` decides them: the targets of links the home policy hides by
+    // name are hidden too.
+    use crate::run::home::{HOME_BUILTIN, WS_BUILTIN, with_aliases};
+    let mut loaded = match (&mut home_loaded, same) {
+        (Some(h), true) => {
+            let raw = config::raw_of(h, HOME_BUILTIN)?;
+            let mut l = config::load_policy_on(&raw, policy, workspace)?;
+            with_aliases(workspace, &mut l, Some(&raw), WS_BUILTIN).map_err(anyhow::Error::msg)?;
+            l
+        }
+        (Some(h), false) => {
+            if let Some(dir) = &home_dir {
+                with_aliases(dir, h, None, HOME_BUILTIN).map_err(anyhow::Error::msg)?;
+                for w in crate::policy_imports::attach(&mut h.policy, dir)? {
+                    eprintln!("veilfs explain: ~/{w}");
+                }
+            }
+            config::load_policy(policy, workspace)?
+        }
+        _ => config::load_policy(policy, workspace)?,
+    };
+    for w in crate::policy_imports::attach(&mut loaded.policy, workspace)? {
+        eprintln!("veilfs explain: {w}");
+    }
+    Ok(Explaining {
+        loaded,
+        home_loaded,
+        home_dir,
+        same,
+    })
+}
+
+/// Where the workspace lies in the home directory (not the home directory itself),
+/// with the home policy: the stricter decision wins there, as `veilfs run` decides.
+fn home_around<'a>(e: &'a Explaining, workspace: &Path) -> Option<(&'a Policy, Vec<u8>)> {
+    use std::os::unix::ffi::OsStrExt;
+    let (Some(h), Some(dir)) = (&e.home_loaded, &e.home_dir) else {
+        return None;
+    };
+    if e.same {
+        return None;
+    }
+    let ws_real = workspace.canonicalize().ok()?;
+    [Some(dir.clone()), dir.canonicalize().ok()]
+        .into_iter()
+        .flatten()
+        .find_map(|d| {
+            let pre = ws_real.strip_prefix(&d).ok()?;
+            Some(pre.as_os_str().as_bytes().to_vec())
+        })
+        .filter(|p| !p.is_empty())
+        .map(|p| (&h.policy, p))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -558,15 +610,26 @@ fn explain_audit(
             config::find_workspace(&cwd).0
         }
     };
-    let mut loaded = config::load_policy(policy, &workspace)?;
-    for w in crate::policy_imports::attach(&mut loaded.policy, &workspace)? {
-        eprintln!("veilfs explain: {w}");
-    }
+    let e = load_for_explain(policy, &workspace, Some(None))?;
+    let outer = home_around(&e, &workspace);
+    let now = crate::explain_audit::Now {
+        policy: &e.loaded.policy,
+        workspace: &workspace,
+        outer: outer.as_ref().map(|(p, pre)| (*p, pre.as_slice())),
+        home: match (&e.home_loaded, &e.home_dir) {
+            (Some(h), Some(dir)) if !e.same => Some((&h.policy, dir.as_path())),
+            _ => None,
+        },
+    };
     let out = std::io::stdout();
     let mut out = out.lock();
     if !json {
-        writeln!(out, "# policy: {}", loaded.source())?;
+        writeln!(
+            out,
+            "# policy: {}",
+            crate::printable::escape(&e.loaded.source())
+        )?;
     }
-    crate::explain_audit::explain_audit(log, &loaded.policy, &workspace, json, &mut out)?;
+    crate::explain_audit::explain_audit(log, &now, json, &mut out)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -78,19 +78,24 @@ fn read_log(log: &Path) -> Result<(BTreeMap<String, Seen>, u64)> {
     Ok((paths, dropped))
 }
 
-/// What `policy` decides now for the workspace path `path`, as the mount decides
-/// it: a directory or a symbolic link as a directory, a name that is not there as
-/// one where that denies it. `None` for a path of the home directory.
-fn decide_now(policy: &Policy, workspace: &Path, path: &str) -> Option<Decision> {
+/// The policies in force now, as `veilfs run` takes them.
+pub struct Now<'a> {
+    /// The workspace's policy, and the workspace.
+    pub policy: &'a Policy,
+    pub workspace: &'a Path,
+    /// The home policy around a workspace inside the home directory, and where the
+    /// workspace lies in it: the stricter decision wins there.
+    pub outer: Option<(&'a Policy, &'a [u8])>,
+    /// The home policy and the home directory, for the home mount's paths (`~/`).
+    pub home: Option<(&'a Policy, &'a Path)>,
+}
+
+/// What `policy` decides for `path` under `root`, as the mount decides it: a
+/// directory or a symbolic link as a directory, a name that is not there as one
+/// where that denies it.
+fn decide_in(policy: &Policy, root: &Path, bytes: &[u8]) -> (Decision, bool) {
     use std::os::unix::ffi::OsStrExt;
-    if path.starts_with("~/") {
-        return None;
-    }
-    if path.is_empty() {
-        return Some(Decision::root());
-    }
-    let bytes = path.as_bytes();
-    let is_dir = match workspace
+    let is_dir = match root
         .join(std::ffi::OsStr::from_bytes(bytes))
         .symlink_metadata()
     {
@@ -100,18 +105,31 @@ fn decide_now(policy: &Policy, workspace: &Path, path: &str) -> Option<Decision>
                 && policy.decide(bytes, false).action != Action::Deny
         }
     };
-    Some(policy.decide(bytes, is_dir))
+    (policy.decide(bytes, is_dir), is_dir)
 }
 
-/// Writes the report of `log`, the decisions now taken by `policy` for the
-/// workspace `workspace`.
-pub fn explain_audit(
-    log: &Path,
-    policy: &Policy,
-    workspace: &Path,
-    json: bool,
-    out: &mut impl Write,
-) -> Result<()> {
+/// What the policies in force decide now for `path` (`~/...`: of the home mount).
+/// `None` for a home path without a home policy.
+fn decide_now(now: &Now, path: &str) -> Option<Decision> {
+    if let Some(rel) = path.strip_prefix("~/") {
+        let (policy, home) = now.home?;
+        return Some(decide_in(policy, home, rel.as_bytes()).0);
+    }
+    if path.is_empty() {
+        return Some(Decision::root());
+    }
+    let (d, is_dir) = decide_in(now.policy, now.workspace, path.as_bytes());
+    Some(match now.outer {
+        Some((outer, prefix)) => {
+            let full = [prefix, b"/", path.as_bytes()].concat();
+            d.stricter(outer.decide(&full, is_dir))
+        }
+        None => d,
+    })
+}
+
+/// Writes the report of `log`, with the decisions the policies `now` take.
+pub fn explain_audit(log: &Path, now: &Now, json: bool, out: &mut impl Write) -> Result<()> {
     let (paths, dropped) = read_log(log)?;
     let p = crate::printable::escape;
     if json {
@@ -124,7 +142,7 @@ pub fn explain_audit(
                 "comms": seen.comms,
                 "logged_rule": seen.rule,
             });
-            if let Some(d) = decide_now(policy, workspace, path) {
+            if let Some(d) = decide_now(now, path) {
                 v["now"] = d.to_json(path.as_bytes());
             }
             writeln!(out, "{v}")?;
@@ -171,7 +189,7 @@ pub fn explain_audit(
     writeln!(
         out,
         "# by path; now: what the policy in force decides (workspace {})",
-        p(&workspace.display().to_string())
+        p(&now.workspace.display().to_string())
     )?;
     let mut rows: Vec<_> = paths.iter().collect();
     rows.sort_by(|a, b| b.1.count().cmp(&a.1.count()).then(a.0.cmp(b.0)));
@@ -183,9 +201,9 @@ pub fn explain_audit(
             .collect();
         let by: Vec<String> = seen.ops.iter().map(|s| p(s)).collect();
         let who: Vec<String> = seen.comms.iter().map(|s| p(s)).collect();
-        let now = match decide_now(policy, workspace, path) {
+        let now = match decide_now(now, path) {
             Some(d) => format!("now {} ({})", d.action.as_str(), p(&d.why())),
-            None => "now: see `veilfs explain` of the home path".into(),
+            None => "now: no home policy (`--no-home`)".into(),
         };
         writeln!(
             out,

@@ -204,7 +204,11 @@ fn a_planted_index_with_a_deep_path_holds_nothing_up() {
     std::fs::create_dir(ws.join(".git")).unwrap();
     std::fs::write(ws.join(".veilfs.toml"), "extends = \"default\"\n").unwrap();
     let deep = [b"d/".repeat(100_000), b".env".to_vec()].concat();
-    let odd = [b"a//.env".to_vec(), b"./.env".to_vec(), b"x/../.env".to_vec()];
+    let odd = [
+        b"a//.env".to_vec(),
+        b"./.env".to_vec(),
+        b"x/../.env".to_vec(),
+    ];
     let mut paths = vec![deep, b"config/.env".to_vec()];
     paths.extend(odd);
     std::fs::write(ws.join(".git/index"), index(&paths)).unwrap();
@@ -225,14 +229,18 @@ fn a_planted_index_with_a_deep_path_holds_nothing_up() {
     }
     let o = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("config/.env is denied but tracked in git"), "{err}");
-    assert_eq!(err.matches("is denied but tracked in git").count(), 1, "{err}");
+    assert!(
+        err.contains("config/.env is denied but tracked in git"),
+        "{err}"
+    );
+    assert_eq!(
+        err.matches("is denied but tracked in git").count(),
+        1,
+        "{err}"
+    );
     // A budget spent stops the check, and says so.
     let policy = veilfs::config::load_policy(None, ws).unwrap().policy;
-    let (found, complete) = veilfs::check_workspace::tracked_denied_within(
-        &policy,
-        ws,
-        std::time::Duration::ZERO,
-    );
+    let (found, complete) =
+        veilfs::check_workspace::tracked_denied_within(&policy, ws, std::time::Duration::ZERO);
     assert!(found.is_empty() && !complete);
 }

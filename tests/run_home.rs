@@ -1314,4 +1314,26 @@ fn a_permissive_run_in_a_guarded_part_of_the_home_directory_keeps_the_home_polic
         );
     }
     assert!(!h.ws.join("systemd/user/evil.service").exists());
+    // `explain --audit` says what the policies decide now: the home policy's deny
+    // for gh's token, inside the workspace as at a home path.
+    let o = h.explain(&h.ws, &["--audit".as_ref(), log.as_os_str()]);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{}", show(&o));
+    let line = out
+        .lines()
+        .find(|l| l.trim_start().split("  ").nth(1) == Some("gh/hosts.yml"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(line.contains("; now deny ("), "{line}");
+    let o = h.sh_with(
+        &["--quiet", "--permissive", "--audit", log.to_str().unwrap()],
+        "cat \"$HOME/.ssh/id_ed25519\" 2>/dev/null; true",
+    );
+    assert!(o.status.success(), "{}", show(&o));
+    let o = h.explain(&h.ws, &["--audit".as_ref(), log.as_os_str()]);
+    let out = text(&o.stdout);
+    let line = out
+        .lines()
+        .find(|l| l.trim_start().split("  ").nth(1) == Some("~/.ssh"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(line.contains("; now deny ("), "{line}");
 }
