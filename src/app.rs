@@ -232,9 +232,14 @@ fn explain(
     let out = std::io::stdout();
     let mut out = out.lock();
     if !json {
-        writeln!(out, "# policy: {}", loaded.source())?;
+        let esc = crate::printable::escape;
+        writeln!(out, "# policy: {}", esc(&loaded.source()))?;
         if let Some(found) = found {
-            writeln!(out, "# workspace: {} ({found})", workspace.display())?;
+            writeln!(
+                out,
+                "# workspace: {} ({found})",
+                esc(&workspace.display().to_string())
+            )?;
         }
         if let (Some(h), Some(dir)) = (&home_loaded, &home_dir) {
             let how = if same {
@@ -245,8 +250,8 @@ fn explain(
             writeln!(
                 out,
                 "# home: {}{how}, policy: {}",
-                dir.display(),
-                config::home_source(h)
+                esc(&dir.display().to_string()),
+                esc(&config::home_source(h))
             )?;
         }
     }
@@ -333,7 +338,7 @@ fn explain(
             }
         }
         .with_context(|| format!("explaining {}", arg.display()))?;
-        writeln!(out, "{line}")?;
+        writeln!(out, "{}", crate::printable::escape(&line))?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -552,11 +557,13 @@ fn mount(
         eprintln!("veilfs: no control socket (`veilfs reload` will not reach this mount): {e}");
     }
     let asks = opts.mode_note(reloader.policy_asks(), false);
-    eprintln!(
+    // Paths from the command line and the tree: never a control character raw.
+    let line = format!(
         "veilfs: mounted {} at {} with policy {source}{hiding}{asks}",
         src.display(),
         mnt.display()
     );
+    eprintln!("{}", crate::printable::escape(&line));
     let mut unmounter = session.unmount_callable();
     let (tx, rx) = std::sync::mpsc::channel::<Option<i32>>();
     let done = tx.clone();

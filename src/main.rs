@@ -6,7 +6,8 @@ fn main() -> ExitCode {
     match veilfs::app::run(veilfs::cli::Cli::parse()) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("veilfs: {e:#}");
+            // Paths from the command line and the tree: never a control character raw.
+            eprintln!("veilfs: {}", veilfs::printable::escape(&format!("{e:#}")));
             ExitCode::from(2)
         }
     }

@@ -194,3 +194,57 @@ fn the_start_up_walk_is_bounded() {
         "{line}"
     );
 }
+
+/// Names, rule reasons and workspace paths carry no control character to the
+/// terminal: `explain PATH` and its header, and the start-up lines of `mount` and
+/// `run`, show them escaped.
+#[test]
+fn explain_and_the_start_up_lines_escape_control_characters() {
+    let t = common::Tree::new("veilfs-escape", &["mnt", "rt"]);
+    let ws = t.p("w\x1b]0;PWN\x07\x1b[2J");
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::write(ws.join("\x1b[31mred.txt"), "r").unwrap();
+    std::fs::write(
+        ws.join(".veilfs.toml"),
+        "extends = \"default\"\n[[rules]]\naction = \"deny\"\n\
+         paths = [\"\\u001b\\\\[31mred.txt\"]\nwhy = \"\\u001b[5mblink\\r\\nveilfs: forged line\"\n",
+    )
+    .unwrap();
+    let o = t
+        .veilfs()
+        .args(["explain", "\x1b[31mred.txt", "."])
+        .current_dir(&ws)
+        .output()
+        .unwrap();
+    let all = [o.stdout.as_slice(), o.stderr.as_slice()].concat();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&all));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        !all.iter().any(|&b| b == 0x1b || b == b'\r' || b == 0x07),
+        "a control character reached the terminal: {out:?}"
+    );
+    assert!(out.contains("deny      \\x1b[31mred.txt  (rule 6"), "{out}");
+    assert!(
+        out.contains("\\x1b[5mblink\\x0d\\x0aveilfs: forged line"),
+        "{out}"
+    );
+    assert!(out.contains("# workspace: "), "{out}");
+    // The start-up lines.
+    let mut c = t.veilfs();
+    c.arg("mount").arg(&ws).arg(t.p("mnt"));
+    let d = common::daemon::Daemon::start(c, &t.p("mnt"));
+    let said = d.said.clone();
+    drop(d);
+    assert!(!said.contains('\x1b'), "{said:?}");
+    assert!(said.contains("w\\x1b]0;PWN\\x07\\x1b[2J"), "{said}");
+    let o = t
+        .veilfs()
+        .args(["run", "--no-home", "--", "true"])
+        .current_dir(&ws)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(!o.stderr.iter().any(|&b| b == 0x1b || b == 0x07), "{err:?}");
+    assert!(err.contains("w\\x1b]0;PWN\\x07\\x1b[2J"), "{err}");
+}

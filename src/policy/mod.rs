@@ -500,6 +500,9 @@ impl Policy {
     /// `is_dir` says whether the last segment is a directory (all others are).
     pub fn decide(&self, path: &[u8], is_dir: bool) -> Decision {
         let mut d = Decision::root();
+        if path.is_empty() {
+            return d;
+        }
         let mut end = 0;
         loop {
             let next = path[end..].iter().position(|&b| b == b'/').map(|i| end + i);

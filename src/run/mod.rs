@@ -127,7 +127,7 @@ pub fn parse_user(s: &str) -> Result<(u32, u32), String> {
 }
 
 fn refuse(msg: impl std::fmt::Display) -> Result<ExitCode> {
-    eprintln!("veilfs run: {msg}");
+    eprintln!("veilfs run: {}", crate::printable::escape(&msg.to_string()));
     Ok(ExitCode::from(2))
 }
 
@@ -555,7 +555,9 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         _ => String::new(),
     };
     if !opts.quiet {
-        eprintln!(
+        // Paths and names from the command line and the tree: never a control
+        // character raw.
+        let line = format!(
             "veilfs: running {} in {} ({found}) with policy {}{hiding}{home_note}{system_note}{as_root}{env_note}{}",
             command[0].to_string_lossy(),
             ws.display(),
@@ -563,6 +565,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
             opts.mount
                 .mode_note(asks, matches!(layout, home::Layout::Separate(_)))
         );
+        eprintln!("{}", crate::printable::escape(&line));
     }
 
     let _control = control.and_then(|c| c.serve_run(reloader, broker.clone(), init));
