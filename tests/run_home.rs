@@ -1337,3 +1337,38 @@ fn a_permissive_run_in_a_guarded_part_of_the_home_directory_keeps_the_home_polic
         .unwrap_or_else(|| panic!("{out}"));
     assert!(line.contains("; now deny ("), "{line}");
 }
+
+/// An audit log in the home directory: the command cannot rewrite, remove,
+/// replace or link it, nor move the directories that hold it (a rename through the
+/// home mount would drop a bind mount on it, and the log would be open to it).
+#[test]
+fn an_audit_log_in_the_home_directory_is_kept_from_the_command() {
+    let h = Home::new();
+    std::fs::create_dir_all(h.home.join("logs")).unwrap();
+    let log = h.home.join("logs/a.log");
+    let script = "cat .env 2>/dev/null; export L=\"$HOME/logs/a.log\"; \
+         for how in ': > $L' 'echo {} >> $L' 'rm -f $L' 'mv $L $L.x' 'ln $L $L.l' \
+                    'chmod 666 $L' 'mv $HOME/logs $HOME/logs.x' 'rmdir $HOME/logs' \
+                    'echo x > $L.new && mv $L.new $L'; do \
+           if sh -c \"$how\" 2>/dev/null; then echo \"DONE $how\"; fi; \
+         done; true";
+    let o = h.sh_with(&["--quiet", "--audit", log.to_str().unwrap()], script);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{}", show(&o));
+    assert!(
+        !out.contains("DONE"),
+        "the command changed its log:\n{}",
+        show(&o)
+    );
+    assert!(
+        !text(&o.stderr).contains("is not the file this run wrote"),
+        "{}",
+        show(&o)
+    );
+    let log_text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        log_text.contains("\"path\":\".env\"") && log_text.contains("\"result\":\"refused\""),
+        "{log_text}"
+    );
+    assert!(log_text.contains("\"reason\":\"audit-log\""), "{log_text}");
+}

@@ -143,6 +143,9 @@ pub struct VeilFs {
     /// The policy's rules refuse nothing; what they would refuse is logged (see
     /// [`permissive`]).
     pub(crate) permissive: bool,
+    /// The run's audit log, when this mount serves it (see
+    /// [`VeilFs::guard_audit_log`]).
+    pub(crate) log_path: Option<Vec<u8>>,
 }
 
 impl VeilFs {
@@ -235,6 +238,7 @@ impl VeilFs {
             seam: snapshot::Seam::default(),
             seat: None,
             permissive: false,
+            log_path: None,
         })
     }
 

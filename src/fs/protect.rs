@@ -41,6 +41,8 @@ pub struct ProtectedFiles {
     /// The files the policy imports rules from, as last read (see
     /// [`crate::policy::Policy::source_ids`]).
     imported: RwLock<Vec<Key>>,
+    /// The run's audit log, by identity (see [`VeilFs::guard_audit_log`]).
+    log: RwLock<Option<Key>>,
     /// The objects opened for writing or created through the mount lately, and when
     /// (see [`ProtectedFiles::written`]).
     written: parking_lot::Mutex<Written>,
@@ -121,6 +123,11 @@ impl ProtectedFiles {
         self.get() == Some(key)
     }
 
+    /// Whether `key` is the run's audit log.
+    pub fn is_log(&self, key: Key) -> bool {
+        *self.log.read() == Some(key)
+    }
+
     /// Whether `key` is a file the policy imports rules from.
     pub fn is_imported(&self, key: Key) -> bool {
         let k = self.imported.read();
@@ -139,6 +146,8 @@ impl VeilFs {
     pub(crate) fn guard_policy_path(&self, path: &[u8], d: Decision) -> Decision {
         if self.policy_paths.iter().any(|p| p.as_slice() == path) {
             d.guard_policy_file()
+        } else if self.log_path.as_deref() == Some(path) {
+            d.guard_audit_log()
         } else if self.git_guard.controls(path) {
             d.guard_git_control()
         } else if self.config_dirs.iter().any(|c| at_or_under(path, c)) {
@@ -157,6 +166,8 @@ impl VeilFs {
             Err(refuse(path, &Decision::policy_file()))
         } else if self.protected.is_imported(key) {
             Err(refuse(path, &Decision::imported_file()))
+        } else if self.protected.is_log(key) {
+            Err(refuse(path, &Decision::audit_log()))
         } else {
             Ok(())
         }
@@ -236,6 +247,8 @@ impl VeilFs {
             |p: &Vec<u8>| p.len() > path.len() && p.starts_with(path) && p[path.len()] == b'/';
         if !path.is_empty() && self.policy_paths.iter().any(holds) {
             Err(refuse(path, &Decision::holds_policy_file()))
+        } else if !path.is_empty() && self.log_path.as_ref().is_some_and(holds) {
+            Err(refuse(path, &Decision::audit_log()))
         } else if self.git_guard.holds(path) {
             Err(refuse(path, &Decision::git_control()))
         } else if self.config_dirs.iter().any(|c| at_or_under(c, path)) {
@@ -289,6 +302,15 @@ impl VeilFs {
         }
         let od = o.policy.read().clone().decide(&full, is_dir);
         d.stricter(od)
+    }
+
+    /// Keeps the run's audit log, at `path` (relative to the mount's root) and by
+    /// identity `key`, read-only, and the directories that hold it from being
+    /// renamed or removed (see [`crate::policy::Reason::AuditLog`]). Set before
+    /// mounting.
+    pub fn guard_audit_log(&mut self, path: Vec<u8>, key: Key) {
+        *self.protected.log.write() = Some(key);
+        self.log_path = Some(path);
     }
 
     /// Keeps the directories on the way to the paths the policy hides or makes

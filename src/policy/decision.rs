@@ -50,6 +50,10 @@ pub enum Reason {
     /// makes read-only by name; only a directory is made there, and it is not
     /// renamed, so no symbolic link in its place leads the name past the policy.
     Way,
+    /// Under `veilfs run`: the audit log of this run, in the home directory: read-only,
+    /// and the directories that hold it are not renamed or removed, so the command
+    /// cannot rewrite, move or replace its own log.
+    AuditLog,
 }
 
 /// The effective action for one path, and why.
@@ -223,6 +227,23 @@ impl Decision {
         }
     }
 
+    /// The decision refusing a change to the run's audit log, or the rename or
+    /// removal of a directory holding it (see [`Reason::AuditLog`]).
+    pub fn audit_log() -> Decision {
+        Decision {
+            action: Action::ReadOnly,
+            reason: Reason::AuditLog,
+            ruled: true,
+            approved: Action::ReadOnly,
+        }
+    }
+
+    /// This decision made at least read-only because the path is the run's audit
+    /// log (see [`Reason::AuditLog`]); a denied path stays denied.
+    pub fn guard_audit_log(self) -> Decision {
+        self.at_least_read_only(Decision::audit_log)
+    }
+
     /// This decision made at least read-only because the path's name is
     /// [`super::POLICY_FILE_NAME`].
     pub(super) fn guard_policy_name(self) -> Decision {
@@ -287,6 +308,7 @@ impl Decision {
             Reason::GitControl => ("git-control", None, None),
             Reason::VeilfsConfig => ("veilfs-config", None, None),
             Reason::Way => ("way", None, None),
+            Reason::AuditLog => ("audit-log", None, None),
             Reason::Ancestor { path, cause } => {
                 let p = match &**cause {
                     Reason::Rule(p) | Reason::Admitted(p) => Some(p),
@@ -353,6 +375,10 @@ fn write_reason(s: &mut String, action: Action, reason: &Reason) {
         Reason::Way => s.push_str(
             "on the way to a path the policy names: only a directory is made here, and \
              it is not renamed, so no symbolic link in its place leads past the policy",
+        ),
+        Reason::AuditLog => s.push_str(
+            "the audit log of this run: read-only, and not moved, so the command cannot \
+             rewrite its own log",
         ),
         Reason::VeilfsConfig => s.push_str(
             "veilfs's own configuration (the home policy): read-only under `veilfs run`, \

@@ -72,9 +72,8 @@ pub fn protect_policy_file(file: &Path, ws: &Path) -> Result<(), String> {
 /// command: bind-mounted read-only onto itself in the command's mount namespace, so
 /// that it cannot be written, truncated, removed or replaced there (the daemon
 /// writes through the descriptor it opened before). A log with other hard links is
-/// refused (another name could rewrite it). Its identity, for
-/// [`log_still_there`].
-pub fn protect_log(log: &Path) -> Result<(u64, u64), String> {
+/// refused (another name could rewrite it).
+pub fn protect_log(log: &Path) -> Result<(), String> {
     use std::os::unix::fs::MetadataExt;
     let canon = log
         .canonicalize()
@@ -90,11 +89,11 @@ pub fn protect_log(log: &Path) -> Result<(u64, u64), String> {
         ));
     }
     bind_read_only(&canon)
-        .map_err(|e| format!("cannot protect the audit log {}: {e}", canon.display()))?;
-    Ok((meta.dev(), meta.ino()))
+        .map_err(|e| format!("cannot protect the audit log {}: {e}", canon.display()))
 }
 
-/// Whether `log` still names the file of identity `id` (see [`protect_log`]): a
+/// Whether `log` still names the file of identity `id` (taken before anything was
+/// mounted): a
 /// command that can write the directory holding it could move the directory away
 /// and put another log in its place.
 pub fn log_still_there(log: &Path, id: (u64, u64)) -> bool {

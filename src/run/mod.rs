@@ -428,13 +428,24 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         ..opts.mount.clone()
     };
     let mut audit_log = None;
+    // The log's identity before anything is mounted over it, for the check at the end.
+    let mut log_real: Option<(u64, u64)> = None;
     let audit = match &opts.mount.audit {
         Some(target) => {
             match crate::audit::Audit::start(target, opts.mount.audit_all, crate::audit::QUEUE) {
                 Ok((a, w)) => {
                     fs.set_audit(a.for_root("workspace"));
-                    if let Some((_, hfs)) = &mut home_fs {
+                    if target.as_path() != std::path::Path::new("-") {
+                        use std::os::unix::fs::MetadataExt;
+                        log_real = std::fs::metadata(target).ok().map(|m| (m.dev(), m.ino()));
+                    }
+                    if let Some((h, hfs)) = &mut home_fs {
                         hfs.set_audit(a.for_root("home"));
+                        // A log in the home directory: guarded by the home mount
+                        // (a rename through it would drop the bind mount below).
+                        if let Some((rel, key)) = within(target, h) {
+                            hfs.guard_audit_log(rel, key);
+                        }
                     }
                     audit_log = Some(a);
                     Some(w)
@@ -527,7 +538,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     let log_id = match &opts.mount.audit {
         Some(log) if log.as_path() != std::path::Path::new("-") => {
             match confine::protect_log(log) {
-                Ok(id) => Some((log.clone(), id)),
+                Ok(()) => log_real.map(|id| (log.clone(), id)),
                 Err(e) => {
                     let _ = sys::kill(init, libc::SIGKILL);
                     let _ = sys::wait(init, 0);
@@ -612,6 +623,22 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     }
     let status = status.context("waiting for the command")?;
     Ok(ExitCode::from(status.clamp(0, 255) as u8))
+}
+
+/// Where the file `file` lies under the directory `root` (both resolved), relative
+/// to it, and its identity.
+fn within(file: &std::path::Path, root: &std::path::Path) -> Option<(Vec<u8>, (u64, u64))> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::MetadataExt;
+    let (file, root) = (file.canonicalize().ok()?, root.canonicalize().ok()?);
+    let rel = file
+        .strip_prefix(&root)
+        .ok()?
+        .as_os_str()
+        .as_bytes()
+        .to_vec();
+    let meta = std::fs::metadata(&file).ok()?;
+    (!rel.is_empty()).then_some((rel, (meta.dev(), meta.ino())))
 }
 
 /// Keeps veilfs's configuration directory ([`config::config_dir`]) read-only for
