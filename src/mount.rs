@@ -456,8 +456,17 @@ impl Mount {
         self.watcher.as_ref().map(|w| w.inject_overflow()).is_some()
     }
 
+    /// How many nodes the inotify queue overflows handled so far invalidated (those
+    /// that changed on disk), for tests.
+    #[doc(hidden)]
+    pub fn watch_overflow_invalidated(&self) -> u64 {
+        self.watcher
+            .as_ref()
+            .map_or(0, |w| w.overflow_invalidated())
+    }
+
     /// How many inotify queue overflows the watcher has handled (each one dropped
-    /// every kernel cache of the mount), for tests.
+    /// the kernel's caches of what changed on disk), for tests.
     #[doc(hidden)]
     pub fn watch_overflows(&self) -> u64 {
         self.watcher.as_ref().map_or(0, |w| w.overflows())

@@ -96,7 +96,11 @@ fn home_default_policy() {
                 ReadOnly,
             ),
             (".cargo/env", false, ReadOnly),
-            (".local/lib/python3.12/site-packages/zz.pth", false, ReadOnly),
+            (
+                ".local/lib/python3.12/site-packages/zz.pth",
+                false,
+                ReadOnly,
+            ),
             (".local/lib/python3.12/site-packages/pkg/x.py", false, Allow),
             (".lesskey", false, ReadOnly),
             (".hgrc", false, ReadOnly),

@@ -91,6 +91,31 @@ pub struct Node {
     pub lookups: AtomicU64,
     /// How the kernel does I/O on this inode while handles are open.
     pub io: Mutex<IoMode>,
+    /// A fingerprint of the attributes last handed to the kernel ([`fingerprint`];
+    /// 0: none yet): after lost inotify events, only the nodes whose backing object
+    /// no longer matches it are invalidated (see [`super::inval::invalidate_changed`]).
+    pub told: AtomicU64,
+}
+
+/// The attributes of `st` that any change to the object moves (its ctime above all:
+/// content, attributes, and a directory's entries), as one nonzero number.
+pub fn fingerprint(st: &libc::stat) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for v in [
+        st.st_ctime as u64,
+        st.st_ctime_nsec as u64,
+        st.st_mtime as u64,
+        st.st_mtime_nsec as u64,
+        st.st_size as u64,
+        u64::from(st.st_mode),
+        st.st_nlink,
+        u64::from(st.st_uid),
+        u64::from(st.st_gid),
+        st.st_ino,
+    ] {
+        h = (h ^ v).wrapping_mul(0x0100_0000_01b3);
+    }
+    h | 1
 }
 
 /// The kernel keeps one I/O mode per inode while any handle is open: cached (the
@@ -121,6 +146,7 @@ impl Node {
             place: Mutex::new(place),
             lookups: AtomicU64::new(0),
             io: Mutex::new(IoMode::default()),
+            told: AtomicU64::new(0),
         }
     }
 
@@ -340,6 +366,11 @@ impl Inodes {
     }
 
     /// Every node with the names it is known under.
+    /// Every node the kernel holds.
+    pub fn nodes(&self) -> Vec<Arc<Node>> {
+        self.map.read().by_id.values().cloned().collect()
+    }
+
     pub fn snapshot(&self) -> Vec<Known> {
         self.map
             .read()

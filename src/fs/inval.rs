@@ -79,6 +79,67 @@ impl Invalidator {
 /// listing with it). The kernel caches no negative entries (a lookup that finds
 /// nothing answers `ENOENT`), so nothing else can be stale. Blocks while the kernel
 /// takes directory locks: never call it from a request handler.
+/// After inotify lost events (a queue overflow): invalidates in the kernel only
+/// what changed on disk since its attributes were last handed over, instead of
+/// every cache of the mount. Each node held is `fstat`ed (through its descriptor,
+/// else by a name in a directory held) and compared with the fingerprint of what
+/// the kernel was told ([`super::inode::Node::told`]); a node that differs, is
+/// gone, or cannot be read is invalidated (attributes and pages), and for a
+/// directory that differs, each name the kernel knows in it that no longer leads
+/// to the same object is invalidated too. Returns how many nodes were invalidated.
+pub(crate) fn invalidate_changed(inodes: &super::inode::Inodes, n: &fuser::Notifier) -> usize {
+    use super::inode::fingerprint;
+    use std::os::unix::ffi::OsStrExt;
+    use std::sync::atomic::Ordering;
+    let nodes = inodes.nodes();
+    let now = |node: &super::inode::Node| -> Option<libc::stat> {
+        if let Some(fd) = node.fd() {
+            return crate::sys::stat(fd).ok();
+        }
+        let place = node.place();
+        place.links.iter().find_map(|(p, name)| {
+            let dir = inodes.get(*p)?;
+            let c = std::ffi::CString::new(name.clone()).ok()?;
+            crate::sys::statat(dir.dir_fd().ok()?, &c).ok()
+        })
+    };
+    let mut changed_dirs = std::collections::HashSet::new();
+    let mut count = 0;
+    for node in &nodes {
+        let same = now(node).is_some_and(|st| {
+            super::inode::key_of(&st) == node.key
+                && fingerprint(&st) == node.told.load(Ordering::Relaxed)
+        });
+        if !same {
+            count += 1;
+            let _ = n.inval_inode(fuser::INodeNo(node.ino), 0, 0);
+            if node.is_dir() {
+                changed_dirs.insert(node.ino);
+            }
+        }
+    }
+    if changed_dirs.is_empty() {
+        return count;
+    }
+    // The names the kernel knows in a changed directory: kept where they still lead
+    // to the same object.
+    for node in &nodes {
+        for (parent, name) in node.place().links {
+            if !changed_dirs.contains(&parent) || inodes.entry_kept(parent, &name) {
+                continue;
+            }
+            let there = inodes.get(parent).and_then(|dir| {
+                let c = std::ffi::CString::new(name.clone()).ok()?;
+                crate::sys::statat(dir.dir_fd().ok()?, &c).ok()
+            });
+            if there.is_none_or(|st| super::inode::key_of(&st) != node.key) {
+                let _ = n.inval_entry(fuser::INodeNo(parent), OsStr::from_bytes(&name));
+            }
+        }
+    }
+    count
+}
+
 pub(crate) fn invalidate_all(inodes: &super::inode::Inodes, n: &fuser::Notifier) {
     for known in inodes.snapshot() {
         for (parent, name) in &known.links {

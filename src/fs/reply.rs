@@ -130,6 +130,12 @@ pub(super) fn dt_kind(dt: u8) -> FileType {
 impl VeilFs {
     /// The attributes of node `ino` (its id is also the inode number `stat` shows).
     pub(super) fn attr(&self, ino: u64, st: &libc::stat) -> FileAttr {
+        if let Some(n) = self.inodes.get(ino) {
+            n.told.store(
+                super::inode::fingerprint(st),
+                std::sync::atomic::Ordering::Relaxed,
+            );
+        }
         FileAttr {
             ino: INodeNo(ino),
             size: st.st_size as u64,
@@ -471,6 +477,8 @@ pub(super) fn fill_dir_plus(
                     Generation(0),
                 );
                 if full {
+                    // Not handed over after all: what the kernel holds is unknown.
+                    node.told.store(0, std::sync::atomic::Ordering::Relaxed);
                     VeilFs::forget(fs, node.ino, 1);
                 }
                 full

@@ -21,8 +21,11 @@
 //!   change through the mount and the daemon's `stat` right after it, to the same
 //!   name; and, on kernels with coarse timestamps, one of unchanged size within the
 //!   same clock tick.
-//! * When inotify's queue overflows (`IN_Q_OVERFLOW`), events were lost: every entry,
-//!   attribute and page the kernel holds for the mount is invalidated. The watches
+//! * When inotify's queue overflows (`IN_Q_OVERFLOW`), events were lost: every node
+//!   the kernel holds is compared with the disk, and what changed since its
+//!   attributes were handed to the kernel (its attributes, pages, and the names in a
+//!   changed directory that lead elsewhere now) is invalidated (see
+//!   [`super::inval::invalidate_changed`]); the rest stays cached. The watches
 //!   themselves live on (they belong to the directories' inodes), so watching goes on
 //!   with the next event.
 
@@ -193,6 +196,8 @@ pub struct Watcher {
     injected: AtomicBool,
     /// Queue overflows handled so far.
     overflows: AtomicU64,
+    /// Nodes invalidated by the overflows handled so far.
+    overflow_invalidated: AtomicU64,
     /// Told when a name the policy reads rules from changes outside the mount
     /// (see [`Watcher::on_sources`]).
     sources: Mutex<Option<Sources>>,
@@ -222,6 +227,7 @@ impl Watcher {
             own: Mutex::new(HashMap::new()),
             injected: AtomicBool::new(false),
             overflows: AtomicU64::new(0),
+            overflow_invalidated: AtomicU64::new(0),
             sources: Mutex::new(None),
         })
     }
@@ -359,6 +365,12 @@ impl Watcher {
         self.overflows.load(Ordering::SeqCst)
     }
 
+    /// How many nodes the overflows handled so far invalidated (only those that
+    /// changed: see [`super::inval::invalidate_changed`]).
+    pub fn overflow_invalidated(&self) -> u64 {
+        self.overflow_invalidated.load(Ordering::SeqCst)
+    }
+
     /// Reads events until the filesystem is gone (its node table dropped),
     /// invalidating through `notifier`.
     pub fn run(self: Arc<Self>, inodes: Weak<Inodes>, notifier: fuser::Notifier) {
@@ -480,11 +492,13 @@ impl Watcher {
         drop(sources);
         if overflow {
             log::warn!(
-                "inotify queue overflow: outside edits went unreported; dropping every \
-                 kernel cache of the mount"
+                "inotify queue overflow: outside edits went unreported; dropping the \
+                 kernel's caches of what changed on disk"
             );
             self.own.lock().clear();
-            super::inval::invalidate_all(inodes, notifier);
+            let n = super::inval::invalidate_changed(inodes, notifier);
+            self.overflow_invalidated
+                .fetch_add(n as u64, Ordering::SeqCst);
             self.overflows.fetch_add(1, Ordering::SeqCst);
             return;
         }
