@@ -425,6 +425,20 @@ pub fn config_dir() -> Option<PathBuf> {
     absolute(std::env::var_os("HOME")).map(|h| h.join(".config").join("veilfs"))
 }
 
+/// Every veilfs configuration directory a run may read its home policy from: the
+/// one in use ([`config_dir`]) and `~/.config/veilfs`, which a later run without
+/// `XDG_CONFIG_HOME` reads. Each is guarded under `veilfs run`.
+pub fn config_dirs() -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = config_dir().into_iter().collect();
+    if let Some(h) = std::env::var_os("HOME").map(PathBuf::from).filter(|p| p.is_absolute()) {
+        let d = h.join(".config").join("veilfs");
+        if !out.contains(&d) {
+            out.push(d);
+        }
+    }
+    out
+}
+
 /// Loads the home policy of `veilfs run`: `explicit` if given, else
 /// [`HOME_POLICY`] in [`config_dir`] if it exists (refused unless this user or root
 /// owns it: it is never taken from the workspace, whose files a cloned repository

@@ -1372,3 +1372,49 @@ fn an_audit_log_in_the_home_directory_is_kept_from_the_command() {
     );
     assert!(log_text.contains("\"reason\":\"audit-log\""), "{log_text}");
 }
+
+/// With `XDG_CONFIG_HOME` set, a run still keeps `~/.config/veilfs` (where a later
+/// run without it reads the home policy) from the command, as well as the one in
+/// use. (The home lies outside `/tmp`: an `XDG_CONFIG_HOME` in a scratch place is
+/// not used.)
+#[test]
+fn both_configuration_directories_are_guarded_whatever_xdg_config_home_says() {
+    require_fuse();
+    let t = tempfile::Builder::new()
+        .prefix("veilfs-xdg")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    let home = t.path().join("home");
+    let ws = home.join("proj");
+    std::fs::create_dir_all(&ws).unwrap();
+    write(&home.join(".ssh/id_ed25519"), &format!("{SECRET} key\n"));
+    let script = "for d in \"$HOME/.config/veilfs\" \"$HOME/.xdg/veilfs\"; do \
+                    if mkdir -p \"$d\" 2>/dev/null && \
+                       printf 'extends = \"none\"\\n' > \"$d/home.toml\" 2>/dev/null; then \
+                      echo \"PLANTED $d\"; fi; done; true";
+    let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
+        .args(["run", "--quiet", "--", "sh", "-c", script])
+        .current_dir(&ws)
+        .env("HOME", &home)
+        .env("XDG_CONFIG_HOME", home.join(".xdg"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    assert!(!text(&o.stdout).contains("PLANTED"), "{}", show(&o));
+    assert!(!home.join(".config/veilfs/home.toml").exists());
+    assert!(!home.join(".xdg/veilfs/home.toml").exists());
+    // And the next run, without the variable, keeps the built-in home policy.
+    let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
+        .args(["run", "--", "sh", "-c", "cat \"$HOME/.ssh/id_ed25519\"; true"])
+        .current_dir(&ws)
+        .env("HOME", &home)
+        .env_remove("XDG_CONFIG_HOME")
+        .output()
+        .unwrap();
+    assert!(!text(&o.stdout).contains(SECRET), "{}", show(&o));
+    assert!(
+        text(&o.stderr).contains("with policy built-in default home policy"),
+        "{}",
+        show(&o)
+    );
+}

@@ -99,21 +99,21 @@ pub(super) fn raw_policy(home: &LoadedPolicy) -> Result<crate::policy::RawPolicy
 }
 
 /// The paths, relative to `root` (canonical), at which veilfs's configuration
-/// directory is reached through a mount of `root`: as named, and with its links
+/// directories ([`config::config_dirs`]: the one in use and `~/.config/veilfs`) are
+/// reached through a mount of `root`: as named, and with their links
 /// resolved (a `~/.config` that is a link to a dotfiles repository). Empty when it
 /// lies outside `root`.
 pub fn config_dirs_under(root: &Path) -> Vec<Vec<u8>> {
     use std::os::unix::ffi::OsStrExt;
-    let Some(dir) = config::config_dir() else {
-        return Vec::new();
-    };
     let mut out = Vec::new();
-    let resolved = config::resolve_existing(&dir);
-    for c in std::iter::once(dir).chain(resolved) {
-        if let Ok(rel) = c.strip_prefix(root) {
-            let rel = rel.as_os_str().as_bytes().to_vec();
-            if !rel.is_empty() && !out.contains(&rel) {
-                out.push(rel);
+    for dir in config::config_dirs() {
+        let resolved = config::resolve_existing(&dir);
+        for c in std::iter::once(dir).chain(resolved) {
+            if let Ok(rel) = c.strip_prefix(root) {
+                let rel = rel.as_os_str().as_bytes().to_vec();
+                if !rel.is_empty() && !out.contains(&rel) {
+                    out.push(rel);
+                }
             }
         }
     }

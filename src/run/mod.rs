@@ -641,8 +641,8 @@ fn within(file: &std::path::Path, root: &std::path::Path) -> Option<(Vec<u8>, (u
     (!rel.is_empty()).then_some((rel, (meta.dev(), meta.ino())))
 }
 
-/// Keeps veilfs's configuration directory ([`config::config_dir`]) read-only for
-/// the command when the home mount does not guard it (it lies outside the home
+/// Keeps veilfs's configuration directories ([`config::config_dirs`]) read-only for
+/// the command where the home mount does not guard them (it lies outside the home
 /// directory, say `XDG_CONFIG_HOME=/tmp/cfg`, or there is no home mount): bound
 /// read-only onto itself. Where it does not exist yet but the command could make
 /// it (a scratch place, a `--writable` directory, the workspace, or with
@@ -654,15 +654,29 @@ fn protect_config_dir(
     writable: &[PathBuf],
     ws: &std::path::Path,
 ) -> Result<(), String> {
-    let Some(dir) = config::config_dir() else {
-        return Ok(());
-    };
-    if let Some(root) = home_root(layout)
-        && !home::config_dirs_under(root).is_empty()
-    {
-        return Ok(());
+    for dir in config::config_dirs() {
+        let abs = std::path::absolute(&dir).unwrap_or(dir.clone());
+        // Guarded by the home mount when it lies in the home directory.
+        let real = config::resolve_existing(&abs).unwrap_or_else(|| abs.clone());
+        if let Some(root) = home_root(layout)
+            && let Ok(root) = root.canonicalize()
+            && (abs.starts_with(&root) || real.starts_with(&root))
+        {
+            continue;
+        }
+        protect_one_config_dir(&abs, system_writable, writable, ws)?;
     }
-    let abs = std::path::absolute(&dir).unwrap_or(dir.clone());
+    Ok(())
+}
+
+/// [`protect_config_dir`] for the one directory `abs`.
+fn protect_one_config_dir(
+    abs: &std::path::Path,
+    system_writable: bool,
+    writable: &[PathBuf],
+    ws: &std::path::Path,
+) -> Result<(), String> {
+    let abs = abs.to_path_buf();
     if !abs.exists() {
         let mut places: Vec<PathBuf> = confine::SCRATCH
             .iter()
