@@ -430,7 +430,10 @@ pub fn config_dir() -> Option<PathBuf> {
 /// `XDG_CONFIG_HOME` reads. Each is guarded under `veilfs run`.
 pub fn config_dirs() -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = config_dir().into_iter().collect();
-    if let Some(h) = std::env::var_os("HOME").map(PathBuf::from).filter(|p| p.is_absolute()) {
+    if let Some(h) = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+    {
         let d = h.join(".config").join("veilfs");
         if !out.contains(&d) {
             out.push(d);

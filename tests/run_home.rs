@@ -1405,7 +1405,13 @@ fn both_configuration_directories_are_guarded_whatever_xdg_config_home_says() {
     assert!(!home.join(".xdg/veilfs/home.toml").exists());
     // And the next run, without the variable, keeps the built-in home policy.
     let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
-        .args(["run", "--", "sh", "-c", "cat \"$HOME/.ssh/id_ed25519\"; true"])
+        .args([
+            "run",
+            "--",
+            "sh",
+            "-c",
+            "cat \"$HOME/.ssh/id_ed25519\"; true",
+        ])
         .current_dir(&ws)
         .env("HOME", &home)
         .env_remove("XDG_CONFIG_HOME")
@@ -1416,5 +1422,36 @@ fn both_configuration_directories_are_guarded_whatever_xdg_config_home_says() {
         text(&o.stderr).contains("with policy built-in default home policy"),
         "{}",
         show(&o)
+    );
+}
+
+/// With `XDG_CONFIG_HOME` (or `XDG_DATA_HOME`) moving `~/.config` (or
+/// `~/.local/share`) elsewhere in the home directory, where git, systemd and the
+/// others then read, the home policy holds the same paths there.
+#[test]
+fn the_home_policy_follows_the_xdg_variables() {
+    let h = Home::new();
+    let (xdg, data) = (h.home.join(".xdg"), h.home.join(".xdata"));
+    write(&xdg.join("gh/hosts.yml"), &format!("{SECRET} xdg gh\n"));
+    write(&xdg.join("git/config"), "# original\n");
+    std::fs::create_dir_all(&data).unwrap();
+    let script = "cat \"$XDG_CONFIG_HOME/gh/hosts.yml\" 2>/dev/null; \
+         for f in \"$XDG_CONFIG_HOME/git/config\" \"$XDG_CONFIG_HOME/systemd/user/x.service\" \
+                  \"$XDG_CONFIG_HOME/autostart/x.desktop\" \"$XDG_DATA_HOME/systemd/user/y.service\"; do \
+           mkdir -p \"$(dirname \"$f\")\" 2>/dev/null; \
+           if echo PLANTED >> \"$f\" 2>/dev/null; then echo \"PLANTED $f\"; fi; done; true";
+    let o = h
+        .veilfs(&["--quiet", "--", "sh", "-c", script])
+        .env("XDG_CONFIG_HOME", &xdg)
+        .env("XDG_DATA_HOME", &data)
+        .output()
+        .unwrap();
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{}", show(&o));
+    assert!(!out.contains(SECRET), "{}", show(&o));
+    assert!(!out.contains("PLANTED"), "{}", show(&o));
+    assert_eq!(
+        std::fs::read_to_string(xdg.join("git/config")).unwrap(),
+        "# original\n"
     );
 }

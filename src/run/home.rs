@@ -198,59 +198,95 @@ pub fn alias_rules(root: &Path, policy: &Policy) -> Vec<crate::policy::RawRule> 
         }
         // Resolved through its nearest existing ancestor: a link on the way to a
         // name that does not exist yet (`~/.config -> dotfiles/config`, no
-        // `systemd/` in it) leads where it would be made.
-        let Some(real) = config::resolve_existing(&root.join(&literal)) else {
-            continue;
-        };
-        if real == real_root.join(&literal) {
-            continue;
+        // `systemd/` in it) leads where it would be made. And where the XDG
+        // variables move `~/.config` or `~/.local/share`, the same path there.
+        let mut places: Vec<(PathBuf, bool)> = Vec::new();
+        if let Some(real) = config::resolve_existing(&root.join(&literal))
+            && real != real_root.join(&literal)
+        {
+            places.push((real, false));
         }
-        let Ok(rel) = real.strip_prefix(&real_root) else {
-            continue;
-        };
-        let Some(rel) = rel.to_str().filter(|r| !r.is_empty()) else {
-            continue;
-        };
-        let mut escaped = String::from("/");
-        for c in rel.chars() {
-            if matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | '\\') {
-                escaped.push('\\');
+        for (dir, var) in [
+            (".config", "XDG_CONFIG_HOME"),
+            (".local/share", "XDG_DATA_HOME"),
+        ] {
+            let Some(under) = literal
+                .strip_prefix(dir)
+                .and_then(|r| r.strip_prefix('/').or(r.is_empty().then_some("")))
+            else {
+                continue;
+            };
+            let Some(moved) = std::env::var_os(var)
+                .map(PathBuf::from)
+                .filter(|x| x.is_absolute())
+            else {
+                continue;
+            };
+            let at = if under.is_empty() {
+                moved
+            } else {
+                moved.join(under)
+            };
+            if let Some(real) = config::resolve_existing(&at)
+                && real != real_root.join(&literal)
+                && !places.iter().any(|(p, _)| *p == real)
+            {
+                places.push((real, true));
             }
-            escaped.push(c);
         }
-        let is_dir = if rest.is_empty() {
-            real.is_dir() || (!real.exists() && p.dir_only)
-        } else {
-            escaped.push('/');
-            escaped.push_str(&rest);
-            p.dir_only
-        };
-        if is_dir {
-            escaped.push('/');
-        }
-        if out.iter().any(|r| r.patterns[0].0 == escaped) {
-            continue;
-        }
-        // Never loosen: a target another rule already holds at least as tightly
-        // keeps that rule (the alias comes last, and the last match wins).
-        if rest.is_empty() && policy.decide(rel.as_bytes(), is_dir).action >= p.action {
-            continue;
-        }
-        out.push(RawRule {
-            action: p.action,
-            at: p.at.clone(),
-            patterns: vec![(escaped, p.at.clone())],
-            imports: Vec::new(),
-            no_negation: false,
-            why: Some(std::sync::Arc::from(format!(
-                "the target of `{glob}`, a symbolic link, which {p} {}",
-                if p.action == Action::Deny {
-                    "hides"
-                } else {
-                    "makes read-only"
+        for (real, by_xdg) in places {
+            let Ok(rel) = real.strip_prefix(&real_root) else {
+                continue;
+            };
+            let Some(rel) = rel.to_str().filter(|r| !r.is_empty()) else {
+                continue;
+            };
+            let mut escaped = String::from("/");
+            for c in rel.chars() {
+                if matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | '\\') {
+                    escaped.push('\\');
                 }
-            ))),
-        });
+                escaped.push(c);
+            }
+            let is_dir = if rest.is_empty() {
+                real.is_dir() || (!real.exists() && p.dir_only)
+            } else {
+                escaped.push('/');
+                escaped.push_str(&rest);
+                p.dir_only
+            };
+            if is_dir {
+                escaped.push('/');
+            }
+            if out.iter().any(|r| r.patterns[0].0 == escaped) {
+                continue;
+            }
+            // Never loosen: a target another rule already holds at least as tightly
+            // keeps that rule (the alias comes last, and the last match wins).
+            if rest.is_empty() && policy.decide(rel.as_bytes(), is_dir).action >= p.action {
+                continue;
+            }
+            out.push(RawRule {
+                action: p.action,
+                at: p.at.clone(),
+                patterns: vec![(escaped, p.at.clone())],
+                imports: Vec::new(),
+                no_negation: false,
+                why: Some(std::sync::Arc::from(format!(
+                    "{}, which {p} {}",
+                    if by_xdg {
+                        format!("where an XDG variable moves `{glob}`")
+                    } else {
+                        format!("the target of `{glob}`, a symbolic link")
+                    },
+                    if p.action == Action::Deny {
+                        "hides"
+                    } else {
+                        "makes read-only"
+                    }
+                ))),
+            });
+        }
     }
     out
 }
