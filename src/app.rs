@@ -494,7 +494,7 @@ fn explain_one(
         if !prefix.is_empty() {
             v["root"] = "home".into();
         }
-        v.to_string()
+        crate::printable::json(&v)
     } else {
         format!(
             "{:<9} {prefix}{}  ({})",

@@ -239,7 +239,7 @@ fn write_loop(
         v["uid"] = e.uid.into();
         v["gid"] = e.gid.into();
         v["comm"] = e.comm.into();
-        let _ = writeln!(out, "{v}");
+        let _ = writeln!(out, "{}", crate::printable::json(&v));
         let counted = if e.refused {
             Some(&mut refused)
         } else if e.result.is_some_and(|r| r.starts_with("would-")) {

@@ -107,7 +107,7 @@ pub fn explain_all(
                 "action": action.as_str(),
                 "why": why,
             });
-            writeln!(out, "{v}")?;
+            writeln!(out, "{}", crate::printable::json(&v))?;
         } else {
             writeln!(
                 out,
@@ -126,7 +126,7 @@ pub fn explain_all(
             "held": held.held,
             "places": held.places(),
         });
-        writeln!(out, "{v}")?;
+        writeln!(out, "{}", crate::printable::json(&v))?;
     } else {
         writeln!(out, "{}", summary(&held))?;
     }

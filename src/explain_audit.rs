@@ -41,15 +41,49 @@ fn rule_of(v: &serde_json::Value) -> String {
     }
 }
 
+/// The largest audit log read.
+pub const MAX_LOG: u64 = 1 << 30;
+
+/// The text of the log `log`: a regular file (a link is followed, as the person
+/// named it, but a device or a FIFO put in its place is refused, and nothing waits
+/// for a writer) of at most [`MAX_LOG`] bytes.
+fn read_bounded(log: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(log)?;
+    let meta = f.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    if meta.len() > MAX_LOG {
+        return Err(std::io::Error::other(format!(
+            "{} bytes: more than the {MAX_LOG} read",
+            meta.len()
+        )));
+    }
+    let mut text = String::new();
+    f.take(MAX_LOG).read_to_string(&mut text)?;
+    Ok(text)
+}
+
 /// The log's paths (the home mount's with `~/` before them), and the events dropped.
 fn read_log(log: &Path) -> Result<(BTreeMap<String, Seen>, u64)> {
-    let text =
-        std::fs::read_to_string(log).with_context(|| format!("reading {}", log.display()))?;
+    let text = read_bounded(log).with_context(|| format!("reading {}", log.display()))?;
     let mut paths: BTreeMap<String, Seen> = BTreeMap::new();
     let mut dropped = 0u64;
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let v: serde_json::Value = serde_json::from_str(line)
-            .with_context(|| format!("{}: not an audit line: {line}", log.display()))?;
+        let v: serde_json::Value = serde_json::from_str(line).with_context(|| {
+            let shown: String = line.chars().take(200).collect();
+            format!(
+                "{}: not an audit line: {}{}",
+                log.display(),
+                crate::printable::escape(&shown),
+                if shown.len() < line.len() { "…" } else { "" }
+            )
+        })?;
         if let Some(n) = v.get("dropped").and_then(|n| n.as_u64()) {
             dropped += n;
             continue;
@@ -145,7 +179,7 @@ pub fn explain_audit(log: &Path, now: &Now, json: bool, out: &mut impl Write) ->
             if let Some(d) = decide_now(now, path) {
                 v["now"] = d.to_json(path.as_bytes());
             }
-            writeln!(out, "{v}")?;
+            writeln!(out, "{}", crate::printable::json(&v))?;
         }
         if dropped > 0 {
             writeln!(out, "{}", serde_json::json!({ "dropped": dropped }))?;

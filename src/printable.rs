@@ -27,6 +27,22 @@ pub fn escape(text: &str) -> String {
     out
 }
 
+/// `v` as one line of JSON with every control and invisible character (see
+/// [`escape`]) written as a `\uXXXX` escape: serde writes C1 controls and DEL
+/// raw, and a log or a `--json` line may end up on a terminal.
+pub fn json(v: &serde_json::Value) -> String {
+    let raw = v.to_string();
+    let mut out = String::with_capacity(raw.len());
+    for c in raw.chars() {
+        if (c.is_control() || invisible(c)) && (c as u32) >= 0x20 {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// Format characters that change how a line is shown without showing themselves:
 /// bidirectional overrides, embeddings and isolates (which can make a terminal
 /// show text in another order), zero-width characters and the byte-order mark.
@@ -51,5 +67,9 @@ mod tests {
         // Bidirectional overrides and zero-width characters are escaped too.
         assert_eq!(escape("a\u{202e}txt.exe"), "a\\u{202e}txt.exe");
         assert_eq!(escape("x\u{200b}\u{2066}y"), "x\\u{200b}\\u{2066}y");
+        let v = serde_json::json!({ "path": "a\u{9b}31m\u{7f}\u{202e}b\u{1b}" });
+        let j = super::json(&v);
+        assert_eq!(j, r#"{"path":"a\u009b31m\u007f\u202eb\u001b"}"#);
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&j).unwrap(), v);
     }
 }

@@ -272,3 +272,55 @@ fn the_command_cannot_rewrite_its_own_audit_log() {
         "{err}"
     );
 }
+
+/// `explain --audit` of what a command could put in the log's place: a link to a
+/// device or a FIFO is refused at once (nothing read without end, nothing waited
+/// for), and a line that is no audit line is quoted short and escaped.
+#[test]
+fn explain_audit_refuses_what_is_no_log() {
+    let t = tempfile::tempdir().unwrap();
+    let explain = |p: &std::path::Path| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_veilfs"))
+            .args(["explain", "--audit"])
+            .arg(p)
+            .current_dir(t.path())
+            .stderr(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while child.try_wait().unwrap().is_none() {
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("explain --audit {} did not end", p.display());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let o = child.wait_with_output().unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let zero = t.path().join("zero.log");
+    std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    let (code, err) = explain(&zero);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("not a regular file"), "{err}");
+    let fifo = t.path().join("fifo.log");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let (code, err) = explain(&fifo);
+    assert_eq!(code, Some(2), "{err}");
+    let long = t.path().join("long.log");
+    fs::write(&long, format!("\x1b[31m{}\n", "x".repeat(100_000))).unwrap();
+    let (code, err) = explain(&long);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.len() < 1_000, "{} bytes of error", err.len());
+    assert!(err.contains("not an audit line: \\x1b[31mxxx"), "{err}");
+}
