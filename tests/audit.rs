@@ -280,7 +280,7 @@ fn the_command_cannot_rewrite_its_own_audit_log() {
 fn explain_audit_refuses_what_is_no_log() {
     let t = tempfile::tempdir().unwrap();
     let explain = |p: &std::path::Path| {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_veilfs"))
+        let child = Command::new(env!("CARGO_BIN_EXE_veilfs"))
             .args(["explain", "--audit"])
             .arg(p)
             .current_dir(t.path())
@@ -288,19 +288,8 @@ fn explain_audit_refuses_what_is_no_log() {
             .stdout(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while child.try_wait().unwrap().is_none() {
-            if std::time::Instant::now() > deadline {
-                let _ = child.kill();
-                panic!("explain --audit {} did not end", p.display());
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        let o = child.wait_with_output().unwrap();
-        (
-            o.status.code(),
-            String::from_utf8_lossy(&o.stderr).into_owned(),
-        )
+        let (code, _, err) = common::finish(child, std::time::Duration::from_secs(30));
+        (Some(code), err)
     };
     let zero = t.path().join("zero.log");
     std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();

@@ -3,7 +3,11 @@
 //! that matches nothing in the workspace, an empty file, a policy that drops the
 //! built-in default without saying so, and the common spelling mistakes.
 
+mod common;
+
 use std::path::Path;
+
+use common::git;
 use std::process::{Command, Output};
 
 fn veilfs(dir: &Path, args: &[&str]) -> Output {
@@ -145,16 +149,6 @@ fn the_common_mistakes_get_a_message_that_says_the_fix() {
         assert_eq!(o.status.code(), Some(1), "{text}: {err}");
         assert!(err.contains(want), "{text}:\nwant {want}\ngot {err}");
     }
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let o = Command::new("git")
-        .args(["-c", "user.email=t@t", "-c", "user.name=t"])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "git {args:?}: {}", stderr(&o));
 }
 
 /// A denied path that git tracks: its content is in `.git/objects`, which veilfs

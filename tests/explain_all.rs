@@ -7,6 +7,8 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
+use common::git;
+
 fn veilfs(dir: &Path, args: &[&str]) -> Output {
     let child = Command::new(env!("CARGO_BIN_EXE_veilfs"))
         .args(args)
@@ -101,16 +103,6 @@ fn every_held_path_is_listed_with_its_rule_and_counted() {
     assert_eq!(lines[3]["action"], "deny");
     assert_eq!(lines[5]["hidden"], 6);
     assert_eq!(lines[5]["places"], 3);
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let o = Command::new("git")
-        .args(["-c", "user.email=t@t", "-c", "user.name=t"])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "git {args:?}");
 }
 
 /// The start-up line of `mount` and `run` says how much the policy hides, and warns

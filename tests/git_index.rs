@@ -2,23 +2,12 @@
 //! against `git ls-files` for every index version and object format; and the
 //! attack it stops: a repository whose configuration runs a command.
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let o = Command::new("git")
-        .args(["-c", "user.email=t@t", "-c", "user.name=t"])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
+use common::git;
 
 fn ls_files(dir: &Path) -> Vec<Vec<u8>> {
     let mut v: Vec<Vec<u8>> = git(dir, &["ls-files", "-z", "--cached"])
@@ -213,22 +202,15 @@ fn a_planted_index_with_a_deep_path_holds_nothing_up() {
     paths.extend(odd);
     std::fs::write(ws.join(".git/index"), index(&paths)).unwrap();
     assert_eq!(veilfs::git_index::tracked_paths(ws).len(), 5);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_veilfs"))
+    let child = Command::new(env!("CARGO_BIN_EXE_veilfs"))
         .arg("check")
         .current_dir(ws)
+        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    while child.try_wait().unwrap().is_none() {
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("veilfs check did not end: it decided the deep path");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let o = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
+    // Ends at once; on the code before it decided the deep path for minutes.
+    let (_, _, err) = common::finish(child, std::time::Duration::from_secs(120));
     assert!(
         err.contains("config/.env is denied but tracked in git"),
         "{err}"

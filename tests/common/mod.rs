@@ -206,6 +206,23 @@ pub fn names(dir: &Path) -> Vec<String> {
     v
 }
 
+/// `git ARGS` in `dir` (with a committer name), which must succeed: its stdout.
+#[track_caller]
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let o = Command::new("git")
+        .args(["-c", "user.email=t@t", "-c", "user.name=t"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
 /// Waits for `child` (its stdout and stderr piped) at most `limit`, killing it and
 /// failing after that: exit code (-1 for a signal), stdout, stderr.
 #[track_caller]
