@@ -87,7 +87,7 @@ impl Invalidator {
 /// gone, or cannot be read is invalidated (attributes and pages), and for a
 /// directory that differs, each name the kernel knows in it that no longer leads
 /// to the same object is invalidated too. Returns how many nodes were invalidated.
-pub(crate) fn invalidate_changed(inodes: &super::inode::Inodes, n: &fuser::Notifier) -> usize {
+pub fn invalidate_changed(inodes: &super::inode::Inodes, n: &fuser::Notifier) -> usize {
     use super::inode::fingerprint;
     use std::os::unix::ffi::OsStrExt;
     use std::sync::atomic::Ordering;
