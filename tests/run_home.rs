@@ -1376,13 +1376,24 @@ fn an_audit_log_in_the_home_directory_is_kept_from_the_command() {
 /// With `XDG_CONFIG_HOME` set, a run still keeps `~/.config/veilfs` (where a later
 /// run without it reads the home policy) from the command, as well as the one in
 /// use. (The home lies outside `/tmp`: an `XDG_CONFIG_HOME` in a scratch place is
-/// not used.)
+/// not used, and a plant there would be harmless.)
 #[test]
 fn both_configuration_directories_are_guarded_whatever_xdg_config_home_says() {
     require_fuse();
+    // Outside every scratch place (`/tmp`, `/var/tmp`, `/dev/shm`), wherever the
+    // checkout lies.
+    let scratch = ["/tmp", "/var/tmp", "/dev/shm"].map(|s| Path::new(s).canonicalize().unwrap());
+    let base = ["/run", env!("CARGO_TARGET_TMPDIR")]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|b| {
+            b.canonicalize()
+                .is_ok_and(|c| !scratch.iter().any(|s| c.starts_with(s)))
+        })
+        .expect("no directory outside the scratch places to make a home directory in");
     let t = tempfile::Builder::new()
         .prefix("veilfs-xdg")
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .tempdir_in(base)
         .unwrap();
     let home = t.path().join("home");
     let ws = home.join("proj");
