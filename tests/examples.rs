@@ -119,7 +119,11 @@ fn home_default_policy() {
             (".ipython/profile_work/startup/a.py", false, ReadOnly),
             (".local/share/direnv/allow/abc", false, ReadOnly),
             (".config/user-tmpfiles.d/x.conf", false, ReadOnly),
-            (".local/share/jupyter/kernels/py/kernel.json", false, ReadOnly),
+            (
+                ".local/share/jupyter/kernels/py/kernel.json",
+                false,
+                ReadOnly,
+            ),
             (".lesskey", false, ReadOnly),
             (".hgrc", false, ReadOnly),
             (".sqliterc", false, ReadOnly),
