@@ -223,12 +223,16 @@ fn explain(
         }
     };
     let workspace = workspace.as_path();
+    let explaining = load_for_explain(policy, workspace, home)?;
+    // Where the workspace lies in the home directory: the home policy holds there too.
+    let inside = home_around(&explaining, workspace);
     let Explaining {
         loaded,
         home_loaded,
         home_dir,
         same,
-    } = load_for_explain(policy, workspace, home)?;
+    } = &explaining;
+    let same = *same;
     let out = std::io::stdout();
     let mut out = out.lock();
     if !json {
@@ -282,23 +286,6 @@ fn explain(
                 }
                 // A workspace inside the home directory: the home policy holds
                 // there too.
-                let inside = match (&home_loaded, &home_dir) {
-                    (Some(h), Some(dir)) if !same => {
-                        use std::os::unix::ffi::OsStrExt;
-                        let ws_real = workspace.canonicalize().ok();
-                        [Some(dir.clone()), dir.canonicalize().ok()]
-                            .into_iter()
-                            .flatten()
-                            .find_map(|d| {
-                                let real = ws_real.as_deref()?;
-                                let pre = real.strip_prefix(&d).ok()?;
-                                Some(pre.as_os_str().as_bytes().to_vec())
-                            })
-                            .filter(|p| !p.is_empty())
-                            .map(|p| (&h.policy, p))
-                    }
-                    _ => None,
-                };
                 let guarded = if same || inside.is_some() {
                     crate::run::config_dirs_under(workspace)
                 } else {
@@ -441,23 +428,9 @@ fn explain_one(
     // stricter decision wins, as `veilfs run` decides.
     outer: Option<(&Policy, &[u8])>,
 ) -> Result<String> {
-    use std::os::unix::ffi::OsStrExt;
-    // As the mount decides it: a directory or a symbolic link is decided as a
-    // directory, and a name that is not there as one where that denies it (so that
-    // the answer never says whether a hidden directory exists).
-    let meta = workspace
-        .join(std::ffi::OsStr::from_bytes(&rel.bytes))
-        .symlink_metadata();
-    let is_dir = rel.trailing_slash
-        || match &meta {
-            Ok(m) => m.is_dir() || m.file_type().is_symlink(),
-            Err(_) => {
-                use crate::policy::Action::Deny;
-                !rel.bytes.is_empty()
-                    && policy.decide(&rel.bytes, true).action == Deny
-                    && policy.decide(&rel.bytes, false).action != Deny
-            }
-        };
+    // As the mount decides it.
+    let is_dir =
+        rel.trailing_slash || crate::explain_audit::decided_as_dir(policy, workspace, &rel.bytes);
     let mut decision = if rel.bytes.is_empty() {
         crate::Decision::root()
     } else {

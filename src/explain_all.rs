@@ -143,15 +143,23 @@ impl Held {
     }
 }
 
-/// `# hiding 41 paths in 7 places; 12 more read-only or asked for (.git not walked)`.
-pub fn summary(h: &Held) -> String {
+/// `41 paths in 7 places`.
+fn hiding(h: &Held) -> String {
     let places = h.places();
     format!(
-        "# hiding {} path{} in {} place{}; {} more read-only or asked for (.git not walked)",
+        "{} path{} in {} place{}",
         h.hidden,
         if h.hidden == 1 { "" } else { "s" },
         places,
         if places == 1 { "" } else { "s" },
+    )
+}
+
+/// `# hiding 41 paths in 7 places; 12 more read-only or asked for (.git not walked)`.
+pub fn summary(h: &Held) -> String {
+    format!(
+        "# hiding {}; {} more read-only or asked for (.git not walked)",
+        hiding(h),
         h.held
     )
 }
@@ -172,14 +180,10 @@ pub fn startup_note(policy: &Policy, root: &Path) -> String {
     let deadline = Instant::now() + STARTUP_TIME;
     let mut note = match walk_within(policy, root, STARTUP_DIRS, Some(deadline)) {
         Ok((held, complete)) => {
-            let places = held.places();
             format!(
-                "; hiding {}{} path{} in {} place{} (`veilfs explain --all` lists {})",
+                "; hiding {}{} (`veilfs explain --all` lists {})",
                 if complete { "" } else { "at least " },
-                held.hidden,
-                if held.hidden == 1 { "" } else { "s" },
-                places,
-                if places == 1 { "" } else { "s" },
+                hiding(&held),
                 if complete {
                     "them"
                 } else {

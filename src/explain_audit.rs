@@ -124,21 +124,28 @@ pub struct Now<'a> {
     pub home: Option<(&'a Policy, &'a Path)>,
 }
 
-/// What `policy` decides for `path` under `root`, as the mount decides it: a
-/// directory or a symbolic link as a directory, a name that is not there as one
-/// where that denies it.
-fn decide_in(policy: &Policy, root: &Path, bytes: &[u8]) -> (Decision, bool) {
+/// Whether the mount decides `bytes` (a path under `root`) as a directory: a
+/// directory or a symbolic link is, and a name that is not there is where that
+/// denies it (so that an answer never says whether a hidden directory exists).
+pub(crate) fn decided_as_dir(policy: &Policy, root: &Path, bytes: &[u8]) -> bool {
     use std::os::unix::ffi::OsStrExt;
-    let is_dir = match root
+    match root
         .join(std::ffi::OsStr::from_bytes(bytes))
         .symlink_metadata()
     {
         Ok(m) => m.is_dir() || m.file_type().is_symlink(),
         Err(_) => {
-            policy.decide(bytes, true).action == Action::Deny
+            !bytes.is_empty()
+                && policy.decide(bytes, true).action == Action::Deny
                 && policy.decide(bytes, false).action != Action::Deny
         }
-    };
+    }
+}
+
+/// What `policy` decides for `path` under `root`, as the mount decides it (see
+/// [`decided_as_dir`]), and whether as a directory.
+fn decide_in(policy: &Policy, root: &Path, bytes: &[u8]) -> (Decision, bool) {
+    let is_dir = decided_as_dir(policy, root, bytes);
     (policy.decide(bytes, is_dir), is_dir)
 }
 

@@ -24,7 +24,7 @@ pub use super::reply::inject_lookup_panic;
 
 use super::parked::settle;
 use super::reply::{
-    CACHED_OPEN, PASSTHROUGH_OPEN, caller, fill_dir, fill_dir_plus, guard, guard_req, timespec,
+    CACHED_OPEN, PASSTHROUGH_OPEN, caller, fill_dir, fill_dir_plus, guard, timespec,
 };
 
 impl Filesystem for Served {
@@ -55,7 +55,7 @@ impl Filesystem for Served {
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        guard_req(req, "lookup", || {
+        self.guard_req(req, "lookup", || {
             self.injected_fault(parent.0, name);
             let r = VeilFs::lookup(self, parent.0, name);
             if let Err(e) = &r {
@@ -72,7 +72,7 @@ impl Filesystem for Served {
     }
 
     fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
-        guard_req(req, "getattr", || {
+        self.guard_req(req, "getattr", || {
             match VeilFs::getattr(self, ino.0, fh.map(|f| f.0)) {
                 Ok(st) => reply.attr(&self.ttl_of(ino.0), &self.attr(ino.0, &st)),
                 Err(e) => reply.error(self.fail(req, "getattr", e)),
@@ -119,7 +119,7 @@ impl Filesystem for Served {
     }
 
     fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
-        guard_req(req, "readlink", || match VeilFs::readlink(self, ino.0) {
+        self.guard_req(req, "readlink", || match VeilFs::readlink(self, ino.0) {
             Ok(t) => reply.data(&t),
             Err(e) => reply.error(self.fail(req, "readlink", e)),
         })
@@ -287,7 +287,7 @@ impl Filesystem for Served {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        guard_req(req, "read", || {
+        self.guard_req(req, "read", || {
             match VeilFs::read(self, ino.0, fh.0, offset, size) {
                 Ok(data) => reply.data(&data),
                 Err(e) => reply.error(self.fail(req, "read", e)),
@@ -307,7 +307,7 @@ impl Filesystem for Served {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        guard_req(req, "write", || {
+        self.guard_req(req, "write", || {
             match VeilFs::write(self, ino.0, fh.0, offset, data) {
                 Ok(n) => reply.written(n),
                 Err(e) => {
@@ -363,7 +363,7 @@ impl Filesystem for Served {
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        guard_req(req, "fsync", || {
+        self.guard_req(req, "fsync", || {
             self.reply_empty(
                 req,
                 "fsync",
@@ -463,7 +463,7 @@ impl Filesystem for Served {
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        guard_req(req, "fsyncdir", || {
+        self.guard_req(req, "fsyncdir", || {
             self.reply_empty(
                 req,
                 "fsyncdir",
@@ -474,7 +474,7 @@ impl Filesystem for Served {
     }
 
     fn statfs(&self, req: &Request, ino: INodeNo, reply: ReplyStatfs) {
-        guard_req(req, "statfs", || match VeilFs::statfs(self, ino.0) {
+        self.guard_req(req, "statfs", || match VeilFs::statfs(self, ino.0) {
             Ok(s) => reply.statfs(
                 s.f_blocks,
                 s.f_bfree,
@@ -509,7 +509,7 @@ impl Filesystem for Served {
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        guard_req(req, "getxattr", || {
+        self.guard_req(req, "getxattr", || {
             match VeilFs::getxattr(self, ino.0, name, size) {
                 Ok((n, _)) if size == 0 => reply.size(n as u32),
                 Ok((_, data)) => reply.data(&data),
@@ -519,7 +519,7 @@ impl Filesystem for Served {
     }
 
     fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        guard_req(req, "listxattr", || {
+        self.guard_req(req, "listxattr", || {
             match VeilFs::listxattr(self, ino.0, size) {
                 Ok((n, _)) if size == 0 => reply.size(n as u32),
                 Ok((_, data)) => reply.data(&data),
@@ -539,7 +539,7 @@ impl Filesystem for Served {
     }
 
     fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
-        guard_req(req, "access", || {
+        self.guard_req(req, "access", || {
             self.reply_empty(
                 req,
                 "access",
@@ -606,7 +606,7 @@ impl Filesystem for Served {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        guard_req(req, "fallocate", || {
+        self.guard_req(req, "fallocate", || {
             self.reply_empty(
                 req,
                 "fallocate",
@@ -625,7 +625,7 @@ impl Filesystem for Served {
         whence: i32,
         reply: ReplyLseek,
     ) {
-        guard_req(req, "lseek", || {
+        self.guard_req(req, "lseek", || {
             match VeilFs::lseek(self, ino.0, fh.0, offset, whence) {
                 Ok(o) => reply.offset(o),
                 Err(e) => reply.error(self.fail(req, "lseek", e)),
@@ -646,7 +646,7 @@ impl Filesystem for Served {
         _flags: fuser::CopyFileRangeFlags,
         reply: ReplyWrite,
     ) {
-        guard_req(req, "copy_file_range", || {
+        self.guard_req(req, "copy_file_range", || {
             match VeilFs::copy_file_range(
                 self,
                 (ino_in.0, fh_in.0, offset_in),

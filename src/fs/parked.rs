@@ -34,7 +34,11 @@ impl Served {
     ) {
         let who = Who::from(req);
         guard(op, || {
-            let r = super::permissive::serving(op, who, || body(&self.0, who, reply));
+            let r = if self.0.permissive {
+                super::permissive::serving(op, who, || body(&self.0, who, reply))
+            } else {
+                body(&self.0, who, reply)
+            };
             if let Err((e, reply)) = r {
                 park(
                     self.0.clone(),
@@ -136,9 +140,13 @@ fn park<R: Refuse>(
                 let mut grants = grants;
                 grants.push(g);
                 guard(op, || {
-                    if let Err((e, reply)) = super::permissive::serving(op, who, || {
-                        super::ask::with_grants(&grants, || body(&fs, who, reply))
-                    }) {
+                    let run = || super::ask::with_grants(&grants, || body(&fs, who, reply));
+                    let r = if fs.permissive {
+                        super::permissive::serving(op, who, run)
+                    } else {
+                        run()
+                    };
+                    if let Err((e, reply)) = r {
                         park(fs.clone(), who, op, e, reply, body.clone(), grants.clone());
                     }
                 })

@@ -98,11 +98,6 @@ impl VeilFs {
         self.permissive = true;
     }
 
-    /// Whether the mount enforces nothing of the policy (see [`VeilFs::set_permissive`]).
-    pub fn is_permissive(&self) -> bool {
-        self.permissive
-    }
-
     /// A check that `d` meets `need` on `path`: `EACCES` when it does not, unless the
     /// mount is permissive and veilfs's own guards alone meet it; the refusal it
     /// would have been is then logged (`log`: a check of the request's own path, not
@@ -188,9 +183,9 @@ impl VeilFs {
     /// Logs that the request being served would have been refused `path` by `d`,
     /// once per request and path.
     fn would_refuse(&self, path: &[u8], d: &Decision, result: &'static str) {
-        let Some(audit) = &self.audit else {
+        if self.audit.is_none() {
             return;
-        };
+        }
         let Some((op, who)) = SERVING.with(|s| {
             let mut s = s.borrow_mut();
             let s = s.as_mut()?;
@@ -202,18 +197,6 @@ impl VeilFs {
         }) else {
             return;
         };
-        audit.record(crate::audit::Event {
-            time: std::time::SystemTime::now(),
-            op,
-            path: path.to_vec(),
-            decision: d.clone(),
-            refused: false,
-            pid: who.pid,
-            uid: who.uid,
-            gid: who.gid,
-            comm: crate::audit::comm(who.pid),
-            result: Some(result),
-            ask: None,
-        });
+        self.audit_as(who, op, path.to_vec(), d.clone(), false, Some(result));
     }
 }

@@ -47,13 +47,6 @@ pub(super) fn guard(op: &'static str, handler: impl FnOnce()) {
     }
 }
 
-/// [`guard`] for a request of `req`'s, which a permissive mount logs as `op` of
-/// its caller (see [`super::permissive`]).
-pub(super) fn guard_req(req: &Request, op: &'static str, handler: impl FnOnce()) {
-    let who = Who::from(req);
-    guard(op, || super::permissive::serving(op, who, handler))
-}
-
 /// Set while a fault is injected (see [`inject_lookup_panic`]).
 static FAULT_ARMED: AtomicBool = AtomicBool::new(false);
 static PANIC_ON_LOOKUP: parking_lot::Mutex<Option<OsString>> = parking_lot::Mutex::new(None);
@@ -130,7 +123,10 @@ pub(super) fn dt_kind(dt: u8) -> FileType {
 impl VeilFs {
     /// The attributes of node `ino` (its id is also the inode number `stat` shows).
     pub(super) fn attr(&self, ino: u64, st: &libc::stat) -> FileAttr {
-        if let Some(n) = self.inodes.get(ino) {
+        // Only a watcher compares it with the disk (after lost events).
+        if self.watcher.is_some()
+            && let Some(n) = self.inodes.get(ino)
+        {
             n.told.store(
                 super::inode::fingerprint(st),
                 std::sync::atomic::Ordering::Relaxed,
@@ -209,6 +205,17 @@ pub(super) fn timespec(t: TimeOrNow) -> Option<libc::timespec> {
 }
 
 impl VeilFs {
+    /// [`guard`] for a request of `req`'s, which a permissive mount logs as `op` of
+    /// its caller (see [`super::permissive`]).
+    pub(super) fn guard_req(&self, req: &Request, op: &'static str, handler: impl FnOnce()) {
+        if self.permissive {
+            let who = Who::from(req);
+            guard(op, || super::permissive::serving(op, who, handler))
+        } else {
+            guard(op, handler)
+        }
+    }
+
     /// The errno for a failed request; a policy refusal also goes to the audit log.
     pub(super) fn fail(&self, who: impl Into<Who>, op: &'static str, e: io::Error) -> Errno {
         let who = who.into();
@@ -234,6 +241,20 @@ impl VeilFs {
         decision: crate::Decision,
         refused: bool,
     ) {
+        self.audit_as(who, op, path, decision, refused, None);
+    }
+
+    /// [`VeilFs::audit`] with the event's `result` when it is not plainly
+    /// `refused` or `allowed` (a permissive mount's `would-refuse`).
+    pub(super) fn audit_as(
+        &self,
+        who: impl Into<Who>,
+        op: &'static str,
+        path: Vec<u8>,
+        decision: crate::Decision,
+        refused: bool,
+        result: Option<&'static str>,
+    ) {
         if let Some(audit) = &self.audit {
             let who = who.into();
             audit.record(crate::audit::Event {
@@ -246,7 +267,7 @@ impl VeilFs {
                 uid: who.uid,
                 gid: who.gid,
                 comm: crate::audit::comm(who.pid),
-                result: None,
+                result,
                 ask: None,
             });
         }

@@ -443,7 +443,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
                         hfs.set_audit(a.for_root("home"));
                         // A log in the home directory: guarded by the home mount
                         // (a rename through it would drop the bind mount below).
-                        if let Some((rel, key)) = within(target, h) {
+                        if let (Some(rel), Some(key)) = (within(target, h), log_real) {
                             hfs.guard_audit_log(rel, key);
                         }
                     }
@@ -626,10 +626,9 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
 }
 
 /// Where the file `file` lies under the directory `root` (both resolved), relative
-/// to it, and its identity.
-fn within(file: &std::path::Path, root: &std::path::Path) -> Option<(Vec<u8>, (u64, u64))> {
+/// to it.
+fn within(file: &std::path::Path, root: &std::path::Path) -> Option<Vec<u8>> {
     use std::os::unix::ffi::OsStrExt;
-    use std::os::unix::fs::MetadataExt;
     let (file, root) = (file.canonicalize().ok()?, root.canonicalize().ok()?);
     let rel = file
         .strip_prefix(&root)
@@ -637,8 +636,7 @@ fn within(file: &std::path::Path, root: &std::path::Path) -> Option<(Vec<u8>, (u
         .as_os_str()
         .as_bytes()
         .to_vec();
-    let meta = std::fs::metadata(&file).ok()?;
-    (!rel.is_empty()).then_some((rel, (meta.dev(), meta.ino())))
+    (!rel.is_empty()).then_some(rel)
 }
 
 /// Keeps veilfs's configuration directories ([`config::config_dirs`]) read-only for
