@@ -27,6 +27,7 @@ use aho_corasick::{AhoCorasick, MatchKind};
 use globset::{Candidate, Glob, GlobBuilder, GlobSet};
 use regex_syntax::ParserBuilder;
 use regex_syntax::hir::literal::{ExtractKind, Extractor, Seq};
+use regex_syntax::hir::{Hir, HirKind};
 
 /// A glob is filed under at most this many literals; past it, it is asked always.
 const MAX_KEYS: usize = 64;
@@ -102,11 +103,40 @@ fn keys(glob: &Glob) -> Keys {
     let suffix = Extractor::new().kind(ExtractKind::Suffix).extract(&hir);
     // Longer shortest literal first, then fewer literals.
     let score = |s: &Seq| usable(s).map(|(min, n)| (min, std::cmp::Reverse(n)));
-    match (score(&prefix), score(&suffix)) {
-        (None, None) => Keys::Always,
-        (p, s) if p >= s => Keys::Contains(to_bytes(&prefix)),
+    let inner = inner_literal(&hir);
+    let inner_score = inner
+        .as_ref()
+        .map(|l| (l.len(), std::cmp::Reverse(1usize)));
+    let (p, s) = (score(&prefix), score(&suffix));
+    match (p, s, inner) {
+        (None, None, None) => Keys::Always,
+        (p, s, Some(lit)) if inner_score > p && inner_score > s => Keys::Contains(vec![lit]),
+        (p, s, _) if p >= s => Keys::Contains(to_bytes(&prefix)),
         _ => Keys::Contains(to_bytes(&suffix)),
     }
+}
+
+/// The longest literal that every match of `hir` contains somewhere: a literal
+/// piece of its top-level concatenation (`**/node_modules/**/…` is
+/// `(?:/?|.*/)node_modules/(?:/?|.*/)…`, every match of which holds
+/// `node_modules`). The Aho-Corasick pass finds it anywhere in a subject, so a
+/// glob that neither starts nor ends with a literal is asked only for the
+/// subjects that hold its middle one.
+fn inner_literal(hir: &Hir) -> Option<Vec<u8>> {
+    fn pieces<'a>(hir: &'a Hir, out: &mut Vec<&'a [u8]>) {
+        match hir.kind() {
+            HirKind::Literal(l) => out.push(&l.0),
+            HirKind::Concat(subs) => subs.iter().for_each(|h| pieces(h, out)),
+            HirKind::Capture(c) => pieces(&c.sub, out),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    pieces(hir, &mut out);
+    out.into_iter()
+        .filter(|l| !l.is_empty())
+        .max_by_key(|l| l.len())
+        .map(<[u8]>::to_vec)
 }
 
 /// Globs added with a caller's id; [`GlobIndex::for_each_match`] reports the ids of
@@ -243,6 +273,12 @@ mod tests {
             ]))
         );
         assert_eq!(keys_of("[[:upper:]]*.pem"), Keys::Contains(lits(&[".pem"])));
+        // Neither a literal prefix nor suffix: filed under the literal in the middle.
+        assert_eq!(
+            keys_of("**/node_modules/**/{*.pem,*.key,id_*}"),
+            Keys::Contains(lits(&["node_modules"]))
+        );
+        assert_eq!(keys_of("**/x/**"), Keys::Contains(lits(&["x/"])));
         assert_eq!(keys_of("*"), Keys::Always);
         assert_eq!(keys_of("**/**/*"), Keys::Always);
     }
@@ -259,6 +295,8 @@ mod tests {
             "lit",
             "*[[:digit:]].key",
             "[]]x",
+            "**/node_modules/**/{*.pem,id_*}",
+            "**/a?b/**",
         ];
         for (i, g) in globs.iter().enumerate() {
             let (glob, m) = compile(g).unwrap();
@@ -272,5 +310,10 @@ mod tests {
         assert_eq!(ids(&ix, b"lit"), [3, 5]);
         assert_eq!(ids(&ix, b"5.key"), [3, 6]);
         assert_eq!(ids(&ix, b"]x"), [3, 7]);
+        assert_eq!(ids(&ix, b"node_modules/x/id_rsa"), [8]);
+        assert_eq!(ids(&ix, b"w/node_modules/k.pem"), [8]);
+        assert_eq!(ids(&ix, b"node_modules/k.txt"), Vec::<usize>::new());
+        assert_eq!(ids(&ix, b"q/node_modules"), Vec::<usize>::new());
+        assert_eq!(ids(&ix, b"a/axb/c"), [9]);
     }
 }
