@@ -215,8 +215,8 @@ pub enum Command {
 /// Caching and data-path options shared by `mount` and `run`.
 #[derive(Debug, clap::Args)]
 pub struct CacheArgs {
-    /// With --strict-open, serve reads and writes through the daemon instead of FUSE
-    /// passthrough.
+    /// Serve writes (and, with --strict-open, reads of large files) through the
+    /// daemon instead of FUSE passthrough.
     #[arg(long)]
     pub no_passthrough: bool,
     /// Seconds the kernel may cache entries and attributes where edits made outside
@@ -237,8 +237,9 @@ pub struct CacheArgs {
     /// default an open for reading gets no descriptor (one round trip, no system
     /// call), and a read through it that misses the cache is checked against the
     /// current policy. With this flag a descriptor keeps reading after a reload
-    /// denies its path, as with Unix permissions, and files opened for writing or
-    /// of at least 1 MiB are served by FUSE passthrough.
+    /// denies its path, as with Unix permissions, and files of at least 1 MiB
+    /// opened for reading are served by FUSE passthrough too (files opened for
+    /// writing are, either way).
     #[arg(long)]
     pub strict_open: bool,
     /// Threads serving requests.

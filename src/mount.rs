@@ -34,8 +34,8 @@ pub struct MountOptions {
     pub read_only: bool,
     /// Request threads.
     pub threads: usize,
-    /// FUSE passthrough for regular files where the kernel allows it (used only
-    /// with `strict_open`).
+    /// FUSE passthrough where the kernel allows it: for files opened for writing
+    /// (and, with `strict_open`, large files opened for reading).
     pub passthrough: bool,
     /// Entry and attribute cache time in the kernel.
     pub ttl: std::time::Duration,
@@ -290,9 +290,8 @@ pub fn session(
 /// it changes.
 pub fn start(mut fs: VeilFs, mnt: &Path, config: &Config, opts: &MountOptions) -> io::Result<Live> {
     fs.set_ttl(opts.ttl);
-    // Handle-less opens for reading and passthrough do not mix on one inode.
     fs.set_light_open(!opts.strict_open);
-    fs.set_passthrough(opts.passthrough && opts.strict_open);
+    fs.set_passthrough(opts.passthrough);
     if opts.permissive {
         fs.set_permissive();
     }

@@ -342,3 +342,54 @@ fn a_busy_mount_guard_detaches_on_drop() {
         "a busy mount was left in the mount table after the guard dropped"
     );
 }
+
+/// A write by another user clears a set-user-ID or set-group-ID file's bits, as
+/// natively, whether the file is written by passthrough (with the daemon's
+/// credentials, which would keep them) or through the daemon.
+#[test]
+fn a_write_by_another_user_clears_set_id_bits() {
+    use std::os::unix::fs::PermissionsExt;
+    for flags in [&["--allow-other"][..], &["--allow-other", "--strict-open"]] {
+        let f = Fixture::new();
+        for p in [f.tmp.path(), &f.src] {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let native = f.tmp.path().join("native");
+        std::fs::create_dir(&native).unwrap();
+        std::fs::set_permissions(&native, std::fs::Permissions::from_mode(0o755)).unwrap();
+        for (name, mode) in [("suid.bin", 0o4777), ("sgid.bin", 0o2777)] {
+            for dir in [&f.src, &native] {
+                let p = dir.join(name);
+                std::fs::write(&p, "#!/bin/sh\n").unwrap();
+                std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+            }
+        }
+        let _d = Daemon::start(&f, flags);
+        for dir in [&f.mnt, &native] {
+            for name in ["suid.bin", "sgid.bin"] {
+                let p = dir.join(name);
+                let o = common::as_nobody(
+                    std::path::Path::new("/"),
+                    &format!("echo 'id' >> '{}'", p.display()),
+                );
+                assert!(o.status.success(), "{flags:?} {}: {o:?}", p.display());
+            }
+        }
+        for name in ["suid.bin", "sgid.bin"] {
+            let mode = |d: &std::path::Path| {
+                std::fs::metadata(d.join(name))
+                    .unwrap()
+                    .permissions()
+                    .mode()
+                    & 0o7777
+            };
+            assert_eq!(mode(&native), 0o777, "natively, {name}");
+            assert_eq!(mode(&f.src), 0o777, "{flags:?}: {name} in the backing tree");
+            assert_eq!(
+                std::fs::read(f.src.join(name)).unwrap(),
+                b"#!/bin/sh\nid\n",
+                "{flags:?}: {name}"
+            );
+        }
+    }
+}

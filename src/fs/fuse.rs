@@ -244,18 +244,25 @@ impl Filesystem for Served {
         self.asking(req, "open", reply, move |fs, who, reply| {
             if fs.light_open.load(Ordering::Relaxed) && !super::ops::opens_for_writing(flags.0) {
                 // Checked, and no handle: reads come with handle 0 and are checked
-                // again when they miss the cache (see `VeilFs::set_light_open`).
-                return settle(
-                    VeilFs::open_for_reading(fs, ino.0),
-                    reply,
-                    |r, reply| match r {
-                        Ok(()) => {
-                            fs.allowed(who, "open", ino.0);
-                            reply.opened(FileHandle(super::ops::NO_HANDLE), CACHED_OPEN)
-                        }
-                        Err(e) => reply.error(fs.fail(who, "open", e)),
-                    },
-                );
+                // again when they miss the cache (see `VeilFs::set_light_open`),
+                // unless a writer holds the file in passthrough mode, which a
+                // handle-less open cannot join: then a handle on the same backing
+                // file, as below.
+                match VeilFs::open_for_reading(fs, ino.0) {
+                    Ok(()) if fs.light_opened(ino.0) => {
+                        fs.allowed(who, "open", ino.0);
+                        reply.opened(FileHandle(super::ops::NO_HANDLE), CACHED_OPEN);
+                        return Ok(());
+                    }
+                    Ok(()) => {}
+                    r => {
+                        return settle(r, reply, |r, reply| {
+                            if let Err(e) = r {
+                                reply.error(fs.fail(who, "open", e));
+                            }
+                        });
+                    }
+                }
             }
             settle(
                 VeilFs::open(fs, ino.0, flags.0),
@@ -342,7 +349,7 @@ impl Filesystem for Served {
     fn release(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
@@ -350,7 +357,11 @@ impl Filesystem for Served {
         reply: ReplyEmpty,
     ) {
         guard("release", || {
-            VeilFs::release(self, fh.0);
+            if fh.0 == super::ops::NO_HANDLE {
+                VeilFs::release_light(self, ino.0);
+            } else {
+                VeilFs::release(self, fh.0);
+            }
             reply.ok();
         })
     }
@@ -565,15 +576,8 @@ impl Filesystem for Served {
             settle(r, reply, |r, reply| match r {
                 Ok((node, st, fh)) => {
                     let attr = fs.attr(node.ino, &st);
-                    // While opens for reading go without a handle, a created file is
-                    // not served by passthrough: the kernel fails (EIO) an open of an
-                    // inode in passthrough mode that is not itself in passthrough mode.
-                    let io = if fs.light_open.load(Ordering::Relaxed) {
-                        None
-                    } else {
-                        fs.io_mode_for(node.ino, fh, true, |f| reply.open_backing(f))
-                    };
-                    match io {
+                    // Counted like any open, whichever mode it gets (see `IoMode`).
+                    match fs.io_mode_for(node.ino, fh, true, |f| reply.open_backing(f)) {
                         Some(id) => reply.created_passthrough(
                             &fs.ttl_of(node.ino),
                             &attr,

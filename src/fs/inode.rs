@@ -118,17 +118,39 @@ pub fn fingerprint(st: &libc::stat) -> u64 {
     h | 1
 }
 
-/// The kernel keeps one I/O mode per inode while any handle is open: cached (the
-/// page cache, reads and writes through the daemon) or passthrough (one backing
-/// file). Opening a handle in the other mode fails with EIO, so the mode is chosen
-/// when the first handle opens and kept until the last one is released.
+/// The kernel keeps one I/O mode per inode while any file is open on it: cached
+/// (the page cache, reads and writes through the daemon) or passthrough (one
+/// backing file). Opening a file in the other mode fails with EIO, so the mode is
+/// chosen when the first file opens and kept until the last one is released.
+///
+/// The daemon's counts are taken when it answers an `OPEN` and dropped when the
+/// `RELEASE` arrives, which the kernel sends after it has let the file go itself:
+/// they are never below the kernel's, so a mode the daemon picks from them is one
+/// the kernel accepts.
 #[derive(Debug, Default)]
 pub struct IoMode {
     /// Handles open on the inode (as far as the daemon has been told).
     pub open: u32,
+    /// Files open for reading without a handle (see
+    /// [`super::VeilFs::set_light_open`]): always in cached mode, so while any is
+    /// open no handle may start passthrough.
+    pub light: u32,
     /// Meaningful while `open > 0`.
     pub passthrough: bool,
     pub backing: std::sync::Weak<fuser::BackingId>,
+}
+
+impl IoMode {
+    /// No file is open on the inode (as far as the daemon knows): the next one to
+    /// open chooses the mode.
+    pub fn is_free(&self) -> bool {
+        self.open == 0 && self.light == 0
+    }
+
+    /// Files open on the inode in passthrough mode.
+    pub fn in_passthrough(&self) -> bool {
+        self.open > 0 && self.passthrough
+    }
 }
 
 impl Node {

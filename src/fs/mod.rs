@@ -57,6 +57,9 @@ pub struct FileHandle {
     pub backing: parking_lot::Mutex<Option<Arc<fuser::BackingId>>>,
     /// Counted in the node's [`inode::IoMode`] (released in `release`).
     pub counted: std::sync::atomic::AtomicBool,
+    /// Open for writing: the object counted in [`protect::ProtectedFiles::writing`]
+    /// until the handle is released.
+    pub writes: Option<inode::Key>,
 }
 
 /// The mounted filesystem's state.
@@ -331,8 +334,11 @@ impl VeilFs {
     /// the file by its name after checking the node's current decision. Opens for
     /// writing (or truncating) are checked and get a handle either way, so an open
     /// for writing of a read-only file fails before the kernel can put one byte of
-    /// it in the page cache. Passthrough must be off with this (the kernel refuses
-    /// to mix handle-less cached opens and passthrough ones on an inode).
+    /// it in the page cache. A file opened for writing is served by passthrough
+    /// while no file is open on it for reading without a handle (the kernel
+    /// refuses to mix cached opens and passthrough ones on an inode, see
+    /// [`inode::IoMode`]); an open for reading while a writer holds it in
+    /// passthrough mode gets a handle on the same backing file.
     ///
     /// The kernel could open files without asking at all (answering the first
     /// OPEN with ENOSYS), but then an open for writing of a read-only file

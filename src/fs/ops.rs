@@ -1045,7 +1045,12 @@ impl VeilFs {
         self.next_fh.fetch_add(1, Ordering::Relaxed)
     }
 
-    fn register(&self, fd: OwnedFd, ino: u64) -> u64 {
+    /// Keeps `fd`, opened on node `ino` (for writing when `writes` names its object),
+    /// as a new handle.
+    fn register(&self, fd: OwnedFd, ino: u64, writes: Option<super::inode::Key>) -> u64 {
+        if let Some(key) = writes {
+            self.protected.writing(key, true);
+        }
         let fh = self.new_fh();
         self.files.write().insert(
             fh,
@@ -1054,6 +1059,7 @@ impl VeilFs {
                 ino,
                 backing: Mutex::new(None),
                 counted: std::sync::atomic::AtomicBool::new(false),
+                writes,
             }),
         );
         fh
@@ -1075,6 +1081,21 @@ impl VeilFs {
         self.readable(&node)?;
         self.pin(&node);
         Ok(())
+    }
+
+    /// Counts an open for reading about to be answered without a handle, and says
+    /// whether it may be: not while files are open on the inode in passthrough
+    /// mode (see [`super::inode::IoMode`]).
+    pub fn light_opened(&self, ino: u64) -> bool {
+        let Some(node) = self.inodes.get(ino) else {
+            return true;
+        };
+        let mut io = node.io.lock();
+        if io.in_passthrough() {
+            return false;
+        }
+        io.light += 1;
+        true
     }
 
     pub fn open(&self, ino: u64, flags: i32) -> io::Result<u64> {
@@ -1103,7 +1124,7 @@ impl VeilFs {
             }
         }
         own.done();
-        Ok(self.register(fd, ino))
+        Ok(self.register(fd, ino, writes.then_some(node.key)))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1155,7 +1176,7 @@ impl VeilFs {
         let st = sys::stat(nfd.as_fd())?;
         drop(nfd);
         own.done();
-        let fh = self.register(fd, node.ino);
+        let fh = self.register(fd, node.ino, Some(node.key));
         Ok((node, st, fh))
     }
 
@@ -1165,7 +1186,7 @@ impl VeilFs {
     fn may_register_backing(&self, node: &Node, writes: bool, fd: BorrowedFd) -> bool {
         node.fmt == libc::S_IFREG
             && self.passthrough.load(Ordering::Relaxed)
-            && node.io.lock().open == 0
+            && node.io.lock().is_free()
             && (writes
                 || sys::stat(fd).is_ok_and(|st| st.st_size as u64 >= super::PASSTHROUGH_MIN_SIZE))
     }
@@ -1240,10 +1261,21 @@ impl VeilFs {
         Ok(data.len() as u32)
     }
 
+    /// `RELEASE` of a file opened on node `ino` for reading without a handle.
+    pub fn release_light(&self, ino: u64) {
+        if let Some(node) = self.inodes.get(ino) {
+            let mut io = node.io.lock();
+            io.light = io.light.saturating_sub(1);
+        }
+    }
+
     pub fn release(&self, fh: u64) {
         let Some(h) = self.files.write().remove(&fh) else {
             return;
         };
+        if let Some(key) = h.writes {
+            self.protected.writing(key, false);
+        }
         if h.counted.load(Ordering::Relaxed)
             && let Some(node) = self.inodes.get(h.ino)
         {
@@ -1317,19 +1349,26 @@ impl VeilFs {
             }
             return Ok((l, pos));
         }
-        let listing = Arc::new(Listing {
+        let listing = Listing {
             generation: self.next_listing.fetch_add(1, Ordering::Relaxed),
             stamp,
             entries: self.read_listing(&s.policy, &node, &place)?,
             readers: Mutex::new(if asks { vec![pid] } else { Vec::new() }),
-        });
+        };
+        Ok((self.keep(ino, listing), pos))
+    }
+
+    /// Keeps `listing` of directory `ino` as its newest (with the last few before
+    /// it).
+    fn keep(&self, ino: u64, listing: Listing) -> Arc<Listing> {
+        let listing = Arc::new(listing);
         let mut all = self.listings.lock();
         let kept = all.entry(ino).or_default();
         kept.push_back(listing.clone());
         while kept.len() > 4 {
             kept.pop_front();
         }
-        Ok((listing, pos))
+        listing
     }
 
     /// After serving (part of) a listing of directory `ino`: a listing of a

@@ -46,6 +46,9 @@ pub struct ProtectedFiles {
     /// The objects opened for writing or created through the mount lately, and when
     /// (see [`ProtectedFiles::written`]).
     written: parking_lot::Mutex<Written>,
+    /// The objects with a handle open for writing now, and how many (see
+    /// [`ProtectedFiles::writing`]).
+    writers: parking_lot::Mutex<std::collections::HashMap<Key, u32>>,
 }
 
 /// How long a write through the mount disqualifies a file from becoming the policy.
@@ -77,13 +80,29 @@ impl ProtectedFiles {
     }
 
     /// Whether `key` was opened for writing or created through the mount in the
-    /// last [`WRITTEN_WINDOW`].
+    /// last [`WRITTEN_WINDOW`], or has a handle open for writing now (however long
+    /// ago it was opened: a passthrough handle writes without asking the daemon).
     pub fn written_lately(&self, key: Key) -> bool {
-        self.written
-            .lock()
-            .at
-            .get(&key)
-            .is_some_and(|t| t.elapsed() < WRITTEN_WINDOW)
+        self.writers.lock().contains_key(&key)
+            || self
+                .written
+                .lock()
+                .at
+                .get(&key)
+                .is_some_and(|t| t.elapsed() < WRITTEN_WINDOW)
+    }
+
+    /// A handle open for writing on `key` opened (`true`) or was released.
+    pub fn writing(&self, key: Key, open: bool) {
+        let mut w = self.writers.lock();
+        if open {
+            *w.entry(key).or_default() += 1;
+        } else if let Some(n) = w.get_mut(&key) {
+            *n -= 1;
+            if *n == 0 {
+                w.remove(&key);
+            }
+        }
     }
 
     /// Protects the object `(dev, ino)` (the policy file just read, from `fstat` of

@@ -354,9 +354,15 @@ impl VeilFs {
         let handle = self.file(fh).ok()?;
         let mut io = node.io.lock();
         if io.open == 0 {
-            // The backing file is shared by every later handle, readers and
-            // writers alike: only a read-write descriptor can serve them all.
-            io.passthrough = node.fmt == libc::S_IFREG
+            // The first handle chooses the mode: passthrough only while no file is
+            // open without a handle (those are in cached mode). The backing file
+            // is shared by every later handle, readers and writers alike: only a
+            // read-write descriptor can serve them all.
+            // (A passthrough write still clears set-user-ID and set-group-ID bits
+            // as the caller's own write would: the kernel asks for that, with a
+            // SETATTR, before it writes the backing file with our credentials.)
+            io.passthrough = io.light == 0
+                && node.fmt == libc::S_IFREG
                 && self.passthrough.load(Ordering::Relaxed)
                 && crate::sys::is_read_write(std::os::fd::AsFd::as_fd(&handle.file))
                 && (writer

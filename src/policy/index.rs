@@ -104,9 +104,7 @@ fn keys(glob: &Glob) -> Keys {
     // Longer shortest literal first, then fewer literals.
     let score = |s: &Seq| usable(s).map(|(min, n)| (min, std::cmp::Reverse(n)));
     let inner = inner_literal(&hir);
-    let inner_score = inner
-        .as_ref()
-        .map(|l| (l.len(), std::cmp::Reverse(1usize)));
+    let inner_score = inner.as_ref().map(|l| (l.len(), std::cmp::Reverse(1usize)));
     let (p, s) = (score(&prefix), score(&suffix));
     match (p, s, inner) {
         (None, None, None) => Keys::Always,
