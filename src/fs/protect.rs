@@ -467,4 +467,20 @@ mod tests {
         p.clear();
         assert_eq!(p.get(), None);
     }
+
+    #[test]
+    fn a_file_open_for_writing_counts_as_written_until_its_last_handle_closes() {
+        let p = ProtectedFiles::default();
+        assert!(!p.written_lately((1, 2)));
+        p.writing((1, 2), true);
+        p.writing((1, 2), true);
+        assert!(p.written_lately((1, 2)) && !p.written_lately((1, 3)));
+        p.writing((1, 2), false);
+        assert!(p.written_lately((1, 2)));
+        p.writing((1, 2), false);
+        assert!(!p.written_lately((1, 2)));
+        // A release of a handle never counted changes nothing.
+        p.writing((1, 2), false);
+        assert!(!p.written_lately((1, 2)));
+    }
 }
