@@ -1,0 +1,159 @@
+//! `rename`: both names checked, and what the move would expose beneath a
+//! directory (see [`crate::fs::exposure`]).
+
+use super::*;
+
+impl VeilFs {
+    /// Renames; `Ok(true)` when a directory moved (the kernel's cached subtree under
+    /// it should then be dropped: its paths, and so its decisions, changed).
+    pub fn rename(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        newparent: u64,
+        newname: &OsStr,
+        flags: u32,
+    ) -> io::Result<bool> {
+        // Checked and made as one step (see `VeilFs::names`).
+        let _names = self.names.write();
+        let s = self.snapshot();
+        let policy = &*s.policy;
+        let (from_dir, to_dir) = (self.node(parent)?, self.node(newparent)?);
+        let (fp, tp) = (
+            self.dir_visible_in(&s, &from_dir)?,
+            self.dir_visible_in(&s, &to_dir)?,
+        );
+        let (from, to) = (sys::name(name)?, sys::name(newname)?);
+        let from_st = sys::statat(from_dir.dir_fd()?, &from)?;
+        let from_is_dir = from_st.st_mode & libc::S_IFMT == libc::S_IFDIR;
+        let from_as_dir = decided_as_dir(from_st.st_mode);
+        let exchange = flags & libc::RENAME_EXCHANGE != 0;
+
+        // The source as it is, and as it would be at the destination.
+        let (from_path, from_now) = self.child(&s, &from_dir, &fp, &from, kind_of(from_as_dir));
+        let (to_path, from_then) = self.child(&s, &to_dir, &tp, &to, kind_of(from_as_dir));
+        let may = |path: &[u8], d: &Decision, is_dir: bool| -> io::Result<()> {
+            let approved = self.gate(&s, path, d, Access::Write, is_dir)?;
+            let d = approved.as_ref().unwrap_or(d);
+            self.admit(&s.policy, path, d, Change, true)
+        };
+        may(&from_path, &from_now, from_as_dir)?;
+        may(&to_path, &from_then, from_as_dir)?;
+        // Neither the policy file (by any name) nor a directory holding it moves.
+        self.guard_key(crate::fs::inode::key_of(&from_st), &from_path)?;
+        self.guard_holder(&from_path)?;
+        self.guard_holder(&to_path)?;
+        self.guard_head(&to_path)?;
+        self.guard_way_rename(&from_path, &to_path)?;
+        if from_is_dir && self.git_guard.everywhere() {
+            let dfd = from_dir.dir_fd()?;
+            let holds_git = {
+                let mut inner = from.to_bytes().to_vec();
+                inner.extend_from_slice(b"/.git");
+                std::ffi::CString::new(inner)
+                    .ok()
+                    .is_some_and(|n| sys::statat(dfd, &n).is_ok())
+            };
+            self.guard_git_move(&from_path, &to_path, holds_git)?;
+        }
+        // Whatever sits at the destination is replaced (or, for an exchange, moved
+        // to the source's place): its own decision must allow that too.
+        let to_st = sys::statat(to_dir.dir_fd()?, &to).ok();
+        if let Some(st) = &to_st {
+            self.guard_key(crate::fs::inode::key_of(st), &to_path)?;
+            let to_is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
+            let to_as_dir = decided_as_dir(st.st_mode);
+            let (_, to_now) = self.child(&s, &to_dir, &tp, &to, kind_of(to_as_dir));
+            may(&to_path, &to_now, to_as_dir)?;
+            if exchange {
+                let (_, to_then) = self.child(&s, &from_dir, &fp, &from, kind_of(to_as_dir));
+                may(&from_path, &to_then, to_as_dir)?;
+                if to_is_dir {
+                    let fd =
+                        sys::openat(to_dir.dir_fd()?, &to, libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
+                    self.no_exposure(policy, fd, &to_path, &to_now, &from_path, &to_then)?;
+                }
+            }
+        }
+        if from_is_dir {
+            let fd = sys::openat(
+                from_dir.dir_fd()?,
+                &from,
+                libc::O_RDONLY | libc::O_DIRECTORY,
+                0,
+            )?;
+            self.no_exposure(policy, fd, &from_path, &from_now, &to_path, &from_then)?;
+        }
+
+        // A moved directory takes its kernel-cached subtree along under a new path
+        // whose decisions may differ: let the watcher's echo drop those dentries
+        // (their attributes would otherwise stay visible until the TTL).
+        let moves_dir = from_is_dir
+            || to_st
+                .as_ref()
+                .is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR);
+        let own = (!moves_dir).then(|| {
+            (
+                self.own(parent, from.to_bytes()),
+                self.own(newparent, to.to_bytes()),
+            )
+        });
+        sys::renameat2(from_dir.dir_fd()?, &from, to_dir.dir_fd()?, &to, flags)?;
+        // What a person approved for the session was what sat at those names.
+        if let Some(seat) = &self.seat {
+            seat.broker
+                .forget_grants_at(seat.root, &[from_path.as_slice(), to_path.as_slice()]);
+        }
+        if from_is_dir {
+            self.git_guard.vacated(&from_path);
+        }
+        if to_st
+            .as_ref()
+            .is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+        {
+            self.git_guard.vacated(&to_path);
+        }
+        if let Some((from_own, to_own)) = own {
+            from_own.done();
+            to_own.done();
+        }
+
+        // Keep the moved nodes' places in step (each is decided again under its new
+        // name); a moved directory takes descendants along under another path, so
+        // then every cached decision is invalidated. A file's rename (an editor's
+        // save: write a temporary, rename it over the file) changes no other path.
+        self.moved(
+            parent,
+            from.to_bytes(),
+            newparent,
+            to.to_bytes(),
+            crate::fs::inode::key_of(&from_st),
+        );
+        match to_st {
+            Some(st) if exchange => {
+                let key = crate::fs::inode::key_of(&st);
+                self.moved(newparent, to.to_bytes(), parent, from.to_bytes(), key);
+            }
+            Some(st) => self.unlinked(newparent, to.to_bytes(), crate::fs::inode::key_of(&st)),
+            None => {}
+        }
+        if moves_dir {
+            self.epoch.fetch_add(1, Ordering::AcqRel);
+        }
+        Ok(moves_dir)
+    }
+
+    /// The entry `old_parent/old` (backing object `key`) is now `new_parent/new`: its
+    /// cached decision (taken for the old name) is stale.
+    pub(super) fn moved(&self, old_parent: u64, old: &[u8], new_parent: u64, new: &[u8], key: Key) {
+        if let Some(n) = self.inodes.find(key) {
+            let mut p = n.place.lock();
+            let (from, to) = ((old_parent, old.to_vec()), (new_parent, new.to_vec()));
+            p.links.retain(|l| *l != from && *l != to);
+            p.links.insert(0, to);
+            p.parent = new_parent;
+            p.name = new.to_vec();
+            p.epoch = u64::MAX;
+        }
+    }
+}

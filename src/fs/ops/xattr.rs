@@ -1,0 +1,42 @@
+//! Extended attributes, on the node's own object.
+
+use super::*;
+
+impl VeilFs {
+    pub(super) fn xattr_target(&self, ino: u64, write: bool) -> io::Result<Arc<Node>> {
+        let node = self.node(ino)?;
+        if write {
+            self.attributes_writable(&node)?;
+        } else {
+            self.visible(&node)?;
+        }
+        if node.fmt == libc::S_IFLNK {
+            // `/proc/self/fd/N` of a link would reach its target: not supported.
+            return Err(errno(libc::EOPNOTSUPP));
+        }
+        Ok(node)
+    }
+
+    pub fn getxattr(&self, ino: u64, name: &OsStr, size: u32) -> io::Result<(usize, Vec<u8>)> {
+        let node = self.xattr_target(ino, false)?;
+        let c = std::ffi::CString::new(name.as_bytes()).map_err(|_| errno(libc::EINVAL))?;
+        sys::getxattr(self.fd_of(&node)?.as_fd(), &c, size as usize)
+    }
+
+    pub fn listxattr(&self, ino: u64, size: u32) -> io::Result<(usize, Vec<u8>)> {
+        let node = self.xattr_target(ino, false)?;
+        sys::listxattr(self.fd_of(&node)?.as_fd(), size as usize)
+    }
+
+    pub fn setxattr(&self, ino: u64, name: &OsStr, value: &[u8], flags: i32) -> io::Result<()> {
+        let node = self.xattr_target(ino, true)?;
+        let c = std::ffi::CString::new(name.as_bytes()).map_err(|_| errno(libc::EINVAL))?;
+        sys::setxattr(self.fd_of(&node)?.as_fd(), &c, value, flags)
+    }
+
+    pub fn removexattr(&self, ino: u64, name: &OsStr) -> io::Result<()> {
+        let node = self.xattr_target(ino, true)?;
+        let c = std::ffi::CString::new(name.as_bytes()).map_err(|_| errno(libc::EINVAL))?;
+        sys::removexattr(self.fd_of(&node)?.as_fd(), &c)
+    }
+}
