@@ -12,7 +12,9 @@ use crate::policy::{DEFAULT_POLICY, Policy};
 
 /// Runs one command line; the exit code is the command's.
 pub fn run(cli: Cli) -> Result<ExitCode> {
-    init_logging(cli.verbose);
+    // Under `run`, the command's terminal is its own: only veilfs's errors.
+    let run = matches!(cli.command, Command::Run { .. });
+    init_logging(cli.verbose, run);
     match cli.command {
         Command::Mount {
             policy,
@@ -63,6 +65,20 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Init { workspace, force } => crate::init::init(workspace.as_deref(), force),
         Command::Doctor => Ok(crate::doctor::doctor()),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            let mut cmd = Cli::command();
+            clap_complete::generate(shell, &mut cmd, "veilfs", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man { dir } => {
+            for (name, page) in crate::cli::man_pages()? {
+                let path = dir.join(&name);
+                std::fs::write(&path, page)
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Reload { mnt } => Ok(crate::control::reload_command(&mnt)),
         Command::Prompt { paths } => Ok(crate::prompt::prompt(&paths)),
         Command::Check {
@@ -112,10 +128,13 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
 }
 
 /// Sends `log` records (veilfs's own and fuser's) to stderr: `RUST_LOG` if set, else
-/// by `-v` count; by default only veilfs's errors (a request handler that panicked).
-fn init_logging(verbose: u8) {
+/// by `-v` count; by default veilfs's errors (a request handler that panicked) and
+/// fuser's warnings (a kernel request it could not decode), and under `run` only
+/// veilfs's errors.
+fn init_logging(verbose: u8, run: bool) {
     let default = match verbose {
-        0 => "veilfs=error",
+        0 if run => "veilfs=error",
+        0 => "veilfs=error,fuser=warn",
         1 => "info",
         2 => "debug",
         _ => "trace",
@@ -501,6 +520,7 @@ fn mount(
         }
     }
     let source = loaded.source();
+    let loaded_path = loaded.path.clone();
     // Said on the start-up line: what the policy hides, read before mounting.
     let hiding = crate::explain_all::startup_note(&loaded.policy, src);
     if let Some(log) = &opts.audit
@@ -531,10 +551,16 @@ fn mount(
     }
     let asks = opts.mode_note(reloader.policy_asks(), false);
     // Paths from the command line and the tree: never a control character raw.
+    // Absolute paths: the line is read later, in a log, from elsewhere.
+    let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let source = match &loaded_path {
+        Some(p) => absolute(p).display().to_string(),
+        None => source,
+    };
     let line = format!(
         "veilfs: mounted {} at {} with policy {source}{hiding}{asks}",
-        src.display(),
-        mnt.display()
+        absolute(src).display(),
+        absolute(mnt).display()
     );
     eprintln!("{}", crate::printable::escape(&line));
     let mut unmounter = session.unmount_callable();

@@ -13,7 +13,8 @@ use clap::{Parser, Subcommand};
 pub struct Cli {
     /// More diagnostics on stderr: -v info, -vv debug (every FUSE request), -vvv
     /// trace. `RUST_LOG` (e.g. `RUST_LOG=fuser=debug`) takes precedence. Without
-    /// either, only errors of veilfs itself are printed.
+    /// either, veilfs's errors and fuser's warnings are printed (under `run`, only
+    /// veilfs's errors).
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
     #[command(subcommand)]
@@ -148,6 +149,19 @@ pub enum Command {
     /// user namespaces (for `run` without root), --allow-other, the open-file limit.
     /// Says what to change; exit 0 when mounting will work.
     Doctor,
+    /// Print a shell completion script on stdout, e.g.
+    /// `veilfs completions bash > ~/.local/share/bash-completion/completions/veilfs`.
+    Completions {
+        /// The shell to complete for.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual pages (roff) of veilfs and of each subcommand into DIR, as
+    /// `veilfs.1`, `veilfs-mount.1`, ... (the repository keeps them in `doc/man`).
+    Man {
+        /// An existing directory.
+        dir: PathBuf,
+    },
     /// Parse and lint a policy: exit 0 when it is usable (warnings are printed), 1 with
     /// its errors (file:line:col and what was expected).
     Check {
@@ -291,6 +305,27 @@ impl CacheArgs {
 }
 
 /// `--ask-timeout`: seconds, more than 0 and at most a day.
+/// The manual pages, generated from the command-line definitions: `veilfs.1`, then
+/// `veilfs-SUBCOMMAND.1` for each subcommand, as (file name, roff text).
+pub fn man_pages() -> std::io::Result<Vec<(String, Vec<u8>)>> {
+    use clap::CommandFactory;
+    let top = Cli::command();
+    let mut pages = Vec::new();
+    let mut render = |cmd: clap::Command, name: String| -> std::io::Result<()> {
+        let mut out = Vec::new();
+        clap_mangen::Man::new(cmd).render(&mut out)?;
+        pages.push((format!("{name}.1"), out));
+        Ok(())
+    };
+    for sub in top.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let name = format!("veilfs-{}", sub.get_name());
+        render(sub.clone().name(name.clone()).bin_name(name.clone()), name)?;
+    }
+    render(top, "veilfs".to_string())?;
+    pages.rotate_right(1);
+    Ok(pages)
+}
+
 fn parse_ask_timeout(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
         Ok(t) if t > 0.0 && t <= 86_400.0 => Ok(t),

@@ -50,8 +50,11 @@ fn in_path(tool: &str) -> Option<std::path::PathBuf> {
 
 /// Whether this process can create a user namespace with a mount namespace in it
 /// (tried in a forked child, so this process is unchanged).
+#[allow(unsafe_code)]
 fn userns_works() -> Result<(), String> {
-    match sys::fork() {
+    // SAFETY: `veilfs doctor` starts no thread; the child only calls `unshare` and
+    // `_exit`.
+    match unsafe { sys::fork() } {
         Ok(0) => {
             let ok = sys::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS).is_ok();
             sys::exit_now(if ok { 0 } else { 1 })

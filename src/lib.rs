@@ -16,6 +16,8 @@
 //! assert_eq!(policy.decide(b"secrets-backup", false).action, Action::Allow);
 //! ```
 
+#![deny(unsafe_code)]
+
 pub mod app;
 pub mod ask_socket;
 pub mod audit;

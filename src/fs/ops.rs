@@ -662,7 +662,7 @@ impl VeilFs {
         sys::readlink(self.fd_of(&node)?.as_fd())
     }
 
-    pub fn statfs(&self, ino: u64) -> io::Result<libc::statvfs> {
+    pub fn statfs(&self, ino: u64) -> io::Result<rustix::fs::StatVfs> {
         let node = self.node(ino)?;
         sys::statvfs(self.fd_of(&node)?.as_fd())
     }

@@ -50,7 +50,13 @@ pub(super) fn init_main(
     }
     let mut keep = vec![ready.as_raw_fd(), stops.as_raw_fd()];
     keep.extend(tty.as_ref().map(CommandTty::raw));
-    sys::close_from(3, &keep);
+    // SAFETY: init is a single-threaded fork about to exec the command; the
+    // descriptors it still uses are in `keep`, and the objects that owned the others
+    // are never used again (init leaves by `exec` or `_exit`).
+    #[allow(unsafe_code)]
+    unsafe {
+        sys::close_from(3, &keep)
+    };
     // Leave the caller's session (and controlling terminal); the pty's slave takes
     // the place of the caller's terminal on fds 0-2.
     if let Err(e) = nix::unistd::setsid() {
@@ -100,7 +106,10 @@ pub(super) fn init_main(
     }
     let _ = sys::block_signals(&FORWARD);
 
-    let child = match sys::fork() {
+    // SAFETY: init has one thread (it is a fork of `veilfs run` made before any
+    // thread started, and starts none).
+    #[allow(unsafe_code)]
+    let child = match unsafe { sys::fork() } {
         Ok(pid) => pid,
         Err(e) => fail("cannot start the command", e),
     };
@@ -131,7 +140,9 @@ pub(super) fn init_main(
             fail("cannot drop privileges", e);
         }
         let (command, env) = (program.argv, program.env);
-        let e = sys::execvpe(command, env);
+        // SAFETY: the command's process has one thread and is about to exec.
+        #[allow(unsafe_code)]
+        let e = unsafe { sys::execvpe(command, env) };
         eprintln!("veilfs run: {}: {e}", command[0].to_string_lossy());
         sys::exit_now(if e.kind() == std::io::ErrorKind::NotFound {
             127

@@ -47,26 +47,29 @@ mod pty;
 /// descriptors, raw devices, kernel modules and BPF), or reach past the session
 /// into the machine (its network configuration, clock, reboot and `kexec`,
 /// immutable flags, file capabilities, the kernel log, audit and MAC policy).
-pub const DROPPED_CAPS: [u32; 18] = [
-    2,  // CAP_DAC_READ_SEARCH: open_by_handle_at
-    9,  // CAP_LINUX_IMMUTABLE: chattr +i
-    12, // CAP_NET_ADMIN: interfaces, routes, firewall of the machine
-    16, // CAP_SYS_MODULE
-    17, // CAP_SYS_RAWIO
-    19, // CAP_SYS_PTRACE
-    20, // CAP_SYS_PACCT
-    21, // CAP_SYS_ADMIN: mount, umount, setns
-    22, // CAP_SYS_BOOT: reboot, kexec_load
-    25, // CAP_SYS_TIME
-    27, // CAP_MKNOD: raw block devices
-    30, // CAP_AUDIT_CONTROL
-    31, // CAP_SETFCAP: file capabilities on binaries others run
-    32, // CAP_MAC_OVERRIDE
-    33, // CAP_MAC_ADMIN
-    34, // CAP_SYSLOG
-    38, // CAP_PERFMON
-    39, // CAP_BPF
-];
+pub const DROPPED_CAPS: [caps::Capability; 18] = {
+    use caps::Capability::*;
+    [
+        CAP_DAC_READ_SEARCH, // open_by_handle_at
+        CAP_LINUX_IMMUTABLE, // chattr +i
+        CAP_NET_ADMIN,       // interfaces, routes, firewall of the machine
+        CAP_SYS_MODULE,
+        CAP_SYS_RAWIO,
+        CAP_SYS_PTRACE,
+        CAP_SYS_PACCT,
+        CAP_SYS_ADMIN, // mount, umount, setns
+        CAP_SYS_BOOT,  // reboot, kexec_load
+        CAP_SYS_TIME,
+        CAP_MKNOD, // raw block devices
+        CAP_AUDIT_CONTROL,
+        CAP_SETFCAP, // file capabilities on binaries others run
+        CAP_MAC_OVERRIDE,
+        CAP_MAC_ADMIN,
+        CAP_SYSLOG,
+        CAP_PERFMON,
+        CAP_BPF,
+    ]
+};
 
 /// What `veilfs run` was asked to do.
 #[derive(Debug, Clone)]
@@ -320,8 +323,10 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         }
         None => (None, None),
     };
-    // No thread exists yet: forking here is safe.
-    let init = sys::fork_new_pid_ns().context("creating the PID namespace")?;
+    // SAFETY: no thread exists yet (the mounts, watchers and servers start below),
+    // so forking here is sound.
+    #[allow(unsafe_code)]
+    let init = unsafe { sys::fork_new_pid_ns() }.context("creating the PID namespace")?;
     if init == 0 {
         drop(ready_w);
         drop(root_fd);
