@@ -15,7 +15,7 @@
 //! * [`rustix`]: what nix does not offer: extended attributes, `fstatvfs` as a plain
 //!   struct, inotify, `TIOCSCTTY` and the terminal window size.
 //! * [`caps`]: capability sets, by name.
-//! * [`raw`]: the few calls no crate offers safely, each an `unsafe` block with its
+//! * `raw`: the few calls no crate offers safely, each an `unsafe` block with its
 //!   `SAFETY` note: `fork` and `clone(CLONE_NEWPID)` (only sound while the process
 //!   has one thread, so they are `unsafe fn`), `close_range`, signal dispositions,
 //!   `_exit`, the environment change before `execvpe`, and an all-zero `stat`. It is
