@@ -491,3 +491,36 @@ fn the_kernels_settings_are_read_only_inside() {
         before
     );
 }
+
+/// The text console's keymap is the machine's, and outlasts the session: a key
+/// bound to a string is typed into the next console login. Writing it (`KDSKBSENT`,
+/// here the F1 string back as it was) needs `CAP_SYS_TTY_CONFIG`, which the command
+/// never holds (attacker pass 11 wrote it). Where this machine has a console, the
+/// test first proves the call works outside.
+#[test]
+fn the_consoles_keymap_cannot_be_changed() {
+    const PROBE: &str = "import fcntl, os, sys\n\
+        fd = os.open('/dev/tty0', os.O_RDWR)\n\
+        buf = bytearray(513)\n\
+        fcntl.ioctl(fd, 0x4B48, buf)\n\
+        try:\n    fcntl.ioctl(fd, 0x4B49, buf)\n    print('WROTE')\n\
+        except OSError as e:\n    print('refused', e.errno)\n";
+    let ws = Ws::new();
+    if std::fs::File::open("/dev/tty0").is_ok() {
+        let o = Command::new("python3")
+            .args(["-c", PROBE])
+            .output()
+            .unwrap();
+        assert_eq!(text(&o.stdout), "WROTE\n", "outside: {}", show(&o));
+        let o = ws.sh(&format!("python3 -c \"{}\"", PROBE.replace('"', "\\\"")));
+        assert_eq!(
+            text(&o.stdout),
+            format!("refused {}\n", libc::EPERM),
+            "{}",
+            show(&o)
+        );
+    }
+    let o = ws.sh("grep '^CapBnd' /proc/self/status");
+    let bnd = u64::from_str_radix(text(&o.stdout).split_whitespace().nth(1).unwrap(), 16).unwrap();
+    assert_eq!(bnd & caps::Capability::CAP_SYS_TTY_CONFIG.bitmask(), 0);
+}

@@ -46,8 +46,9 @@ mod pty;
 /// overlay (unmount or bind-mount, open by handle, read another process's
 /// descriptors, raw devices, kernel modules and BPF), or reach past the session
 /// into the machine (its network configuration, clock, reboot and `kexec`,
-/// immutable flags, file capabilities, the kernel log, audit and MAC policy).
-pub const DROPPED_CAPS: [caps::Capability; 18] = {
+/// immutable flags, file capabilities, the kernel log, audit and MAC policy, the
+/// console's keyboard and font).
+pub const DROPPED_CAPS: [caps::Capability; 19] = {
     use caps::Capability::*;
     [
         CAP_DAC_READ_SEARCH, // open_by_handle_at
@@ -68,6 +69,7 @@ pub const DROPPED_CAPS: [caps::Capability; 18] = {
         CAP_SYSLOG,
         CAP_PERFMON,
         CAP_BPF,
+        CAP_SYS_TTY_CONFIG, // the console's keymap: a key bound to a command (attacker pass 11)
     ]
 };
 
