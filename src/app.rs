@@ -519,8 +519,12 @@ fn mount(
             return Ok(ExitCode::from(2));
         }
     }
-    let source = loaded.source();
-    let loaded_path = loaded.path.clone();
+    // Absolute paths on the start-up line: it is read later, in a log, from elsewhere.
+    let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let source = match &loaded.path {
+        Some(p) => absolute(p).display().to_string(),
+        None => loaded.source(),
+    };
     // Said on the start-up line: what the policy hides, read before mounting.
     let hiding = crate::explain_all::startup_note(&loaded.policy, src);
     if let Some(log) = &opts.audit
@@ -551,12 +555,6 @@ fn mount(
     }
     let asks = opts.mode_note(reloader.policy_asks(), false);
     // Paths from the command line and the tree: never a control character raw.
-    // Absolute paths: the line is read later, in a log, from elsewhere.
-    let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
-    let source = match &loaded_path {
-        Some(p) => absolute(p).display().to_string(),
-        None => source,
-    };
     let line = format!(
         "veilfs: mounted {} at {} with policy {source}{hiding}{asks}",
         absolute(src).display(),

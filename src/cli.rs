@@ -304,28 +304,28 @@ impl CacheArgs {
     }
 }
 
-/// `--ask-timeout`: seconds, more than 0 and at most a day.
 /// The manual pages, generated from the command-line definitions: `veilfs.1`, then
 /// `veilfs-SUBCOMMAND.1` for each subcommand, as (file name, roff text).
 pub fn man_pages() -> std::io::Result<Vec<(String, Vec<u8>)>> {
     use clap::CommandFactory;
     let top = Cli::command();
-    let mut pages = Vec::new();
-    let mut render = |cmd: clap::Command, name: String| -> std::io::Result<()> {
+    let render = |cmd: clap::Command, name: String| -> std::io::Result<(String, Vec<u8>)> {
         let mut out = Vec::new();
         clap_mangen::Man::new(cmd).render(&mut out)?;
-        pages.push((format!("{name}.1"), out));
-        Ok(())
+        Ok((format!("{name}.1"), out))
     };
+    let mut pages = vec![render(top.clone(), "veilfs".to_string())?];
     for sub in top.get_subcommands().filter(|s| !s.is_hide_set()) {
         let name = format!("veilfs-{}", sub.get_name());
-        render(sub.clone().name(name.clone()).bin_name(name.clone()), name)?;
+        pages.push(render(
+            sub.clone().name(name.clone()).bin_name(name.clone()),
+            name,
+        )?);
     }
-    render(top, "veilfs".to_string())?;
-    pages.rotate_right(1);
     Ok(pages)
 }
 
+/// `--ask-timeout`: seconds, more than 0 and at most a day.
 fn parse_ask_timeout(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
         Ok(t) if t > 0.0 && t <= 86_400.0 => Ok(t),
