@@ -345,18 +345,22 @@ pub fn start(mut fs: VeilFs, mnt: &Path, config: &Config, opts: &MountOptions) -
     {
         // Edits of the imported files, wherever they are (the reloader held
         // weakly: it holds the node table).
-        let r = Arc::downgrade(&reloader);
-        let report = opts.reports.reporter();
+        let watch = crate::fs::reload::Reloader::watch_sources(
+            Arc::downgrade(&reloader),
+            opts.reports.reporter(),
+        );
         std::thread::Builder::new()
             .name("veilfs-sources".into())
-            .spawn(move || crate::fs::reload::Reloader::watch_sources(r, report))?;
+            .spawn(watch)?;
     }
     if reloader.file().is_some() {
-        let r = Arc::downgrade(&reloader);
-        let report = opts.reports.reporter();
+        let watch = crate::fs::reload::Reloader::watch_file(
+            Arc::downgrade(&reloader),
+            opts.reports.reporter(),
+        );
         std::thread::Builder::new()
             .name("veilfs-policy".into())
-            .spawn(move || crate::fs::reload::Reloader::watch_file(r, report))?;
+            .spawn(watch)?;
     }
     Ok(Live {
         session,

@@ -96,6 +96,33 @@ fn a_newly_allowed_path_appears() {
     );
 }
 
+/// The watch on the policy file is in place when the mount returns: an edit made
+/// at once (before the watching thread first ran) is not missed. Several mounts at
+/// a time, so the watching threads wait for a CPU.
+#[test]
+fn an_edit_made_as_soon_as_the_mount_returns_is_reloaded() {
+    let rounds = 12;
+    let workers: Vec<_> = (0..3)
+        .map(|w| {
+            std::thread::spawn(move || {
+                for round in 0..rounds {
+                    let (f, file) = mounted(DENY_SECRET);
+                    rewrite(&file, ALLOW_ALL);
+                    assert!(
+                        wait_until(Duration::from_secs(5), || fs::read(f.m("secret.txt"))
+                            .is_ok()),
+                        "worker {w}, round {round}: an edit made as the mount returned \
+                         was not reloaded within 5 s"
+                    );
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+}
+
 #[test]
 fn a_broken_policy_keeps_the_old_one_and_says_why() {
     let (f, file) = mounted(DENY_SECRET);

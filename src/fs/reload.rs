@@ -22,6 +22,9 @@ use crate::config;
 use crate::policy::Policy;
 use crate::sys;
 
+/// The policy file's device, inode and text.
+type Stamp = (u64, u64, String);
+
 #[derive(Debug)]
 pub struct Reloader {
     policy: Arc<RwLock<Arc<Policy>>>,
@@ -297,13 +300,38 @@ impl Reloader {
     /// with every reload), whether or not the kernel holds that directory. Holds
     /// the reloader (and through it the node table) only while it looks: returns
     /// once the reloader is gone.
-    pub fn watch_sources(me: std::sync::Weak<Self>, report: fn(Result<String, String>)) {
-        let Ok(ino) = sys::inotify_init() else {
-            log::warn!("no inotify: outside edits of imported files wait for a reload");
-            return;
-        };
+    ///
+    /// The watches are in place when this returns; the returned loop, run on a
+    /// thread of its own, reads them. (Set up on that thread, an edit made before
+    /// the thread first ran would be missed.)
+    pub fn watch_sources(
+        me: std::sync::Weak<Self>,
+        report: fn(Result<String, String>),
+    ) -> impl FnOnce() + Send + 'static {
+        let ino = sys::inotify_init();
         let mut watched: HashMap<Vec<u8>, i32> = HashMap::new();
         let mut seen = u64::MAX;
+        if let (Ok(ino), Some(r)) = (&ino, me.upgrade()) {
+            seen = r.epoch.load(Ordering::Acquire);
+            r.sync_source_watches(ino.as_fd(), &mut watched);
+        }
+        move || {
+            let Ok(ino) = ino else {
+                log::warn!("no inotify: outside edits of imported files wait for a reload");
+                return;
+            };
+            Self::source_loop(me, report, ino, watched, seen)
+        }
+    }
+
+    /// The loop of [`Reloader::watch_sources`].
+    fn source_loop(
+        me: std::sync::Weak<Self>,
+        report: fn(Result<String, String>),
+        ino: std::os::fd::OwnedFd,
+        mut watched: HashMap<Vec<u8>, i32>,
+        mut seen: u64,
+    ) {
         let mut buf = vec![0u8; 16 * 1024];
         loop {
             {
@@ -374,18 +402,16 @@ impl Reloader {
     /// one-second poll of its modification time when inotify is unavailable), and
     /// reports each outcome with `report`. Holds the reloader (and through it the
     /// node table) only while it looks: returns once the reloader is gone.
-    pub fn watch_file(me: std::sync::Weak<Self>, report: impl Fn(Result<String, String>)) {
-        let stamp = |r: &Reloader| {
-            r.file
-                .as_ref()
-                .and_then(|f| f.read().ok())
-                .map(|t| (t.dev, t.ino, t.text))
-        };
-        let (name, mut last, ino, watched) = {
-            let Some(r) = me.upgrade() else { return };
-            let Some(source) = r.file.as_ref() else {
-                return;
-            };
+    ///
+    /// The watch is in place (and the file's first stamp taken) when this returns;
+    /// the returned loop, run on a thread of its own, reads it. (Set up on that
+    /// thread, an edit made before the thread first ran would be missed.)
+    pub fn watch_file(
+        me: std::sync::Weak<Self>,
+        report: impl Fn(Result<String, String>) + Send + 'static,
+    ) -> impl FnOnce() + Send + 'static {
+        let setup = me.upgrade().and_then(|r| {
+            let source = r.file.as_ref()?;
             let ino = sys::inotify_init().ok();
             let watched = ino.as_ref().is_some_and(|i| {
                 sys::inotify_add_watch(
@@ -395,9 +421,33 @@ impl Reloader {
                 )
                 .is_ok()
             });
-            (source.name().to_os_string(), stamp(&r), ino, watched)
-        };
-        let name = std::os::unix::ffi::OsStrExt::as_bytes(name.as_os_str()).to_vec();
+            let name = std::os::unix::ffi::OsStrExt::as_bytes(source.name()).to_vec();
+            Some((name, r.stamp(), ino, watched))
+        });
+        move || {
+            if let Some((name, last, ino, watched)) = setup {
+                Self::file_loop(me, report, name, last, ino, watched)
+            }
+        }
+    }
+
+    /// What the policy file's name holds now, to compare when inotify is missing.
+    fn stamp(&self) -> Option<Stamp> {
+        self.file
+            .as_ref()
+            .and_then(|f| f.read().ok())
+            .map(|t| (t.dev, t.ino, t.text))
+    }
+
+    /// The loop of [`Reloader::watch_file`].
+    fn file_loop(
+        me: std::sync::Weak<Self>,
+        report: impl Fn(Result<String, String>),
+        name: Vec<u8>,
+        mut last: Option<Stamp>,
+        ino: Option<std::os::fd::OwnedFd>,
+        watched: bool,
+    ) {
         let mut buf = vec![0u8; 16 * 1024];
         loop {
             let changed = match (&ino, watched) {
@@ -411,7 +461,7 @@ impl Reloader {
                 _ => {
                     std::thread::sleep(Duration::from_secs(1));
                     let Some(r) = me.upgrade() else { return };
-                    let now = stamp(&r);
+                    let now = r.stamp();
                     let c = now != last;
                     last = now;
                     c
