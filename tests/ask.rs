@@ -477,6 +477,22 @@ fn in_fuse_request(pid: u32) -> bool {
         .is_ok_and(|w| w.contains("fuse") || w.contains("request_wait_answer"))
 }
 
+/// Where process `pid` is, for a failure message: its state, wait channel and
+/// kernel stack.
+fn where_it_waits(pid: u32) -> String {
+    let read = |f: &str| std::fs::read_to_string(format!("/proc/{pid}/{f}")).unwrap_or_default();
+    let state = read("status")
+        .lines()
+        .find(|l| l.starts_with("State:"))
+        .unwrap_or("State: gone")
+        .to_string();
+    format!(
+        "{pid}: {state}, wchan {:?}, stack:\n{}",
+        read("wchan"),
+        read("stack")
+    )
+}
+
 #[test]
 fn twenty_readers_of_one_path_raise_one_question() {
     let t = Tree::new();
@@ -491,7 +507,12 @@ fn twenty_readers_of_one_path_raise_one_question() {
         wait_until(Duration::from_secs(20), || readers
             .iter()
             .all(|r| in_fuse_request(r.id()))),
-        "not every reader is waiting in a FUSE request"
+        "not every reader is waiting in a FUSE request:\n{}",
+        readers
+            .iter()
+            .map(|r| where_it_waits(r.id()))
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     assert!(readers.iter_mut().all(still_running));
     // No second question came.
