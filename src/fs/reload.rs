@@ -9,9 +9,10 @@
 //! answers `EACCES` and leaves listings at once, and a newly allowed one appears.
 //! Descriptors already open keep working, as with Unix permissions.
 
+use inotify::WatchDescriptor;
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::AsFd;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -309,11 +310,11 @@ impl Reloader {
         report: fn(Result<String, String>),
     ) -> impl FnOnce() + Send + 'static {
         let ino = sys::inotify_init();
-        let mut watched: HashMap<Vec<u8>, i32> = HashMap::new();
+        let mut watched: HashMap<Vec<u8>, WatchDescriptor> = HashMap::new();
         let mut seen = u64::MAX;
         if let (Ok(ino), Some(r)) = (&ino, me.upgrade()) {
             seen = r.epoch.load(Ordering::Acquire);
-            r.sync_source_watches(ino.as_fd(), &mut watched);
+            r.sync_source_watches(&mut ino.watches(), &mut watched);
         }
         move || {
             let Ok(ino) = ino else {
@@ -328,10 +329,11 @@ impl Reloader {
     fn source_loop(
         me: std::sync::Weak<Self>,
         report: fn(Result<String, String>),
-        ino: std::os::fd::OwnedFd,
-        mut watched: HashMap<Vec<u8>, i32>,
+        mut ino: inotify::Inotify,
+        mut watched: HashMap<Vec<u8>, WatchDescriptor>,
         mut seen: u64,
     ) {
+        let mut watches = ino.watches();
         let mut buf = vec![0u8; 16 * 1024];
         loop {
             {
@@ -339,16 +341,15 @@ impl Reloader {
                 let epoch = r.epoch.load(Ordering::Acquire);
                 if epoch != seen {
                     seen = epoch;
-                    r.sync_source_watches(ino.as_fd(), &mut watched);
+                    r.sync_source_watches(&mut watches, &mut watched);
                 }
             }
-            if !sys::poll_readable(ino.as_fd(), 500).unwrap_or(false) {
+            let Ok(Some(mut batch)) = sys::inotify_read(&mut ino, &mut buf, 500) else {
                 continue;
-            }
-            let n = sys::read(ino.as_fd(), &mut buf).unwrap_or(0);
+            };
             let Some(r) = me.upgrade() else { return };
             let p = r.policy.read().clone();
-            if super::watch::events(&buf[..n]).any(|(_, _, name)| p.is_source_name(name)) {
+            if batch.any(|(_, _, name)| p.is_source_name(name)) {
                 r.reload_soon(report);
             }
         }
@@ -356,12 +357,16 @@ impl Reloader {
 
     /// Watches the directories holding the files the policy in force imports, and
     /// no others.
-    fn sync_source_watches(&self, ino: BorrowedFd, watched: &mut HashMap<Vec<u8>, i32>) {
+    fn sync_source_watches(
+        &self,
+        watches: &mut inotify::Watches,
+        watched: &mut HashMap<Vec<u8>, WatchDescriptor>,
+    ) {
         let dirs = self.policy.read().import_dirs();
         watched.retain(|dir, wd| {
             let keep = dirs.contains(dir);
             if !keep {
-                let _ = sys::inotify_rm_watch(ino, *wd);
+                let _ = watches.remove(wd.clone());
             }
             keep
         });
@@ -386,7 +391,7 @@ impl Reloader {
                 | libc::IN_CREATE
                 | libc::IN_DELETE
                 | libc::IN_MODIFY;
-            match sys::inotify_add_watch(ino, fd.as_fd(), mask) {
+            match sys::inotify_add_watch(watches, fd.as_fd(), mask) {
                 Ok(wd) => {
                     watched.insert(dir, wd);
                 }
@@ -415,7 +420,7 @@ impl Reloader {
             let ino = sys::inotify_init().ok();
             let watched = ino.as_ref().is_some_and(|i| {
                 sys::inotify_add_watch(
-                    i.as_fd(),
+                    &mut i.watches(),
                     source.dir(),
                     libc::IN_CLOSE_WRITE | libc::IN_MOVED_TO | libc::IN_CREATE | libc::IN_MODIFY,
                 )
@@ -445,17 +450,14 @@ impl Reloader {
         report: impl Fn(Result<String, String>),
         name: Vec<u8>,
         mut last: Option<Stamp>,
-        ino: Option<std::os::fd::OwnedFd>,
+        mut ino: Option<inotify::Inotify>,
         watched: bool,
     ) {
         let mut buf = vec![0u8; 16 * 1024];
         loop {
-            let changed = match (&ino, watched) {
-                (Some(i), true) => match sys::poll_readable(i.as_fd(), 500) {
-                    Ok(true) => {
-                        let n = sys::read(i.as_fd(), &mut buf).unwrap_or(0);
-                        super::watch::events(&buf[..n]).any(|(_, _, n)| n == name)
-                    }
+            let changed = match (&mut ino, watched) {
+                (Some(i), true) => match sys::inotify_read(i, &mut buf, 500) {
+                    Ok(Some(mut batch)) => batch.any(|(_, _, n)| n == name),
                     _ => false,
                 },
                 _ => {
@@ -470,13 +472,11 @@ impl Reloader {
             if changed {
                 // Let the writer finish: wait for 100 ms without further events
                 // (at most a second), so a save in several steps loads once, whole.
-                if let Some(i) = &ino {
+                if let Some(i) = &mut ino {
                     let start = std::time::Instant::now();
-                    while sys::poll_readable(i.as_fd(), 100).unwrap_or(false)
+                    while sys::inotify_read(i, &mut buf, 100).is_ok_and(|b| b.is_some())
                         && start.elapsed() < Duration::from_secs(1)
-                    {
-                        let _ = sys::read(i.as_fd(), &mut buf);
-                    }
+                    {}
                 }
                 let Some(r) = me.upgrade() else { return };
                 report(r.reload());

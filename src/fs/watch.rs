@@ -33,11 +33,13 @@ use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
 use std::ffi::{CString, OsStr};
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::BorrowedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
+
+use inotify::WatchDescriptor;
 
 use super::inode::{Inodes, Node};
 use crate::sys;
@@ -183,11 +185,19 @@ impl Drop for Own<'_> {
     }
 }
 
+/// The watches: watch descriptor → directory node, and back.
+#[derive(Debug)]
+struct Table {
+    watches: inotify::Watches,
+    nodes: HashMap<WatchDescriptor, u64>,
+    wds: HashMap<u64, WatchDescriptor>,
+}
+
 #[derive(Debug)]
 pub struct Watcher {
-    fd: OwnedFd,
-    /// watch descriptor → directory node, and back.
-    wds: Mutex<(HashMap<i32, u64>, HashMap<u64, i32>)>,
+    /// Read by the event loop only ([`Watcher::run`]).
+    events: Mutex<inotify::Inotify>,
+    wds: Mutex<Table>,
     /// (directory node, name) → what changes made there through the mount did
     /// (see [`Own`]).
     own: Mutex<HashMap<(u64, Vec<u8>), Note>>,
@@ -221,9 +231,15 @@ impl std::fmt::Debug for Sources {
 
 impl Watcher {
     pub fn new() -> io::Result<Watcher> {
+        let events = sys::inotify_init()?;
+        let watches = events.watches();
         Ok(Watcher {
-            fd: sys::inotify_init()?,
-            wds: Mutex::new((HashMap::new(), HashMap::new())),
+            events: Mutex::new(events),
+            wds: Mutex::new(Table {
+                watches,
+                nodes: HashMap::new(),
+                wds: HashMap::new(),
+            }),
             own: Mutex::new(HashMap::new()),
             injected: AtomicBool::new(false),
             overflows: AtomicU64::new(0),
@@ -252,26 +268,26 @@ impl Watcher {
     /// Watches the directory node `ino` (idempotent).
     pub fn watch(&self, ino: u64, dir: BorrowedFd) {
         let mut w = self.wds.lock();
-        if w.1.contains_key(&ino) {
+        if w.wds.contains_key(&ino) {
             return;
         }
         // A full watch table only costs coherence for this directory until the TTL.
-        if let Ok(wd) = sys::inotify_add_watch(self.fd.as_fd(), dir, MASK) {
-            w.0.insert(wd, ino);
-            w.1.insert(ino, wd);
+        if let Ok(wd) = sys::inotify_add_watch(&mut w.watches, dir, MASK) {
+            w.nodes.insert(wd.clone(), ino);
+            w.wds.insert(ino, wd);
         }
     }
 
     /// Whether directory node `ino` is watched (its entries may be cached long).
     pub fn is_watched(&self, ino: u64) -> bool {
-        self.wds.lock().1.contains_key(&ino)
+        self.wds.lock().wds.contains_key(&ino)
     }
 
     pub fn unwatch(&self, ino: u64) {
         let mut w = self.wds.lock();
-        if let Some(wd) = w.1.remove(&ino) {
-            w.0.remove(&wd);
-            let _ = sys::inotify_rm_watch(self.fd.as_fd(), wd);
+        if let Some(wd) = w.wds.remove(&ino) {
+            w.nodes.remove(&wd);
+            let _ = w.watches.remove(wd);
         }
     }
 
@@ -375,37 +391,46 @@ impl Watcher {
     /// invalidating through `notifier`.
     pub fn run(self: Arc<Self>, inodes: Weak<Inodes>, notifier: fuser::Notifier) {
         let mut buf = vec![0u8; 64 * 1024];
+        let mut events = self.events.lock();
         loop {
             if self.injected.swap(false, Ordering::SeqCst) {
                 let Some(inodes) = inodes.upgrade() else {
                     return;
                 };
-                self.handle(&inodes, &notifier, &OVERFLOW_EVENT);
+                self.handle(&inodes, &notifier, [(None, libc::IN_Q_OVERFLOW, &b""[..])]);
             }
-            match sys::poll_readable(self.fd.as_fd(), 500) {
-                Ok(true) => {}
-                Ok(false) | Err(_) => {
+            let batch = match sys::inotify_read(&mut events, &mut buf, 500) {
+                Ok(Some(batch)) => batch,
+                Ok(None) => {
                     if inodes.strong_count() == 0 {
                         return;
                     }
                     continue;
                 }
-            }
+                Err(e) => {
+                    log::warn!("inotify: {e}; outside edits are no longer watched");
+                    return;
+                }
+            };
             let Some(inodes) = inodes.upgrade() else {
                 return;
             };
-            let n = match sys::read(self.fd.as_fd(), &mut buf) {
-                Ok(0) => return,
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(_) => return,
-            };
-            self.handle(&inodes, &notifier, &buf[..n]);
+            self.handle(
+                &inodes,
+                &notifier,
+                batch.map(|(wd, mask, name)| (Some(wd), mask, name)),
+            );
         }
     }
 
-    /// Handles one batch of events read from the inotify descriptor.
-    fn handle(&self, inodes: &Inodes, notifier: &fuser::Notifier, buf: &[u8]) {
+    /// Handles one batch of events read from the inotify descriptor (with no watch
+    /// descriptor: an overflow injected by [`Watcher::inject_overflow`]).
+    fn handle<'a>(
+        &self,
+        inodes: &Inodes,
+        notifier: &fuser::Notifier,
+        batch: impl IntoIterator<Item = (Option<WatchDescriptor>, u32, &'a [u8])>,
+    ) {
         // Coalesce one batch: each (dir, name) is invalidated once.
         let mut entries: HashSet<(u64, Vec<u8>)> = HashSet::new();
         let mut files: HashMap<(u64, Vec<u8>), Option<Stamp>> = HashMap::new();
@@ -432,7 +457,7 @@ impl Watcher {
         // read-only through the mount).
         let sources = self.sources.lock();
         let mut source_changed = false;
-        for (wd, mask, name) in events(buf) {
+        for (wd, mask, name) in batch {
             if !source_changed
                 && !name.is_empty()
                 && let Some(s) = sources.as_ref()
@@ -441,8 +466,8 @@ impl Watcher {
             }
             if mask & libc::IN_IGNORED != 0 {
                 let mut w = self.wds.lock();
-                if let Some(ino) = w.0.remove(&wd) {
-                    w.1.remove(&ino);
+                if let Some(ino) = wd.and_then(|wd| w.nodes.remove(&wd)) {
+                    w.wds.remove(&ino);
                 }
                 continue;
             }
@@ -450,7 +475,7 @@ impl Watcher {
             if overflow {
                 continue;
             }
-            let Some(dir) = self.wds.lock().0.get(&wd).copied() else {
+            let Some(dir) = wd.and_then(|wd| self.wds.lock().nodes.get(&wd).copied()) else {
                 continue;
             };
             if name.is_empty() {
@@ -532,39 +557,4 @@ enum Verdict {
     Stale(Option<Stamp>),
     /// A change to the name is under way through the mount: judge once it is noted.
     Held,
-}
-
-/// An `IN_Q_OVERFLOW` event as inotify reports it: watch descriptor -1, no name.
-const OVERFLOW_EVENT: [u8; 16] = {
-    let mut e = [0u8; 16];
-    let wd = (-1i32).to_ne_bytes();
-    let mask = libc::IN_Q_OVERFLOW.to_ne_bytes();
-    let mut i = 0;
-    while i < 4 {
-        e[i] = wd[i];
-        e[4 + i] = mask[i];
-        i += 1;
-    }
-    e
-};
-
-/// The events in a buffer read from an inotify descriptor: (watch descriptor,
-/// mask, name — empty for an event on the watched directory itself).
-pub(crate) fn events(buf: &[u8]) -> impl Iterator<Item = (i32, u32, &[u8])> {
-    let mut off = 0;
-    std::iter::from_fn(move || {
-        if off + 16 > buf.len() {
-            return None;
-        }
-        let wd = i32::from_ne_bytes(buf[off..off + 4].try_into().unwrap());
-        let mask = u32::from_ne_bytes(buf[off + 4..off + 8].try_into().unwrap());
-        let len = u32::from_ne_bytes(buf[off + 12..off + 16].try_into().unwrap()) as usize;
-        let raw = &buf[off + 16..(off + 16 + len).min(buf.len())];
-        off += 16 + len;
-        Some((
-            wd,
-            mask,
-            &raw[..raw.iter().position(|&b| b == 0).unwrap_or(raw.len())],
-        ))
-    })
 }

@@ -2,8 +2,9 @@
 
 use std::ffi::{CStr, CString, OsStr};
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::Path;
 
 use nix::fcntl::{AtFlags, OFlag, RenameFlags};
 use nix::sys::stat::{Mode, SFlag};
@@ -357,25 +358,57 @@ pub fn is_read_write(fd: BorrowedFd) -> bool {
         .is_ok_and(|flags| flags & libc::O_ACCMODE == libc::O_RDWR)
 }
 
-/// A new inotify instance (close-on-exec, blocking reads).
-pub fn inotify_init() -> io::Result<OwnedFd> {
-    Ok(rustix::fs::inotify::init(
-        rustix::fs::inotify::CreateFlags::CLOEXEC,
-    )?)
+/// A new inotify instance (close-on-exec, non-blocking reads: see [`inotify_read`]).
+pub fn inotify_init() -> io::Result<inotify::Inotify> {
+    inotify::Inotify::init()
 }
 
 /// Watches the directory behind `dir` (any descriptor, `O_PATH` included, reached
-/// through `/proc/self/fd`). Returns the watch descriptor.
-pub fn inotify_add_watch(ino_fd: BorrowedFd, dir: BorrowedFd, mask: u32) -> io::Result<i32> {
-    Ok(rustix::fs::inotify::add_watch(
-        ino_fd,
-        proc_path(dir).as_c_str(),
-        rustix::fs::inotify::WatchFlags::from_bits_retain(mask),
-    )?)
+/// through `/proc/self/fd`) for the events in `mask` (`IN_*`).
+pub fn inotify_add_watch(
+    watches: &mut inotify::Watches,
+    dir: BorrowedFd,
+    mask: u32,
+) -> io::Result<inotify::WatchDescriptor> {
+    let path = proc_path(dir);
+    watches.add(
+        Path::new(OsStr::from_bytes(path.as_bytes())),
+        inotify::WatchMask::from_bits_retain(mask),
+    )
 }
 
-pub fn inotify_rm_watch(ino_fd: BorrowedFd, wd: i32) -> io::Result<()> {
-    Ok(rustix::fs::inotify::remove_watch(ino_fd, wd)?)
+/// One inotify event: its watch, its mask (`IN_*`), and the name it concerns
+/// (empty for an event on the watched directory itself).
+pub type InotifyEvent<'a> = (inotify::WatchDescriptor, u32, &'a [u8]);
+
+/// Reads the events queued on `ino` into `buf`, waiting at most `timeout_ms` for
+/// the first. `Ok(None)`: none came in time (or a signal came first).
+pub fn inotify_read<'a>(
+    ino: &mut inotify::Inotify,
+    buf: &'a mut [u8],
+    timeout_ms: i32,
+) -> io::Result<Option<impl Iterator<Item = InotifyEvent<'a>> + use<'a>>> {
+    match poll_readable(ino.as_fd(), timeout_ms) {
+        Ok(true) => {}
+        Ok(false) => return Ok(None),
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    match ino.read_events(buf) {
+        Ok(events) => Ok(Some(events.map(|e| {
+            let name = e.name.map_or(&[][..], |n| n.as_bytes());
+            (e.wd, e.mask.bits(), name)
+        }))),
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// `read(2)` into `buf`.

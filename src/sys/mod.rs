@@ -13,8 +13,10 @@
 //!   signals masks and waits, `waitpid`, `kill`, `unshare`, `mount`, ids, `prctl`,
 //!   `poll`, pipes and `execvpe`.
 //! * [`rustix`]: what nix does not offer: extended attributes, `fstatvfs` as a plain
-//!   struct, inotify, `TIOCSCTTY` and the terminal window size.
+//!   struct, `TIOCSCTTY` and the terminal window size.
 //! * [`caps`]: capability sets, by name.
+//! * [`inotify`]: the watchers' instances, watches and events (its event reader
+//!   replaced a hand-written parser of the kernel's records).
 //! * `raw`: the few calls no crate offers safely, each an `unsafe` block with its
 //!   `SAFETY` note: `fork` and `clone(CLONE_NEWPID)` (only sound while the process
 //!   has one thread, so they are `unsafe fn`), `close_range`, signal dispositions,
