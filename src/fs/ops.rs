@@ -401,7 +401,7 @@ impl VeilFs {
     /// `/proc/self/fd` or linked from a descriptor, would otherwise be decided under
     /// its old, allowed name. Its decision name, else another of its names (which
     /// then takes the decision over); `ESTALE` when none reaches it any more.
-    fn still_named(&self, node: &Node) -> io::Result<()> {
+    fn named(&self, node: &Node) -> io::Result<()> {
         if node.ino == super::inode::ROOT {
             return Ok(());
         }
@@ -420,6 +420,39 @@ impl VeilFs {
             p.epoch = u64::MAX;
         }
         Ok(())
+    }
+
+    /// [`VeilFs::named`] for an open, which may also open a file whose last name
+    /// was removed through the mount after the kernel looked it up: a name renamed
+    /// over by another process (natively the open gets the file the name held when
+    /// it was looked up, and so does it here; an `ESTALE` would make the kernel look
+    /// the name up again, and under a stream of renames over it the second try can
+    /// meet the same fate, which the opener then sees). Such a file is decided under
+    /// that last name, the one its removal went through, checked against the policy
+    /// in force. Only while nothing names it any more: link count 0, so no name can
+    /// ever be given to it again (the kernel links no such inode), and none was
+    /// given outside the mount that the daemon does not know of.
+    fn still_named(&self, node: &Node) -> io::Result<()> {
+        let Err(e) = self.named(node) else {
+            return Ok(());
+        };
+        // A rename through the mount may be under way: its places are kept in step
+        // once it is made (under `names`). Wait for it, then look again.
+        drop(self.names.read());
+        match self.named(node) {
+            Err(_) if self.orphaned(node) => Ok(()),
+            Err(_) => Err(e),
+            Ok(()) => Ok(()),
+        }
+    }
+
+    /// Whether `node`'s last name was removed through the mount and nothing names
+    /// its object any more (see [`VeilFs::still_named`]).
+    fn orphaned(&self, node: &Node) -> bool {
+        node.place.lock().links.is_empty()
+            && node
+                .fd()
+                .is_some_and(|fd| sys::stat(fd).is_ok_and(|st| st.st_nlink == 0))
     }
 
     /// Pins a node the kernel is opening (see [`super::inode`]), so that it is read

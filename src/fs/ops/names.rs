@@ -132,8 +132,8 @@ impl VeilFs {
         let node = self.node(ino)?;
         // A new name for an inode changes it (its link count) and could give a
         // read-only inode a writable alias: the source must be writable too, under
-        // a name that still reaches it.
-        self.still_named(&node)?;
+        // a name that still reaches it (never an orphan: see `still_named`).
+        self.named(&node)?;
         let s = self.snapshot();
         self.writable_in(&s, &node)?;
         let (c, own) = self.new_name(&s, newparent, newname, node.decided_as_dir())?;
