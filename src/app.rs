@@ -140,8 +140,39 @@ fn init_logging(verbose: u8, run: bool) {
         _ => "trace",
     };
     let env = env_logger::Env::default().default_filter_or(default);
+    let logger = env_logger::Builder::from_env(env).build();
+    let max = logger.filter();
     // Already set (a second `run` in one process): keep the first.
-    let _ = env_logger::Builder::from_env(env).try_init();
+    if log::set_boxed_logger(Box::new(Quiet(logger))).is_ok() {
+        log::set_max_level(max);
+    }
+}
+
+/// The logger, without the one warning that says nothing: fuser unmounts once
+/// more when its session ends, and after `fusermount -u` or `umount` (the usual
+/// way a mount ends) the mount is already gone (`EINVAL`).
+struct Quiet(env_logger::Logger);
+
+impl log::Log for Quiet {
+    fn enabled(&self, m: &log::Metadata) -> bool {
+        self.0.enabled(m)
+    }
+
+    fn log(&self, r: &log::Record) {
+        let already_unmounted = || {
+            r.target() == "fuser::session"
+                && r.args()
+                    .to_string()
+                    .starts_with("Failed to umount filesystem: Invalid argument")
+        };
+        if self.0.matches(r) && !already_unmounted() {
+            self.0.log(r);
+        }
+    }
+
+    fn flush(&self) {
+        self.0.flush();
+    }
 }
 
 fn check(path: Option<&Path>) -> Result<ExitCode> {

@@ -142,6 +142,46 @@ fn an_outside_umount_ends_the_daemon_with_zero() {
     assert_eq!(d.wait_exit(), Some(0));
 }
 
+/// A mount's stderr carries what a person should read, not noise: an `isatty`
+/// on a file (Python asks at every `open` in text mode) is answered `ENOTTY`, as
+/// natively, without a line, and an unmount from outside ends the daemon quietly.
+#[test]
+fn ioctls_and_an_outside_unmount_leave_stderr_quiet() {
+    use std::io::Read;
+    let f = Fixture::new();
+    f.file("a.txt", "a\n");
+    let mut d = Daemon::start(&f, &[]);
+    for _ in 0..3 {
+        let file = std::fs::File::open(f.m("a.txt")).unwrap();
+        assert_eq!(nix::unistd::isatty(&file), Ok(false));
+        // SAFETY: an ioctl with a pointer to a local of the size it writes.
+        let mut ws = [0u16; 4];
+        let r = unsafe {
+            libc::ioctl(
+                std::os::fd::AsRawFd::as_raw_fd(&file),
+                libc::TIOCGWINSZ,
+                ws.as_mut_ptr(),
+            )
+        };
+        assert_eq!(
+            (r, std::io::Error::last_os_error().raw_os_error()),
+            (-1, Some(libc::ENOTTY)),
+            "TIOCGWINSZ on a file through the mount"
+        );
+    }
+    let st = Command::new("umount").arg(&f.mnt).status().unwrap();
+    assert!(st.success());
+    assert_eq!(d.wait_exit(), Some(0));
+    let mut rest = String::new();
+    d.child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut rest)
+        .unwrap();
+    assert_eq!(rest, "", "the mount said more than its start-up line");
+}
+
 #[test]
 fn the_workspace_policy_file_is_used_and_named() {
     let f = Fixture::new();

@@ -484,6 +484,26 @@ impl Filesystem for Served {
         })
     }
 
+    /// No `ioctl` reaches the backing file (a flag such as append-only or
+    /// immutable, set through the mount, would change what the policy guards), and
+    /// the answer is the one a regular file gives a request it does not know,
+    /// `ENOTTY`: every `isatty` on a file (Python asks at each `open` in text mode)
+    /// lands here, so without a log line.
+    #[allow(clippy::too_many_arguments)]
+    fn ioctl(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _flags: fuser::IoctlFlags,
+        _cmd: u32,
+        _in_data: &[u8],
+        _out_size: u32,
+        reply: fuser::ReplyIoctl,
+    ) {
+        reply.error(Errno::from_i32(libc::ENOTTY));
+    }
+
     fn statfs(&self, req: &Request, ino: INodeNo, reply: ReplyStatfs) {
         self.guard_req(req, "statfs", || match VeilFs::statfs(self, ino.0) {
             Ok(s) => reply.statfs(
