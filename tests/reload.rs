@@ -118,8 +118,10 @@ fn an_edit_made_as_soon_as_the_mount_returns_is_reloaded() {
             })
         })
         .collect();
-    for w in workers {
-        w.join().unwrap();
+    // Every worker joined before any failure is raised: each unmounts its own.
+    let results: Vec<_> = workers.into_iter().map(|w| w.join()).collect();
+    for r in results {
+        r.unwrap();
     }
 }
 
