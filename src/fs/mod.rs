@@ -273,7 +273,7 @@ impl VeilFs {
     /// Starts watching the source for outside edits; the returned watcher must be
     /// given the session's notifier with [`watch::Watcher::run`] once mounted.
     pub fn enable_watcher(&mut self) -> io::Result<Arc<watch::Watcher>> {
-        let w = Arc::new(watch::Watcher::new()?);
+        let w = Arc::new(watch::Watcher::new(self.epoch.clone())?);
         let root = self
             .inodes
             .get(inode::ROOT)

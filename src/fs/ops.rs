@@ -176,7 +176,15 @@ impl VeilFs {
             let is_dir = n
                 .as_ref()
                 .map_or(node.decided_as_dir(), |n| n.decided_as_dir());
+            let target: &Node = n.as_deref().unwrap_or(node);
+            // A directory moved or removed outside the mount to a place not seen
+            // (see `watch`): its old path means nothing now, so it is refused, and
+            // everything beneath it with it, until a lookup finds it again.
+            let lost = target.is_dir() && !self.holds(p.parent, &p.name, target);
             match &above {
+                Some(_) if lost => {
+                    p.decision = Decision::lost();
+                }
                 Some(pp) => {
                     let path = join(&pp.path, &p.name);
                     p.decision = self.decide(policy, &pp.decision, &path, || is_dir);
@@ -188,7 +196,6 @@ impl VeilFs {
             }
             self.recomputed.fetch_add(1, Ordering::Relaxed);
             p.epoch = epoch;
-            let target: &Node = n.as_deref().unwrap_or(node);
             {
                 let mut st = target.place.lock();
                 st.parent = p.parent;
@@ -204,6 +211,16 @@ impl VeilFs {
             above = Some(p);
         }
         result.ok_or_else(eacces)
+    }
+
+    /// Whether the name `name` in directory node `parent` holds `node`'s object.
+    fn holds(&self, parent: u64, name: &[u8], node: &Node) -> bool {
+        let (Some(dir), Ok(c)) = (self.inodes.get(parent), std::ffi::CString::new(name)) else {
+            return false;
+        };
+        dir.dir_fd()
+            .and_then(|fd| sys::statat(fd, &c))
+            .is_ok_and(|st| super::inode::key_of(&st) == node.key)
     }
 
     /// The parent node and name a node's decision is taken under: its decision name
@@ -502,12 +519,17 @@ impl VeilFs {
                 let link = (fresh.parent, fresh.name.clone());
                 let mut links = std::mem::take(&mut p.links);
                 if !links.contains(&link) {
-                    links.push(link);
+                    links.push(link.clone());
                 }
                 // A second name for the same inode (a hard link): keep the more
-                // restrictive of the two decisions while both are current.
-                if p.epoch != epoch || fresh.decision.action >= p.decision.action {
+                // restrictive of the two decisions while both are current. A lost
+                // directory (see `place`) is found again: here, with this name only.
+                let lost = matches!(p.decision.reason, crate::policy::Reason::Lost);
+                if p.epoch != epoch || lost || fresh.decision.action >= p.decision.action {
                     *p = fresh;
+                }
+                if lost {
+                    links = vec![link];
                 }
                 p.links = links;
             },

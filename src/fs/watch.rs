@@ -204,6 +204,10 @@ pub struct Watcher {
     /// A queue overflow to be fed to the event loop as if inotify had reported one
     /// (see [`Watcher::inject_overflow`]).
     injected: AtomicBool,
+    /// The filesystem's epoch (see [`super::inode`]): bumped when a directory moves
+    /// or goes outside the mount, so every place is decided, and each directory's
+    /// name checked, again.
+    epoch: Arc<AtomicU64>,
     /// Queue overflows handled so far.
     overflows: AtomicU64,
     /// Nodes invalidated by the overflows handled so far.
@@ -230,7 +234,7 @@ impl std::fmt::Debug for Sources {
 }
 
 impl Watcher {
-    pub fn new() -> io::Result<Watcher> {
+    pub fn new(epoch: Arc<AtomicU64>) -> io::Result<Watcher> {
         let events = sys::inotify_init()?;
         let watches = events.watches();
         Ok(Watcher {
@@ -242,6 +246,7 @@ impl Watcher {
             }),
             own: Mutex::new(HashMap::new()),
             injected: AtomicBool::new(false),
+            epoch,
             overflows: AtomicU64::new(0),
             overflow_invalidated: AtomicU64::new(0),
             sources: Mutex::new(None),
@@ -435,9 +440,16 @@ impl Watcher {
         let mut entries: HashSet<(u64, Vec<u8>)> = HashSet::new();
         let mut files: HashMap<(u64, Vec<u8>), Option<Stamp>> = HashMap::new();
         let mut dirs: HashSet<u64> = HashSet::new();
+        // Directories moved or removed outside: (where, name, mask).
+        let mut moved: Vec<(u64, Vec<u8>, u32)> = Vec::new();
         // Notes what an event that is no echo invalidates: for an event on a watched
         // directory itself (no name), the directory.
         let mut stale = |dir: u64, name: &[u8], mask: u32, now: Option<Stamp>| {
+            if mask & libc::IN_ISDIR != 0
+                && mask & (libc::IN_MOVED_FROM | libc::IN_MOVED_TO | libc::IN_DELETE) != 0
+            {
+                moved.push((dir, name.to_vec(), mask));
+            }
             if name.is_empty() {
                 dirs.insert(dir);
             } else if mask
@@ -525,7 +537,12 @@ impl Watcher {
             self.overflow_invalidated
                 .fetch_add(n as u64, Ordering::SeqCst);
             self.overflows.fetch_add(1, Ordering::SeqCst);
+            // Directories may have moved unreported.
+            self.epoch.fetch_add(1, Ordering::AcqRel);
             return;
+        }
+        if !moved.is_empty() {
+            self.replace_moved(inodes, &moved);
         }
         for (dir, name) in &entries {
             if !inodes.entry_kept(*dir, name) {
@@ -540,6 +557,28 @@ impl Watcher {
         for dir in dirs {
             let _ = notifier.inval_inode(fuser::INodeNo(dir), 0, 0);
         }
+    }
+}
+
+impl Watcher {
+    /// Directories moved or removed outside the mount: one that arrived in a
+    /// directory the kernel holds takes that place; then every place is decided
+    /// again (a moved directory's paths changed), and a directory whose name no
+    /// longer holds it is refused until it is found again (see `VeilFs::place`).
+    fn replace_moved(&self, inodes: &Inodes, moved: &[(u64, Vec<u8>, u32)]) {
+        for (dir, name, _) in moved.iter().filter(|(_, _, m)| m & libc::IN_MOVED_TO != 0) {
+            let Some(Some(now)) = state_of(inodes, *dir, name) else {
+                continue;
+            };
+            if let Some(n) = inodes.find((now.dev, now.ino)) {
+                let mut p = n.place.lock();
+                p.parent = *dir;
+                p.name = name.clone();
+                p.links = vec![(*dir, name.clone())];
+                p.epoch = u64::MAX;
+            }
+        }
+        self.epoch.fetch_add(1, Ordering::AcqRel);
     }
 }
 

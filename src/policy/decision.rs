@@ -54,6 +54,10 @@ pub enum Reason {
     /// and the directories that hold it are not renamed or removed, so the command
     /// cannot rewrite, move or replace its own log.
     AuditLog,
+    /// A directory moved or removed outside the mount to a place the daemon has not
+    /// seen: its path is unknown, so it and everything beneath it are refused until
+    /// a lookup finds it again (see `VeilFs::place`).
+    Lost,
 }
 
 /// The effective action for one path, and why.
@@ -168,6 +172,16 @@ impl Decision {
             reason: Reason::PolicyFile,
             ruled: true,
             approved: Action::ReadOnly,
+        }
+    }
+
+    /// The decision for a directory whose place is unknown (see [`Reason::Lost`]).
+    pub fn lost() -> Decision {
+        Decision {
+            action: Action::Deny,
+            reason: Reason::Lost,
+            ruled: true,
+            approved: Action::Deny,
         }
     }
 
@@ -309,6 +323,7 @@ impl Decision {
             Reason::VeilfsConfig => ("veilfs-config", None, None),
             Reason::Way => ("way", None, None),
             Reason::AuditLog => ("audit-log", None, None),
+            Reason::Lost => ("lost", None, None),
             Reason::Ancestor { path, cause } => {
                 let p = match &**cause {
                     Reason::Rule(p) | Reason::Admitted(p) => Some(p),
@@ -362,6 +377,11 @@ fn write_reason(s: &mut String, action: Action, reason: &Reason) {
         Reason::ImportedFile => s.push_str(
             "a file the policy imports rules from: read-only, so the command cannot \
              rewrite its own rules",
+        ),
+        Reason::Lost => s.push_str(
+            "the directory was moved or removed outside the mount to a place veilfs has \
+             not seen: refused, with everything beneath it, until it is looked up again \
+             where it is now",
         ),
         Reason::HoldsPolicyFile => s.push_str(
             "the directory holds the mount's policy file: it is not renamed or removed \
