@@ -456,8 +456,11 @@ fn another_users_policy_file_is_passed_over() {
 fn a_planted_git_directory_does_not_narrow_the_workspace() {
     let ws = Ws::new();
     std::fs::create_dir(ws.dir.join(".git")).unwrap();
+    // A confined command can no longer make it (see
+    // `the_command_cannot_plant_code_for_the_persons_git`); made outside here.
     let o = ws.sh(&["-q"], "mkdir src/.git && echo planted");
-    assert!(text(&o.stdout).contains("planted"), "{}", show(&o));
+    assert!(!text(&o.stdout).contains("planted"), "{}", show(&o));
+    std::fs::create_dir(ws.dir.join("src/.git")).unwrap();
     let o = ws
         .run(
             &ws.dir.join("src"),
@@ -547,6 +550,12 @@ try "mkdir .git/modules/sub/hooks/x" "submodule hook dir"
 try "mkdir -p .git/evil && printf '[core]\n\tfsmonitor = \"{cmd}\"\n' > .git/evil/config && echo evil > .git/commondir" "commondir"
 try "mv .git .git.old" "move .git"
 try "rmdir .git" "remove .git"
+try "cd src && git init -q . && git config core.fsmonitor \"{cmd}\"" "git init in a directory that was there"
+try "mkdir src/.git" "a .git directory in a directory that was there"
+try "echo 'gitdir: /tmp/elsewhere' > src/.git" "a .git file in a directory that was there"
+try "ln -s /tmp src/.git" "a .git link in a directory that was there"
+try "mkdir -p newdir/x && git init -q newdir/x && mv newdir/x/.git src/.git" "a .git moved into a directory that was there"
+mkdir fresh && git init -q fresh && echo own-repo-ok
 echo more >> a.txt
 git -c user.email=t@t -c user.name=t commit -qam two && echo committed
 "#
@@ -556,10 +565,23 @@ git -c user.email=t@t -c user.name=t commit -qam two && echo committed
     assert!(out.contains("refused: append to config"), "{}", show(&o));
     assert!(!out.contains("ATTACK-WORKED"), "{}", show(&o));
     assert!(out.contains("committed"), "{}", show(&o));
+    assert!(
+        out.contains("refused: git init in a directory that was there"),
+        "{}",
+        show(&o)
+    );
+    assert!(out.contains("own-repo-ok"), "{}", show(&o));
+    assert!(!ws.dir.join("src/.git").exists(), "{}", show(&o));
     assert_eq!(std::fs::read(ws.dir.join(".git/config")).unwrap(), config);
     // The person's own git, outside: nothing planted runs.
     git(&["status", "--short"]);
     git(&["checkout", "-q", "-b", "other"]);
+    let in_src = Command::new("git")
+        .args(["status", "--short"])
+        .current_dir(ws.dir.join("src"))
+        .output()
+        .unwrap();
+    assert!(in_src.status.success(), "{}", show(&in_src));
     assert!(!pwned.exists(), "planted code ran: {}", show(&o));
 
     // A `.git` file (a linked worktree's): read-only, it names the repository.

@@ -190,6 +190,19 @@ impl GitGuard {
         name_of(dir) == b".git" || self.fresh(dir)
     }
 
+    /// Whether a `.git` (a directory, a file or a link) may be made at `path`:
+    /// under `veilfs run`, only in a directory the command made (or, when the
+    /// workspace was no repository at start, at its root). A `.git` in a directory
+    /// that was there (`cd src && git init`) would be the repository the person's
+    /// own git finds first in that directory and below, and obeys.
+    pub fn may_make_git(&self, path: &[u8]) -> bool {
+        if !self.tracking() || name_of(path) != b".git" {
+            return true;
+        }
+        let dir = parent_of(path);
+        self.fresh(dir) || (dir.is_empty() && self.kind() == GIT_NONE)
+    }
+
     /// The directory whose `HEAD` decides whether git obeys `path` (its `config`,
     /// `commondir`, `config.worktree`, or anything under its `hooks/`), if `path` is
     /// such a name in a directory that is not the command's own.

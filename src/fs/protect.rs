@@ -216,10 +216,11 @@ impl VeilFs {
             .is_some()
     }
 
-    /// Refuses to make `path` when it is a `HEAD` where the command may not make a
-    /// repository (see [`super::git_guard::GitGuard::may_make_head`]).
+    /// Refuses to make `path` when it is a `HEAD` or a `.git` where the command may
+    /// not make a repository (see [`super::git_guard::GitGuard::may_make_head`] and
+    /// [`super::git_guard::GitGuard::may_make_git`]).
     pub(crate) fn guard_head(&self, path: &[u8]) -> io::Result<()> {
-        if self.git_guard.may_make_head(path) {
+        if self.git_guard.may_make_head(path) && self.git_guard.may_make_git(path) {
             Ok(())
         } else {
             Err(refuse(path, &Decision::git_control()))

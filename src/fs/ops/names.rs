@@ -99,9 +99,10 @@ impl VeilFs {
     ) -> io::Result<(Arc<Node>, libc::stat)> {
         let _names = self.names.read();
         let (c, own) = self.new_name(&self.snapshot(), parent, name, true)?;
-        if !self.git_guard.may_make_dir(&c.path) || !self.git_guard.may_make_head(&c.path) {
+        if !self.git_guard.may_make_dir(&c.path) {
             return Err(refuse(&c.path, &crate::policy::Decision::git_control()));
         }
+        self.guard_head(&c.path)?;
         sys::mkdirat(c.dir.dir_fd()?, &c.name, mode & !umask)?;
         self.git_guard.made_dir(&c.path);
         own.done_if(self.made(c, caller))
