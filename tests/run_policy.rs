@@ -529,6 +529,7 @@ fn the_command_cannot_plant_code_for_the_persons_git() {
         assert!(o.status.success(), "git {args:?}: {}", show(&o));
     };
     git(&["init", "-q", "-b", "main"]);
+    std::fs::create_dir(ws.dir.join("docs")).unwrap();
     git(&["add", "a.txt", "src"]);
     git(&["commit", "-qm", "one"]);
     std::fs::create_dir_all(ws.dir.join(".git/modules/sub/hooks")).unwrap();
@@ -555,7 +556,9 @@ try "mkdir src/.git" "a .git directory in a directory that was there"
 try "echo 'gitdir: /tmp/elsewhere' > src/.git" "a .git file in a directory that was there"
 try "ln -s /tmp src/.git" "a .git link in a directory that was there"
 try "mkdir -p newdir/x && git init -q newdir/x && mv newdir/x/.git src/.git" "a .git moved into a directory that was there"
-mkdir fresh && git init -q fresh && echo own-repo-ok
+try "mkdir evil && git init -q evil" "a repository inside the workspace's repository (a gitlink in the index would have the person's git status enter it)"
+try "mkdir -p n2/objects n2/refs && echo 'ref: refs/heads/main' > n2/HEAD && rm -rf docs && mv n2 docs" "a bare-looking repository moved where a directory was"
+try "mkdir -p n3/objects n3/refs && echo 'ref: refs/heads/main' > n3/HEAD && python3 -c 'import ctypes,sys; l=ctypes.CDLL(None, use_errno=True); sys.exit(l.renameat2(-100, b\"n3\", -100, b\"src\", 2) != 0)'" "a bare-looking repository exchanged with a directory that was there"
 echo more >> a.txt
 git -c user.email=t@t -c user.name=t commit -qam two && echo committed
 "#
@@ -570,7 +573,14 @@ git -c user.email=t@t -c user.name=t commit -qam two && echo committed
         "{}",
         show(&o)
     );
-    assert!(out.contains("own-repo-ok"), "{}", show(&o));
+    assert!(
+        out.contains("refused: a repository inside the workspace's repository"),
+        "{}",
+        show(&o)
+    );
+    assert!(!ws.dir.join("evil/.git").exists(), "{}", show(&o));
+    assert!(!ws.dir.join("docs/HEAD").exists(), "{}", show(&o));
+    assert!(!ws.dir.join("src/HEAD").exists(), "{}", show(&o));
     assert!(!ws.dir.join("src/.git").exists(), "{}", show(&o));
     assert_eq!(std::fs::read(ws.dir.join(".git/config")).unwrap(), config);
     // The person's own git, outside: nothing planted runs.

@@ -63,7 +63,7 @@ fn name_of(path: &[u8]) -> &[u8] {
 }
 
 /// The parent of a mount-relative path (empty for a top-level name).
-fn parent_of(path: &[u8]) -> &[u8] {
+pub(crate) fn parent_of(path: &[u8]) -> &[u8] {
     match path.iter().rposition(|&b| b == b'/') {
         Some(i) => &path[..i],
         None => b"",
@@ -161,6 +161,11 @@ impl GitGuard {
 
     fn tracking(&self) -> bool {
         self.tracking.load(Ordering::Relaxed)
+    }
+
+    /// Whether the guard is on (under `veilfs run`).
+    pub(crate) fn tracks(&self) -> bool {
+        self.tracking()
     }
 
     /// Notes that the directory `path` was made through the mount.

@@ -220,11 +220,77 @@ impl VeilFs {
     /// not make a repository (see [`super::git_guard::GitGuard::may_make_head`] and
     /// [`super::git_guard::GitGuard::may_make_git`]).
     pub(crate) fn guard_head(&self, path: &[u8]) -> io::Result<()> {
-        if self.git_guard.may_make_head(path) && self.git_guard.may_make_git(path) {
+        if self.git_guard.may_make_head(path)
+            && self.git_guard.may_make_git(path)
+            && !self.git_inside_a_repository(path)
+        {
             Ok(())
         } else {
             Err(refuse(path, &Decision::git_control()))
         }
+    }
+
+    /// Whether `path` is a `.git` to be made inside a repository that is not the
+    /// command's own (a directory above holds a `.git`): the person's git enters a
+    /// repository registered in its index (a gitlink: `git update-index --add
+    /// --cacheinfo 160000,...`) at every `git status`, and obeys its config there.
+    fn git_inside_a_repository(&self, path: &[u8]) -> bool {
+        if !self.git_guard.tracks() || !(path == b".git" || path.ends_with(b"/.git")) {
+            return false;
+        }
+        let Some(root) = self.inodes.get(super::inode::ROOT) else {
+            return true;
+        };
+        let Ok(fd) = root.dir_fd() else { return true };
+        let mut dir = super::git_guard::parent_of(path);
+        loop {
+            let mut repo = dir.to_vec();
+            if !repo.is_empty() {
+                repo.push(b'/');
+            }
+            repo.extend_from_slice(b".git");
+            // Only ever refuses: a lookup through links the command made can do no
+            // more than refuse a `.git`.
+            let holds = std::ffi::CString::new(repo.clone())
+                .is_ok_and(|n| crate::sys::statat(fd, &n).is_ok());
+            if holds && !self.git_guard.made_here(&repo) {
+                return true;
+            }
+            if dir.is_empty() {
+                return false;
+            }
+            dir = super::git_guard::parent_of(dir);
+        }
+    }
+
+    /// Refuses to move a directory that holds a repository (a `.git`, or a `HEAD`
+    /// as a bare one has) to `to_path` unless a `.git` could be made there: into a
+    /// path that was there (replaced, or emptied first) it would be a repository
+    /// the person's git finds in a directory it knew.
+    pub(crate) fn guard_repository_move(
+        &self,
+        dir: std::os::fd::BorrowedFd,
+        name: &std::ffi::CStr,
+        to_path: &[u8],
+        replaces: bool,
+    ) -> io::Result<()> {
+        if !self.git_guard.tracks() {
+            return Ok(());
+        }
+        let holds_repository = [&b"/.git"[..], b"/HEAD"].iter().any(|inner| {
+            let mut n = name.to_bytes().to_vec();
+            n.extend_from_slice(inner);
+            std::ffi::CString::new(n).is_ok_and(|n| crate::sys::statat(dir, &n).is_ok())
+        });
+        if !holds_repository {
+            return Ok(());
+        }
+        let mut git = to_path.to_vec();
+        git.extend_from_slice(b"/.git");
+        if replaces || self.git_guard.emptied(to_path) || self.git_inside_a_repository(&git) {
+            return Err(refuse(to_path, &Decision::git_control()));
+        }
+        Ok(())
     }
 
     /// Refuses to make anything but a directory at `path` when it leads to a guarded

@@ -76,6 +76,16 @@ impl VeilFs {
             }
         }
         if from_is_dir {
+            self.guard_repository_move(from_dir.dir_fd()?, &from, &to_path, to_st.is_some())?;
+        }
+        if exchange
+            && to_st
+                .as_ref()
+                .is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+        {
+            self.guard_repository_move(to_dir.dir_fd()?, &to, &from_path, true)?;
+        }
+        if from_is_dir {
             let fd = sys::openat(
                 from_dir.dir_fd()?,
                 &from,
