@@ -459,6 +459,14 @@ impl Mount {
         self.watcher.as_ref().map(|w| w.inject_overflow()).is_some()
     }
 
+    /// Has the watcher act as if the user's inotify watch limit were reached (no
+    /// directory met from now on is watched), for tests; `false` when the mount
+    /// does not watch.
+    #[doc(hidden)]
+    pub fn inject_watch_limit(&self) -> bool {
+        self.watcher.as_ref().map(|w| w.inject_full()).is_some()
+    }
+
     /// How many nodes the inotify queue overflows handled so far invalidated (those
     /// that changed on disk), for tests.
     #[doc(hidden)]

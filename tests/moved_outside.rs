@@ -150,3 +150,31 @@ fn a_working_directory_moved_outside_into_a_denied_place_is_refused() {
     assert!(stderr.contains("Permission denied"), "{stderr}");
     assert!(!f.s("private/notes/planted.txt").exists());
 }
+
+/// With the user's inotify watch limit reached (attacker pass 13 used it up
+/// first), a directory met afterwards is not watched, so its outside move raises
+/// no event: every directory on the way is then checked at every request, and
+/// the moved one is refused all the same.
+#[test]
+fn a_held_directory_moved_out_of_an_unwatched_directory_is_refused() {
+    let mut f = Fixture::new();
+    f.file("p/q/d1/a.txt", "a\n").dir("private");
+    f.mount(POLICY);
+    assert!(f.mount.as_ref().unwrap().inject_watch_limit());
+    // Met after the limit: `p` and `q` are not watched.
+    let held = open_dir(&f.m("p/q/d1"));
+    assert_eq!(read_at(&held, "a.txt").unwrap(), "a\n");
+    fs::rename(f.s("p/q/d1"), f.s("private/d1")).unwrap();
+    fs::write(f.s("private/d1/token"), "SECRET\n").unwrap();
+    assert_eq!(read_at(&held, "token"), Err(nix::errno::Errno::EACCES));
+    assert_eq!(read_at(&held, "a.txt"), Err(nix::errno::Errno::EACCES));
+    assert_eq!(
+        make_at(&held, "planted").err(),
+        Some(nix::errno::Errno::EACCES)
+    );
+    assert!(!f.s("private/d1/planted").exists());
+    // Served again once it is back where the policy allows.
+    fs::rename(f.s("private/d1"), f.s("p/q/d2")).unwrap();
+    assert_eq!(fs::read_to_string(f.m("p/q/d2/token")).unwrap(), "SECRET\n");
+    assert_eq!(read_at(&held, "a.txt").unwrap(), "a\n");
+}

@@ -142,7 +142,11 @@ impl VeilFs {
     fn place(&self, s: &Snapshot, node: &Node) -> io::Result<Place> {
         let epoch = s.epoch;
         let place = node.place();
-        if place.epoch == epoch || node.ino == super::inode::ROOT {
+        // With a directory left unwatched, an outside move may go unseen: no cached
+        // place is trusted, and every directory on the way is checked.
+        let unwatched = self.watcher.as_ref().is_some_and(|w| w.missed());
+        let current = |e: u64| e == epoch && !unwatched;
+        if current(place.epoch) || node.ino == super::inode::ROOT {
             return Ok(place);
         }
         let policy = &*s.policy;
@@ -158,7 +162,7 @@ impl VeilFs {
             let pp = parent.place();
             stale[top].1.parent = parent.ino;
             stale[top].1.name = name;
-            if pp.epoch == epoch || parent.ino == super::inode::ROOT {
+            if current(pp.epoch) || parent.ino == super::inode::ROOT {
                 base = Some(pp);
                 break;
             }

@@ -208,6 +208,13 @@ pub struct Watcher {
     /// or goes outside the mount, so every place is decided, and each directory's
     /// name checked, again.
     epoch: Arc<AtomicU64>,
+    /// A directory could not be watched (the watch limit,
+    /// `fs.inotify.max_user_watches`, was reached): from then on an outside move of
+    /// a directory may go unseen, so every place is checked at every request (see
+    /// `VeilFs::place`).
+    missed: AtomicBool,
+    /// Act as if the watch limit were reached (see [`Watcher::inject_full`]).
+    full: AtomicBool,
     /// Queue overflows handled so far.
     overflows: AtomicU64,
     /// Nodes invalidated by the overflows handled so far.
@@ -247,6 +254,8 @@ impl Watcher {
             own: Mutex::new(HashMap::new()),
             injected: AtomicBool::new(false),
             epoch,
+            missed: AtomicBool::new(false),
+            full: AtomicBool::new(false),
             overflows: AtomicU64::new(0),
             overflow_invalidated: AtomicU64::new(0),
             sources: Mutex::new(None),
@@ -276,11 +285,42 @@ impl Watcher {
         if w.wds.contains_key(&ino) {
             return;
         }
-        // A full watch table only costs coherence for this directory until the TTL.
-        if let Ok(wd) = sys::inotify_add_watch(&mut w.watches, dir, MASK) {
-            w.nodes.insert(wd.clone(), ino);
-            w.wds.insert(ino, wd);
+        // A full watch table costs coherence for this directory until the TTL, and
+        // the check of every place at every request from then on.
+        let added = if self.full.load(Ordering::Acquire) {
+            Err(io::Error::from_raw_os_error(libc::ENOSPC))
+        } else {
+            sys::inotify_add_watch(&mut w.watches, dir, MASK)
+        };
+        match added {
+            Ok(wd) => {
+                w.nodes.insert(wd.clone(), ino);
+                w.wds.insert(ino, wd);
+            }
+            Err(e) => {
+                if !self.missed.swap(true, Ordering::AcqRel) {
+                    log::warn!(
+                        "cannot watch a directory for outside edits ({e}; see \
+                         fs.inotify.max_user_watches): from now on every path is checked \
+                         against the disk at every request, and the kernel's caches of \
+                         unwatched directories last until the TTL"
+                    );
+                }
+            }
         }
+    }
+
+    /// Whether some directory could not be watched (see [`Watcher::missed`]'s field).
+    pub fn missed(&self) -> bool {
+        self.missed.load(Ordering::Acquire)
+    }
+
+    /// Has the watcher act as if the user's watch limit were reached: no directory
+    /// met from now on is watched. For tests: a real limit would need the user's
+    /// watches used up, which every mount of that user would feel.
+    #[doc(hidden)]
+    pub fn inject_full(&self) {
+        self.full.store(true, Ordering::Release);
     }
 
     /// Whether directory node `ino` is watched (its entries may be cached long).
