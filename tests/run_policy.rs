@@ -530,6 +530,9 @@ fn the_command_cannot_plant_code_for_the_persons_git() {
     };
     git(&["init", "-q", "-b", "main"]);
     std::fs::create_dir(ws.dir.join("docs")).unwrap();
+    // A submodule's checkout: its `.git` file names its repository.
+    std::fs::create_dir(ws.dir.join("lib")).unwrap();
+    std::fs::write(ws.dir.join("lib/.git"), "gitdir: ../.git/modules/sub\n").unwrap();
     git(&["add", "a.txt", "src"]);
     git(&["commit", "-qm", "one"]);
     std::fs::create_dir_all(ws.dir.join(".git/modules/sub/hooks")).unwrap();
@@ -556,6 +559,10 @@ try "mkdir src/.git" "a .git directory in a directory that was there"
 try "echo 'gitdir: /tmp/elsewhere' > src/.git" "a .git file in a directory that was there"
 try "ln -s /tmp src/.git" "a .git link in a directory that was there"
 try "mkdir -p newdir/x && git init -q newdir/x && mv newdir/x/.git src/.git" "a .git moved into a directory that was there"
+try "echo 'gitdir: /tmp/elsewhere' > lib/.git" "rewrite a submodule's .git file"
+try "rm lib/.git" "remove a submodule's .git file"
+try "echo x > lib/other && python3 -c 'import ctypes,sys; l=ctypes.CDLL(None, use_errno=True); sys.exit(l.renameat2(-100, b\"lib/other\", -100, b\"lib/.git\", 2) != 0)'" "exchange a submodule's .git file"
+try "mkdir -p build/objects build/refs && echo 'ref: refs/heads/main' > build/HEAD" "a bare-looking repository inside the workspace's repository"
 try "mkdir evil && git init -q evil" "a repository inside the workspace's repository (a gitlink in the index would have the person's git status enter it)"
 try "mkdir -p n2/objects n2/refs && echo 'ref: refs/heads/main' > n2/HEAD && rm -rf docs && mv n2 docs" "a bare-looking repository moved where a directory was"
 try "mkdir -p n3/objects n3/refs && echo 'ref: refs/heads/main' > n3/HEAD && python3 -c 'import ctypes,sys; l=ctypes.CDLL(None, use_errno=True); sys.exit(l.renameat2(-100, b\"n3\", -100, b\"src\", 2) != 0)'" "a bare-looking repository exchanged with a directory that was there"
@@ -579,6 +586,11 @@ git -c user.email=t@t -c user.name=t commit -qam two && echo committed
         show(&o)
     );
     assert!(!ws.dir.join("evil/.git").exists(), "{}", show(&o));
+    assert!(!ws.dir.join("build/HEAD").exists(), "{}", show(&o));
+    assert_eq!(
+        std::fs::read_to_string(ws.dir.join("lib/.git")).unwrap(),
+        "gitdir: ../.git/modules/sub\n"
+    );
     assert!(!ws.dir.join("docs/HEAD").exists(), "{}", show(&o));
     assert!(!ws.dir.join("src/HEAD").exists(), "{}", show(&o));
     assert!(!ws.dir.join("src/.git").exists(), "{}", show(&o));

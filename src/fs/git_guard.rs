@@ -55,7 +55,7 @@ const GIT_FILE: u8 = 2;
 const GIT_EVERYWHERE: u8 = 3;
 
 /// The last name of a mount-relative path.
-fn name_of(path: &[u8]) -> &[u8] {
+pub(crate) fn name_of(path: &[u8]) -> &[u8] {
     match path.iter().rposition(|&b| b == b'/') {
         Some(i) => &path[i + 1..],
         None => path,

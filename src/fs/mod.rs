@@ -130,6 +130,9 @@ pub struct VeilFs {
     /// Invalidates kernel caches on edits made outside the mount; `None` when
     /// inotify is unavailable (then only the TTL bounds staleness).
     pub(crate) watcher: Option<Arc<watch::Watcher>>,
+    /// Watching was asked for and inotify could not be had: every place is
+    /// checked at every request, as once a watch is missed (see `VeilFs::place`).
+    pub(crate) unwatched: bool,
     /// Entry and attribute time-to-live handed to the kernel.
     pub(crate) ttl: std::time::Duration,
     /// Where refusals (and, if asked, every operation) are logged.
@@ -234,6 +237,7 @@ impl VeilFs {
             names: RwLock::new(()),
             inval: Arc::default(),
             watcher: None,
+            unwatched: false,
             ttl: DEFAULT_TTL,
             audit: None,
             notices: notice::Notices::default(),
@@ -273,7 +277,18 @@ impl VeilFs {
     /// Starts watching the source for outside edits; the returned watcher must be
     /// given the session's notifier with [`watch::Watcher::run`] once mounted.
     pub fn enable_watcher(&mut self) -> io::Result<Arc<watch::Watcher>> {
-        let w = Arc::new(watch::Watcher::new(self.epoch.clone())?);
+        let w = match watch::Watcher::new(self.epoch.clone()) {
+            Ok(w) => Arc::new(w),
+            Err(e) => {
+                self.unwatched = true;
+                log::warn!(
+                    "no inotify instance ({e}; see fs.inotify.max_user_instances): outside \
+                     edits are not watched, so every path is checked against the disk at \
+                     every request, and the kernel's caches last until the TTL"
+                );
+                return Err(e);
+            }
+        };
         let root = self
             .inodes
             .get(inode::ROOT)

@@ -144,7 +144,7 @@ impl VeilFs {
         let place = node.place();
         // With a directory left unwatched, an outside move may go unseen: no cached
         // place is trusted, and every directory on the way is checked.
-        let unwatched = self.watcher.as_ref().is_some_and(|w| w.missed());
+        let unwatched = self.unwatched || self.watcher.as_ref().is_some_and(|w| w.missed());
         let current = |e: u64| e == epoch && !unwatched;
         if current(place.epoch) || node.ino == super::inode::ROOT {
             return Ok(place);

@@ -171,7 +171,7 @@ impl VeilFs {
             d.guard_git_control()
         } else if self.config_dirs.iter().any(|c| at_or_under(path, c)) {
             d.guard_veilfs_config()
-        } else if self.in_found_repository(path) {
+        } else if self.in_found_repository(path) || self.found_git_link(path) {
             d.guard_git_control()
         } else {
             d
@@ -230,12 +230,41 @@ impl VeilFs {
         }
     }
 
+    /// Whether `path` is a `.git` that is no directory (a submodule's or a
+    /// separate git directory's `.git` file, or a link), under `veilfs run`, not
+    /// the command's own: it names the repository git uses there, and the person's
+    /// `git status` enters a submodule. Read-only, like the root's.
+    fn found_git_link(&self, path: &[u8]) -> bool {
+        if !self.git_guard.tracks()
+            || super::git_guard::name_of(path) != b".git"
+            || self.git_guard.made_here(path)
+        {
+            return false;
+        }
+        let Some(root) = self.inodes.get(super::inode::ROOT) else {
+            return true;
+        };
+        let Ok(fd) = root.dir_fd() else { return true };
+        std::ffi::CString::new(path.to_vec())
+            .ok()
+            .and_then(|n| crate::sys::statat(fd, &n).ok())
+            .is_some_and(|st| st.st_mode & libc::S_IFMT != libc::S_IFDIR)
+    }
+
     /// Whether `path` is a `.git` to be made inside a repository that is not the
     /// command's own (a directory above holds a `.git`): the person's git enters a
     /// repository registered in its index (a gitlink: `git update-index --add
     /// --cacheinfo 160000,...`) at every `git status`, and obeys its config there.
+    /// The same for a `HEAD` outside any `.git` (a bare-looking repository, which
+    /// git obeys when run in or below it).
     fn git_inside_a_repository(&self, path: &[u8]) -> bool {
-        if !self.git_guard.tracks() || !(path == b".git" || path.ends_with(b"/.git")) {
+        let name = super::git_guard::name_of(path);
+        let in_git_dir = path
+            .split(|&b| b == b'/')
+            .rev()
+            .skip(1)
+            .any(|part| part == b".git" || part.ends_with(b".git"));
+        if !self.git_guard.tracks() || !(name == b".git" || name == b"HEAD" && !in_git_dir) {
             return false;
         }
         let Some(root) = self.inodes.get(super::inode::ROOT) else {
