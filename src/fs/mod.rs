@@ -281,7 +281,7 @@ impl VeilFs {
             Ok(w) => Arc::new(w),
             Err(e) => {
                 self.unwatched = true;
-                log::warn!(
+                log::error!(
                     "no inotify instance ({e}; see fs.inotify.max_user_instances): outside \
                      edits are not watched, so every path is checked against the disk at \
                      every request, and the kernel's caches last until the TTL"

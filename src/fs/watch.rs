@@ -298,8 +298,10 @@ impl Watcher {
                 w.wds.insert(ino, wd);
             }
             Err(e) => {
+                // An error, so that it is seen by default (under `run` too): the
+                // checks get slower from here on.
                 if !self.missed.swap(true, Ordering::AcqRel) {
-                    log::warn!(
+                    log::error!(
                         "cannot watch a directory for outside edits ({e}; see \
                          fs.inotify.max_user_watches): from now on every path is checked \
                          against the disk at every request, and the kernel's caches of \
