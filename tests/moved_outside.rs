@@ -44,8 +44,11 @@ fn names_in(dir: &OwnedFd) -> nix::Result<Vec<String>> {
         Mode::empty(),
     )?;
     let mut d = nix::dir::Dir::from_fd(fd)?;
-    Ok(d.iter()
-        .filter_map(Result::ok)
+    // The first error ends the listing (an iterator that keeps failing would
+    // otherwise never end).
+    let entries = d.iter().collect::<nix::Result<Vec<_>>>()?;
+    Ok(entries
+        .iter()
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| n != "." && n != "..")
         .collect())
