@@ -159,13 +159,9 @@ impl GitGuard {
         !self.only_dir(path) || self.fresh(parent_of(path))
     }
 
-    fn tracking(&self) -> bool {
-        self.tracking.load(Ordering::Relaxed)
-    }
-
     /// Whether the guard is on (under `veilfs run`).
-    pub(crate) fn tracks(&self) -> bool {
-        self.tracking()
+    pub(crate) fn tracking(&self) -> bool {
+        self.tracking.load(Ordering::Relaxed)
     }
 
     /// Notes that the directory `path` was made through the mount.

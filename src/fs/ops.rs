@@ -181,12 +181,11 @@ impl VeilFs {
                 .as_ref()
                 .map_or(node.decided_as_dir(), |n| n.decided_as_dir());
             let target: &Node = n.as_deref().unwrap_or(node);
-            // A directory moved or removed outside the mount to a place not seen
-            // (see `watch`): its old path means nothing now, so it is refused, and
-            // everything beneath it with it, until a lookup finds it again.
-            let lost = target.is_dir() && !self.holds(p.parent, &p.name, target);
             match &above {
-                Some(_) if lost => {
+                // A directory moved or removed outside the mount to a place not
+                // seen (see `watch`): its old path means nothing now, so it is
+                // refused, and everything beneath it, until a lookup finds it again.
+                Some(_) if target.is_dir() && !self.holds(p.parent, &p.name, target) => {
                     p.decision = Decision::lost();
                 }
                 Some(pp) => {

@@ -206,14 +206,19 @@ impl VeilFs {
         head.extend_from_slice(b"HEAD");
         // Only ever makes a path stricter: a lookup through links an attacker made
         // can do no more than refuse a change.
-        self.inodes
-            .get(super::inode::ROOT)
-            .and_then(|root| {
-                let fd = root.dir_fd().ok()?;
-                let name = std::ffi::CString::new(head).ok()?;
-                crate::sys::statat(fd, &name).ok()
-            })
-            .is_some()
+        self.stat_in_workspace(&head).is_ok_and(|st| st.is_some())
+    }
+
+    /// What the workspace-relative `path` is on disk, looked up from the real root
+    /// (`Ok(None)`: nothing there); `Err` when the root cannot be reached. For the
+    /// git guards, which only ever refuse: a lookup through links the command made
+    /// can do no more than refuse a change.
+    fn stat_in_workspace(&self, path: &[u8]) -> Result<Option<libc::stat>, ()> {
+        let root = self.inodes.get(super::inode::ROOT).ok_or(())?;
+        let fd = root.dir_fd().map_err(|_| ())?;
+        Ok(std::ffi::CString::new(path.to_vec())
+            .ok()
+            .and_then(|n| crate::sys::statat(fd, &n).ok()))
     }
 
     /// Refuses to make `path` when it is a `HEAD` or a `.git` where the command may
@@ -235,20 +240,16 @@ impl VeilFs {
     /// the command's own: it names the repository git uses there, and the person's
     /// `git status` enters a submodule. Read-only, like the root's.
     fn found_git_link(&self, path: &[u8]) -> bool {
-        if !self.git_guard.tracks()
+        if !self.git_guard.tracking()
             || super::git_guard::name_of(path) != b".git"
             || self.git_guard.made_here(path)
         {
             return false;
         }
-        let Some(root) = self.inodes.get(super::inode::ROOT) else {
-            return true;
-        };
-        let Ok(fd) = root.dir_fd() else { return true };
-        std::ffi::CString::new(path.to_vec())
-            .ok()
-            .and_then(|n| crate::sys::statat(fd, &n).ok())
-            .is_some_and(|st| st.st_mode & libc::S_IFMT != libc::S_IFDIR)
+        match self.stat_in_workspace(path) {
+            Ok(st) => st.is_some_and(|st| st.st_mode & libc::S_IFMT != libc::S_IFDIR),
+            Err(()) => true,
+        }
     }
 
     /// Whether `path` is a `.git` to be made inside a repository that is not the
@@ -259,18 +260,15 @@ impl VeilFs {
     /// git obeys when run in or below it).
     fn git_inside_a_repository(&self, path: &[u8]) -> bool {
         let name = super::git_guard::name_of(path);
+        // Within a git directory (`.git/HEAD`, a bare `x.git`'s): git's own.
         let in_git_dir = path
             .split(|&b| b == b'/')
             .rev()
             .skip(1)
-            .any(|part| part == b".git" || part.ends_with(b".git"));
-        if !self.git_guard.tracks() || !(name == b".git" || name == b"HEAD" && !in_git_dir) {
+            .any(|part| part.ends_with(b".git"));
+        if !self.git_guard.tracking() || !(name == b".git" || name == b"HEAD" && !in_git_dir) {
             return false;
         }
-        let Some(root) = self.inodes.get(super::inode::ROOT) else {
-            return true;
-        };
-        let Ok(fd) = root.dir_fd() else { return true };
         let mut dir = super::git_guard::parent_of(path);
         loop {
             let mut repo = dir.to_vec();
@@ -278,10 +276,10 @@ impl VeilFs {
                 repo.push(b'/');
             }
             repo.extend_from_slice(b".git");
-            // Only ever refuses: a lookup through links the command made can do no
-            // more than refuse a `.git`.
-            let holds = std::ffi::CString::new(repo.clone())
-                .is_ok_and(|n| crate::sys::statat(fd, &n).is_ok());
+            let holds = match self.stat_in_workspace(&repo) {
+                Ok(st) => st.is_some(),
+                Err(()) => return true,
+            };
             if holds && !self.git_guard.made_here(&repo) {
                 return true;
             }
@@ -303,7 +301,7 @@ impl VeilFs {
         to_path: &[u8],
         replaces: bool,
     ) -> io::Result<()> {
-        if !self.git_guard.tracks() {
+        if !self.git_guard.tracking() {
             return Ok(());
         }
         let holds_repository = [&b"/.git"[..], b"/HEAD"].iter().any(|inner| {

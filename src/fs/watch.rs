@@ -600,9 +600,7 @@ impl Watcher {
             let _ = notifier.inval_inode(fuser::INodeNo(dir), 0, 0);
         }
     }
-}
 
-impl Watcher {
     /// Directories moved or removed outside the mount: one that arrived in a
     /// directory the kernel holds takes that place; then every place is decided
     /// again (a moved directory's paths changed), and a directory whose name no

@@ -78,11 +78,10 @@ impl VeilFs {
         if from_is_dir {
             self.guard_repository_move(from_dir.dir_fd()?, &from, &to_path, to_st.is_some())?;
         }
-        if exchange
-            && to_st
-                .as_ref()
-                .is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
-        {
+        let to_is_dir = to_st
+            .as_ref()
+            .is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR);
+        if exchange && to_is_dir {
             self.guard_repository_move(to_dir.dir_fd()?, &to, &from_path, true)?;
         }
         if from_is_dir {
@@ -98,10 +97,7 @@ impl VeilFs {
         // A moved directory takes its kernel-cached subtree along under a new path
         // whose decisions may differ: let the watcher's echo drop those dentries
         // (their attributes would otherwise stay visible until the TTL).
-        let moves_dir = from_is_dir
-            || to_st
-                .as_ref()
-                .is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR);
+        let moves_dir = from_is_dir || to_is_dir;
         let own = (!moves_dir).then(|| {
             (
                 self.own(parent, from.to_bytes()),
@@ -117,10 +113,7 @@ impl VeilFs {
         if from_is_dir {
             self.git_guard.vacated(&from_path);
         }
-        if to_st
-            .as_ref()
-            .is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
-        {
+        if to_is_dir {
             self.git_guard.vacated(&to_path);
         }
         if let Some((from_own, to_own)) = own {
