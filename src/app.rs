@@ -498,7 +498,15 @@ fn explain_one(
         .any(|g| p == g.as_slice() || (p.starts_with(g) && p.get(g.len()) == Some(&b'/')))
     {
         decision = decision.guard_veilfs_config();
-    } else if git_everywhere && crate::fs::git_guard::git_controls_anywhere(p) {
+    } else if git_everywhere
+        && crate::fs::git_guard::git_controls_anywhere(p, |dir| {
+            use std::os::unix::ffi::OsStrExt;
+            let dir = workspace.join(std::ffi::OsStr::from_bytes(dir));
+            ["HEAD", "config"]
+                .iter()
+                .any(|n| dir.join(n).symlink_metadata().is_ok())
+        })
+    {
         // Home paths: every repository there is guarded (one the command makes
         // during a run is its own).
         decision = decision.guard_git_control();

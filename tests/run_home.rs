@@ -658,6 +658,85 @@ fn other_repositories_in_the_home_directory_are_guarded_but_new_ones_are_the_com
     }
 }
 
+/// Git runs nothing the command wrote in the person's other repositories either
+/// (issue 28): a rebase left stopped at `break` with an `exec` line queued in
+/// `~/src/other/.git`, planted by hand, by a rename or by `git rebase -i`, runs
+/// nothing when the person continues it outside; everyday git there still works,
+/// and in a clone of its own the command may rebase.
+#[test]
+fn no_rebase_is_planted_in_another_repository_of_the_home_directory() {
+    let h = Home::new();
+    let other = h.home.join("src/other");
+    std::fs::create_dir_all(&other).unwrap();
+    git(&other, &["init", "-q", "-b", "main"]);
+    for n in ["1", "2"] {
+        std::fs::write(other.join("f"), n).unwrap();
+        git(&other, &["add", "f"]);
+        git(
+            &other,
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "commit",
+                "-qm",
+                n,
+            ],
+        );
+    }
+    let marker = h.tmp.path().join("pwned");
+    let editor = h.tmp.path().join("sequence-editor");
+    write(
+        &editor,
+        &format!(
+            "#!/bin/sh\nprintf 'break\\nexec touch {}\\npick %s x\\n' \"$(git rev-parse HEAD)\" > \"$1\"\n",
+            marker.display()
+        ),
+    );
+    std::fs::set_permissions(&editor, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let o = h.sh(&format!(
+        "export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@t GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@t; \
+         cd \"$HOME\"/src/other; \
+         plant() {{ mkdir -p \"$1\" && git symbolic-ref HEAD > \"$1/head-name\" && \
+           git rev-parse HEAD~1 > \"$1/onto\" && git rev-parse HEAD > \"$1/orig-head\" && \
+           : > \"$1/interactive\" && echo break > \"$1/done\" && \
+           printf 'exec touch {m}\\n' > \"$1/git-rebase-todo\"; }}; \
+         plant .git/rebase-merge 2>/dev/null && echo PLANTED; \
+         plant \"$HOME\"/staged && mv \"$HOME\"/staged .git/rebase-merge 2>/dev/null && echo MOVED-IN; \
+         GIT_SEQUENCE_EDITOR='{e}' git rebase -q -i HEAD~1 2>/dev/null && echo REBASED; \
+         echo x >> f && git commit -qam three && git gc -q && echo EVERYDAY-OK; \
+         cd \"$HOME\" && git clone -q src/other own && cd own && \
+           GIT_SEQUENCE_EDITOR=true git rebase -q -i HEAD~1 && echo OWN-REBASE-OK; \
+         echo done",
+        m = marker.display(),
+        e = editor.display(),
+    ));
+    let out = text(&o.stdout);
+    for bad in ["PLANTED", "MOVED-IN", "REBASED"] {
+        assert!(!out.contains(bad), "{bad}: {}", show(&o));
+    }
+    for good in ["EVERYDAY-OK", "OWN-REBASE-OK", "done"] {
+        assert!(out.contains(good), "{good}: {}", show(&o));
+    }
+    // The person, outside: `git status`, then `git rebase --continue`.
+    for args in [&["status"][..], &["rebase", "--continue"]] {
+        let _ = Command::new("git")
+            .arg("-C")
+            .arg(&other)
+            .args(args)
+            .env("GIT_EDITOR", "true")
+            .output()
+            .unwrap();
+    }
+    assert!(
+        !marker.exists(),
+        "the planted exec ran outside: {}",
+        show(&o)
+    );
+    assert!(!other.join(".git/rebase-merge").exists(), "{}", show(&o));
+}
+
 /// The suite's test user and its home directory from the password database.
 fn test_user() -> (&'static str, PathBuf) {
     let user = common::run::test_user();

@@ -167,7 +167,10 @@ impl VeilFs {
             d.guard_policy_file()
         } else if self.log_path.as_deref() == Some(path) {
             d.guard_audit_log()
-        } else if self.git_guard.controls(path) {
+        } else if self
+            .git_guard
+            .controls(path, &mut |dir| self.is_repository(dir))
+        {
             d.guard_git_control()
         } else if self.config_dirs.iter().any(|c| at_or_under(path, c)) {
             d.guard_veilfs_config()
@@ -221,18 +224,69 @@ impl VeilFs {
             .and_then(|n| crate::sys::statat(fd, &n).ok()))
     }
 
-    /// Refuses to make `path` when it is a `HEAD` or a `.git` where the command may
-    /// not make a repository (see [`super::git_guard::GitGuard::may_make_head`] and
-    /// [`super::git_guard::GitGuard::may_make_git`]).
-    pub(crate) fn guard_head(&self, path: &[u8]) -> io::Result<()> {
+    /// Whether the workspace-relative directory `dir` holds a `HEAD` or a `config`
+    /// on disk (looked up without following any link): where a submodule's
+    /// repository begins under a `.git/modules/` (see
+    /// [`super::git_guard::in_git_dir`]). Either one is enough, so that a
+    /// repository missing its `HEAD` keeps its `config` read-only.
+    fn is_repository(&self, dir: &[u8]) -> bool {
+        let Some(root) = self.inodes.get(super::inode::ROOT) else {
+            return false;
+        };
+        let Ok(fd) = root.dir_fd() else {
+            return false;
+        };
+        [&b"/HEAD"[..], b"/config"].iter().any(|name| {
+            std::ffi::CString::new([dir, name].concat())
+                .is_ok_and(|p| crate::sys::stat_beneath(fd, &p).is_ok())
+        })
+    }
+
+    /// Refuses to make `path` (an entry of type `mode`, `st_mode`'s type bits) when
+    /// it is a `HEAD` or a `.git` where the command may not make a repository (see
+    /// [`super::git_guard::GitGuard::may_make_head`] and
+    /// [`super::git_guard::GitGuard::may_make_git`]), or a name in a git directory
+    /// where the command may not make one ([`VeilFs::guard_git_arrival`]).
+    pub(crate) fn guard_head(&self, path: &[u8], mode: u32) -> io::Result<()> {
         if self.git_guard.may_make_head(path)
             && self.git_guard.may_make_git(path)
             && !self.git_inside_a_repository(path)
         {
-            Ok(())
+            self.guard_git_arrival(path, mode)
         } else {
             Err(refuse(path, &Decision::git_control()))
         }
+    }
+
+    /// What the workspace-relative `path` is in the git directories along it that
+    /// are not the command's own (see [`super::git_guard::GitGuard::class`]).
+    fn git_class(&self, path: &[u8]) -> Option<super::git_guard::InGitDir> {
+        self.git_guard
+            .class(path, &mut |dir| self.is_repository(dir))
+    }
+
+    /// Refuses to bring an entry of type `mode` to `path` (made, renamed, linked or
+    /// exchanged there) in a git directory that is not the command's own, unless
+    /// everyday git writes there and it is a regular file or a directory (see
+    /// [`super::git_guard`]).
+    pub(crate) fn guard_git_arrival(&self, path: &[u8], mode: u32) -> io::Result<()> {
+        let plain = matches!(mode & libc::S_IFMT, libc::S_IFREG | libc::S_IFDIR);
+        match self.git_class(path) {
+            None => Ok(()),
+            Some(super::git_guard::InGitDir::Written) if plain => Ok(()),
+            Some(_) => Err(refuse(path, &Decision::git_control())),
+        }
+    }
+
+    /// [`VeilFs::guard_git_arrival`] for an entry beneath a directory being moved,
+    /// from `old` to `new`: one that stays what it was in a git directory (a whole
+    /// repository moved along with a directory above it) is not arriving.
+    pub(crate) fn guard_git_carried(&self, old: &[u8], new: &[u8], mode: u32) -> io::Result<()> {
+        let then = self.git_class(new);
+        if then.is_none() || then == self.git_class(old) {
+            return Ok(());
+        }
+        self.guard_git_arrival(new, mode)
     }
 
     /// Whether `path` is a `.git` that is no directory (a submodule's or a
@@ -323,9 +377,10 @@ impl VeilFs {
     /// Refuses to make anything but a directory at `path` when it leads to a guarded
     /// configuration directory (see [`VeilFs::guard_config_dir`]): a symbolic link
     /// made at `~/.config` would send the next run's search for its home policy to a
-    /// directory the command chose.
-    pub(crate) fn guard_config_way(&self, path: &[u8]) -> io::Result<()> {
-        self.guard_head(path)?;
+    /// directory the command chose. With [`VeilFs::guard_head`] for the new entry's
+    /// type `mode`.
+    pub(crate) fn guard_config_way(&self, path: &[u8], mode: u32) -> io::Result<()> {
+        self.guard_head(path, mode)?;
         if self.ways.iter().any(|w| w.as_slice() == path) {
             return Err(refuse(path, &Decision::way()));
         }

@@ -38,9 +38,11 @@ pub enum Reason {
     /// The directory holds the mount's policy file (an ancestor of it): it cannot
     /// be renamed or removed, so the file stays where the daemon reads it.
     HoldsPolicyFile,
-    /// Under `veilfs run`, a file git runs or obeys in the workspace's own repository
-    /// (`.git/config`, `.git/hooks/`, a submodule's, a `.git` file): read-only, so
-    /// the command cannot plant code the person's own git runs later.
+    /// Under `veilfs run`, a file git runs or obeys in a repository that is not the
+    /// command's own (in a git directory anything but what everyday git writes:
+    /// `.git/config`, `.git/hooks/`, `.git/rebase-merge/`, a submodule's; a `.git`
+    /// file): read-only, so the command cannot plant code the person's own git runs
+    /// later (see `crate::fs::git_guard`).
     GitControl,
     /// Under `veilfs run`, in the home mount: veilfs's own configuration directory
     /// (`~/.config/veilfs`, where the home policy lives), read-only so that the
@@ -388,9 +390,10 @@ fn write_reason(s: &mut String, action: Action, reason: &Reason) {
              through the mount",
         ),
         Reason::GitControl => s.push_str(
-            "git runs or obeys this (the repository's config, hooks, `.git` itself): \
-             read-only under `veilfs run`, so the command cannot plant code your own \
-             git runs later",
+            "git runs or obeys this (a git directory is read-only under `veilfs run` but \
+             for what everyday git writes: objects, refs, logs, the index, HEAD and \
+             merge state; its config, hooks and a rebase's todo list are not), so the \
+             command cannot plant code your own git runs later",
         ),
         Reason::Way => s.push_str(
             "on the way to a path the policy names: only a directory is made here, and \

@@ -80,6 +80,21 @@ pub fn statat(dir: BorrowedFd, name: &CStr) -> io::Result<libc::stat> {
     )?)
 }
 
+/// `fstat` of the entry `path` (one or more names) beneath `dir`, resolved with
+/// `openat2` so that no symbolic link is followed on the way, nor the last one
+/// (an `O_PATH` descriptor on the link itself), and nothing leaves `dir`.
+pub fn stat_beneath(dir: BorrowedFd, path: &CStr) -> io::Result<libc::stat> {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    let fd = rustix::fs::openat2(
+        dir,
+        path,
+        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+    )?;
+    stat(fd.as_fd())
+}
+
 /// `fstat` of any descriptor, `O_PATH` ones included.
 pub fn stat(fd: BorrowedFd) -> io::Result<libc::stat> {
     Ok(nix::sys::stat::fstatat(

@@ -25,7 +25,7 @@ use std::os::fd::{AsFd, OwnedFd};
 
 use super::{errno, refuse};
 use crate::fs::VeilFs;
-use crate::policy::{Action, Decision, Policy};
+use crate::policy::{Action, Decision, Policy, Reason};
 use crate::sys;
 
 /// At most this many directory descriptors are held by one walk.
@@ -69,6 +69,16 @@ fn push_name(path: &mut Vec<u8>, name: &[u8]) {
     path.extend_from_slice(name);
 }
 
+/// The type bits (`S_IFMT`) of the entry `name` in `dir` listed as `kind`.
+fn entry_mode(dir: std::os::fd::BorrowedFd, name: &CString, kind: u8) -> u32 {
+    match kind {
+        libc::DT_DIR => libc::S_IFDIR,
+        libc::DT_REG => libc::S_IFREG,
+        libc::DT_LNK => libc::S_IFLNK,
+        _ => sys::statat(dir, name).map_or(0, |st| st.st_mode & libc::S_IFMT),
+    }
+}
+
 fn identity(fd: &OwnedFd) -> io::Result<(u64, u64)> {
     sys::stat(fd.as_fd()).map(|st| (st.st_dev, st.st_ino))
 }
@@ -94,10 +104,13 @@ impl VeilFs {
             return Ok(());
         }
         // In a permissive mount nothing is hidden to expose: the rename it would
-        // have refused is logged.
+        // have refused is logged. What git would obey is refused there too.
         Walk::new(self, policy, old_path, new_path)
             .check(dir, old, new)
-            .or_else(|e| self.admit_refusal(policy, e))
+            .or_else(|e| match super::refusal_of(&e) {
+                Some(r) if matches!(r.decision.reason, Reason::GitControl) => Err(e),
+                _ => self.admit_refusal(policy, e),
+            })
     }
 }
 
@@ -158,6 +171,10 @@ impl<'a> Walk<'a> {
                 // Report the descendant that would be exposed, as it is now.
                 return Err(refuse(&self.old_path, &od));
             }
+            // Nor may it bring into a git directory what git would obey there.
+            let mode = entry_mode(fd.as_fd(), &cname, e.kind);
+            self.fs
+                .guard_git_carried(&self.old_path, &self.new_path, mode)?;
             self.old_path.truncate(old_end);
             self.new_path.truncate(new_end);
             // Below a directory denied on both sides nothing can be exposed.

@@ -122,7 +122,7 @@ impl VeilFs {
     ) -> io::Result<(Arc<Node>, libc::stat, u64)> {
         let _names = self.names.read();
         let (c, own) = self.new_name(&self.snapshot(), parent, name, false)?;
-        self.guard_config_way(&c.path)?;
+        self.guard_config_way(&c.path, libc::S_IFREG)?;
         let (dfd, mode) = (c.dir.dir_fd()?, mode & !umask);
         // Without `O_EXCL` an existing name is opened (and maybe truncated): never
         // the policy file's (see `protect`).

@@ -84,7 +84,13 @@ impl VeilFs {
     ) -> io::Result<(Arc<Node>, libc::stat)> {
         let _names = self.names.read();
         let (c, own) = self.new_name(&self.snapshot(), parent, name, false)?;
-        self.guard_config_way(&c.path)?;
+        // A type of 0 makes a regular file.
+        let kind = if mode & libc::S_IFMT == 0 {
+            libc::S_IFREG
+        } else {
+            mode
+        };
+        self.guard_config_way(&c.path, kind)?;
         sys::mknodat(c.dir.dir_fd()?, &c.name, mode & !umask, rdev as u64)?;
         own.done_if(self.made(c, caller))
     }
@@ -102,7 +108,7 @@ impl VeilFs {
         if !self.git_guard.may_make_dir(&c.path) {
             return Err(refuse(&c.path, &crate::policy::Decision::git_control()));
         }
-        self.guard_head(&c.path)?;
+        self.guard_head(&c.path, libc::S_IFDIR)?;
         sys::mkdirat(c.dir.dir_fd()?, &c.name, mode & !umask)?;
         self.git_guard.made_dir(&c.path);
         own.done_if(self.made(c, caller))
@@ -118,7 +124,7 @@ impl VeilFs {
         let _names = self.names.read();
         // A link is decided as a directory would be (see `decided_as_dir`).
         let (c, own) = self.new_name(&self.snapshot(), parent, name, true)?;
-        self.guard_config_way(&c.path)?;
+        self.guard_config_way(&c.path, libc::S_IFLNK)?;
         sys::symlinkat(target, c.dir.dir_fd()?, &c.name)?;
         own.done_if(self.made(c, caller))
     }
@@ -138,7 +144,8 @@ impl VeilFs {
         let s = self.snapshot();
         self.writable_in(&s, &node)?;
         let (c, own) = self.new_name(&s, newparent, newname, node.decided_as_dir())?;
-        self.guard_config_way(&c.path)?;
+        let mode = sys::stat(self.fd_of(&node)?.as_fd())?.st_mode;
+        self.guard_config_way(&c.path, mode)?;
         sys::linkat(
             self.proc_fd.as_fd(),
             self.fd_of(&node)?.as_fd(),

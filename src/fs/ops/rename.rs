@@ -43,7 +43,7 @@ impl VeilFs {
         self.guard_key(crate::fs::inode::key_of(&from_st), &from_path)?;
         self.guard_holder(&from_path)?;
         self.guard_holder(&to_path)?;
-        self.guard_head(&to_path)?;
+        self.guard_head(&to_path, from_st.st_mode)?;
         self.guard_way_rename(&from_path, &to_path)?;
         if from_is_dir && self.git_guard.everywhere() {
             let dfd = from_dir.dir_fd()?;
@@ -66,6 +66,8 @@ impl VeilFs {
             let (_, to_now) = self.child(&s, &to_dir, &tp, &to, kind_of(to_as_dir));
             may(&to_path, &to_now, to_as_dir)?;
             if exchange {
+                // What sat at the destination comes into existence at the source.
+                self.guard_head(&from_path, st.st_mode)?;
                 let (_, to_then) = self.child(&s, &from_dir, &fp, &from, kind_of(to_as_dir));
                 may(&from_path, &to_then, to_as_dir)?;
                 if to_is_dir {
