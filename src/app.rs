@@ -44,6 +44,9 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             system_writable,
             keep_env,
             drop_env,
+            allow_socket,
+            share_tmp,
+            without_landlock,
             command,
         } => {
             let mut mount = crate::mount::MountOptions::default();
@@ -59,6 +62,9 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 system_writable,
                 keep_env,
                 drop_env,
+                allow_socket,
+                share_tmp,
+                without_landlock,
                 command,
                 mount,
             })

@@ -99,6 +99,22 @@ pub enum Command {
         /// built-in ones. Repeatable; a `--keep-env` that matches too wins.
         #[arg(long, value_name = "NAME", value_parser = crate::run::env::parse_name_glob)]
         drop_env: Vec<String>,
+        /// Let CMD reach the socket PATH (or the sockets below the directory PATH)
+        /// of a service outside, e.g. an ssh-agent on purpose; the variables whose
+        /// value holds PATH (`SSH_AUTH_SOCK`) pass too. Repeatable. By default CMD
+        /// reaches no socket it did not make: /run is private to the session, and so
+        /// are /tmp, /var/tmp and /dev/shm (see --share-tmp).
+        #[arg(long, value_name = "PATH")]
+        allow_socket: Vec<PathBuf>,
+        /// Share /tmp, /var/tmp and /dev/shm with the system instead of giving CMD
+        /// private, empty ones (the sockets in them at start stay out of reach).
+        #[arg(long)]
+        share_tmp: bool,
+        /// Run although this kernel cannot confine CMD to its own abstract sockets
+        /// and processes (Landlock ABI 6, Linux 6.12): then CMD can reach the
+        /// abstract sockets of the host's network namespace (X11's, D-Bus's).
+        #[arg(long)]
+        without_landlock: bool,
         /// The command and its arguments.
         #[arg(
             trailing_var_arg = true,

@@ -148,6 +148,29 @@ fn checks() -> Vec<Check> {
     };
     add(detail.0, "user namespaces", detail.1);
 
+    // Landlock's scopes, for `veilfs run`'s abstract sockets and signals.
+    let abi = sys::landlock_abi();
+    add(
+        if abi >= crate::run::SCOPE_ABI {
+            Level::Ok
+        } else {
+            Level::Warn
+        },
+        "Landlock scopes",
+        if abi >= crate::run::SCOPE_ABI {
+            format!(
+                "ABI {abi}: `veilfs run` keeps the command from the host's abstract sockets and processes"
+            )
+        } else if abi == 0 {
+            "unavailable (Landlock is off: add landlock to the lsm= boot parameter): `veilfs run` refuses to start without --without-landlock".into()
+        } else {
+            format!(
+                "ABI {abi} < {}: needs Linux 6.12; `veilfs run` refuses to start without --without-landlock",
+                crate::run::SCOPE_ABI
+            )
+        },
+    );
+
     // allow_other.
     let conf = std::fs::read_to_string("/etc/fuse.conf").unwrap_or_default();
     let allow = conf.lines().any(|l| l.trim() == "user_allow_other");

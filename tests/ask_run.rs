@@ -45,11 +45,18 @@ impl Tree {
     /// `home/` under `home.toml`. The script should wait for the file `go` before
     /// it uses an `ask` path (so that the approver is subscribed by then).
     fn run(&self, script: &str) -> Child {
+        self.run_with(&[], script)
+    }
+
+    /// As [`Tree::run`], with more arguments for `run`.
+    fn run_with(&self, args: &[&str], script: &str) -> Child {
         Command::new(env!("CARGO_BIN_EXE_veilfs"))
             .env("VEILFS_RUNTIME_DIR", self.p("rt"))
             .env("HOME", self.p("home"))
             .env_remove("XDG_CONFIG_HOME")
-            .args(["run", "--quiet", "--ask-timeout", "600", "--policy"])
+            .args(["run", "--quiet", "--ask-timeout", "600"])
+            .args(args)
+            .arg("--policy")
             .arg(self.p("pol.toml"))
             .arg("--home-policy")
             .arg(self.p("home.toml"))
@@ -140,7 +147,10 @@ for path in glob.glob(os.environ['VEILFS_RUNTIME_DIR'] + '/*.sock'):
 EOF
 wait"
     );
-    let run = t.run(&script);
+    // The sessions' sockets are out of the command's reach (a private /tmp);
+    // passed on purpose here, the daemons refuse all the same.
+    let rt = t.p("rt").display().to_string();
+    let run = t.run_with(&["--allow-socket", &rt], &script);
     // Outside, an approver is connected, so a question is asked (not refused for
     // want of an approver); it denies.
     let mut a = Approver::subscribe(&t.p("rt"));
@@ -204,7 +214,11 @@ wait; {bin} reload {m} 2>&1; echo reload-rc=$?",
         m = mnt2.display(),
         bin = env!("CARGO_BIN_EXE_veilfs"),
     );
-    let run = t.run(&script);
+    // The sessions' sockets are out of the command's reach (a private /tmp);
+    // passed on purpose here, the daemons refuse all the same.
+    let rt = t.p("rt").display().to_string();
+    // The other mount lies in the shared /tmp.
+    let run = t.run_with(&["--allow-socket", &rt, "--share-tmp"], &script);
     assert!(
         wait_until(Duration::from_secs(20), || std::fs::read_dir(t.p("rt"))
             .map(|d| d.count() >= 2)

@@ -226,15 +226,18 @@ fn the_command_cannot_rewrite_its_own_audit_log() {
     fs::create_dir_all(&logs).unwrap();
     fs::write(ws.join(".env"), "TOPSECRET").unwrap();
     let log = logs.join("agent.log");
-    let run = |script: &str| {
+    let run_with = |args: &[&str], script: &str| {
         Command::new(env!("CARGO_BIN_EXE_veilfs"))
-            .args(["run", "--quiet", "--no-home", "--audit"])
+            .args(["run", "--quiet", "--no-home"])
+            .args(args)
+            .arg("--audit")
             .arg(&log)
             .args(["--", "sh", "-c", script])
             .current_dir(&ws)
             .output()
             .unwrap()
     };
+    let run = |script: &str| run_with(&[], script);
     let script = format!(
         "cat .env 2>/dev/null; export L={log}; \
          for how in ': > $L' 'echo {{}} >> $L' 'rm -f $L' 'mv $L $L.x' 'echo x > $L.new && mv $L.new $L' \
@@ -255,13 +258,20 @@ fn the_command_cannot_rewrite_its_own_audit_log() {
             .any(|e| e["path"] == ".env" && e["result"] == "refused"),
         "{events:#?}"
     );
-    // Its directory moved away and a forged log put in its place: said.
+    // Its directory moved away and a forged log put in its place: in the
+    // command's private /tmp, where the log outside saw nothing of it.
     let moved = t.path().join("moved");
-    let o = run(&format!(
+    let forge = format!(
         "cat .env 2>/dev/null; mv {logs} {moved} && mkdir {logs} && echo '{{}}' > {logs}/agent.log",
         logs = logs.display(),
         moved = moved.display()
-    ));
+    );
+    let before = fs::read_to_string(&log).unwrap();
+    let o = run(&forge);
+    assert!(!moved.exists(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(fs::read_to_string(&log).unwrap().starts_with(&before));
+    // With /tmp shared, the move happens outside: said.
+    let o = run_with(&["--share-tmp"], &forge);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(moved.join("agent.log").exists(), "{err}");
     assert!(

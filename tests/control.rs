@@ -143,9 +143,15 @@ struct Run {
 
 impl Run {
     fn start(t: &Tree, script: &str) -> Run {
+        Run::start_with(t, &[], script)
+    }
+
+    fn start_with(t: &Tree, args: &[&str], script: &str) -> Run {
         let mut child = t
             .veilfs()
-            .args(["run", "--quiet", "--policy"])
+            .args(["run", "--quiet"])
+            .args(args)
+            .arg("--policy")
             .arg(t.p("pol/p.toml"))
             .arg("--workspace")
             .arg(t.p("ws"))
@@ -391,12 +397,18 @@ fn veilfs_reload_from_outside_reaches_a_run_session() {
 }
 
 /// The command asks for a reload itself (and from a grandchild): refused, the
-/// policy stays; the person outside can still reload the same session.
+/// policy stays; the person outside can still reload the same session. The
+/// session's socket is out of the command's reach (a private `/tmp`, `/run`); here
+/// it is passed on purpose (`--allow-socket`), and the daemon refuses all the same.
 #[test]
 fn a_run_session_refuses_a_reload_from_inside() {
     let t = Tree::new();
     let veilfs = env!("CARGO_BIN_EXE_veilfs");
     let ws = t.p("ws");
+    std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
+        .create(t.rt())
+        .unwrap();
+    let rt = t.rt().display().to_string();
     let script = format!(
         "echo started; read go; \
          '{veilfs}' reload '{ws}'; echo inside=$?; \
@@ -406,7 +418,7 @@ fn a_run_session_refuses_a_reload_from_inside() {
          i=$((i+1)); [ $i -gt 400 ] && {{ echo never; exit 3; }}; sleep 0.05; done; echo denied",
         ws = ws.display()
     );
-    let mut run = Run::start(&t, &script);
+    let mut run = Run::start_with(&t, &["--allow-socket", &rt], &script);
     run.expect_line("started");
     t.edit_policy(DENY_A);
     run.say("go");

@@ -372,7 +372,11 @@ fn print_default_env_parses_back() {
     let rules = veilfs::run::env::parse_env_section("<stdout>", &out)
         .unwrap_or_else(|e| panic!("{e}\n{out}"));
     let globs: Vec<&str> = rules.drop.iter().map(|p| p.glob.as_str()).collect();
-    let want: Vec<&str> = veilfs::run::env::DEFAULT_DROP.iter().map(|p| p.0).collect();
+    let want: Vec<&str> = veilfs::run::env::DEFAULT_DROP
+        .iter()
+        .chain(veilfs::run::env::SOCKET_DROP)
+        .map(|p| p.0)
+        .collect();
     assert_eq!(globs, want);
     for g in [
         "*TOKEN*",

@@ -69,7 +69,9 @@ impl Repo {
     /// `veilfs run -q -- sh -c SCRIPT` from the workspace root, to completion.
     fn sh(&self, script: &str) -> Output {
         Command::new(env!("CARGO_BIN_EXE_veilfs"))
-            .args(["run", "-q", "--", "sh", "-c", script])
+            // The upstream, the linked worktree and the markers lie outside the
+            // workspace, in the shared /tmp.
+            .args(["run", "-q", "--share-tmp", "--", "sh", "-c", script])
             .current_dir(&self.dir)
             .env("GIT_AUTHOR_NAME", "t")
             .env("GIT_AUTHOR_EMAIL", "t@t")

@@ -348,9 +348,13 @@ fn home_policy_edits_outside_take_effect_while_running() {
     write(&h.home.join("notes.txt"), "notes\n");
     let flag = h.tmp.path().join("denied");
     let ready = h.tmp.path().join("ready");
+    // The flags are files beside the home, in the shared /tmp.
+    let signals = h.tmp.path().display().to_string();
     let mut child = h
         .veilfs(&[
             "--quiet",
+            "--writable",
+            &signals,
             "--",
             "sh",
             "-c",
@@ -1172,6 +1176,8 @@ fn the_workspace_mount_inside_the_home_stays_put() {
     write(&cfg.join("home.toml"), "extends = \"home-default\"\n");
     let go = h.tmp.path().join("go");
     let ready = h.tmp.path().join("ready");
+    // The flags are files beside the home, in the shared /tmp.
+    let signals = h.tmp.path().display().to_string();
     let script = format!(
         "cd /; mv ~/code ~/code2 2>/dev/null && echo MOVED; \
          mkdir ~/zz && python3 -c 'import ctypes,os; l=ctypes.CDLL(None,use_errno=True); \
@@ -1185,7 +1191,7 @@ fn the_workspace_mount_inside_the_home_stays_put() {
         ws = h.ws.display(),
     );
     let child = h
-        .veilfs(&["--quiet", "--", "sh", "-c", &script])
+        .veilfs(&["--quiet", "--writable", &signals, "--", "sh", "-c", &script])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()

@@ -237,7 +237,9 @@ t("open_rdwr", rdwr_write)
         d = s.outside.join("d").display().to_string(),
         o = s.outside.display().to_string(),
     );
-    let o = s.py(&["-q"], &script);
+    // The link and the moves' targets lie in /tmp, shared here (private, they
+    // would not be in view at all).
+    let o = s.py(&["-q", "--share-tmp"], &script);
     let mut erofs = vec![
         "rename",
         "rename_over",
@@ -342,26 +344,31 @@ t("workspace", ws)
             .map(|p| p.display().to_string())
             .collect::<Vec<_>>(),
     );
-    let o = s.py(&["-q"], &script);
-    let mut names: Vec<String> = (0..scratch.len()).map(|i| format!("scratch{i}")).collect();
-    names.extend(["dev_null", "dev_tty", "workspace"].map(String::from));
-    let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    let outcome = std::panic::catch_unwind(|| expect(&o, &names, "ok"));
-    let mut seen = Vec::new();
-    for p in &scratch {
-        seen.push((p.clone(), std::fs::read_to_string(p).ok()));
-        let _ = std::fs::remove_file(p);
+    // Private scratch places by default: written inside, never seen outside;
+    // shared with --share-tmp.
+    for (args, shared) in [(&["-q"][..], false), (&["-q", "--share-tmp"][..], true)] {
+        let o = s.py(args, &script);
+        let mut names: Vec<String> = (0..scratch.len()).map(|i| format!("scratch{i}")).collect();
+        names.extend(["dev_null", "dev_tty", "workspace"].map(String::from));
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let outcome = std::panic::catch_unwind(|| expect(&o, &names, "ok"));
+        let mut seen = Vec::new();
+        for p in &scratch {
+            seen.push((p.clone(), std::fs::read_to_string(p).ok()));
+            let _ = std::fs::remove_file(p);
+        }
+        if let Err(e) = outcome {
+            std::panic::resume_unwind(e);
+        }
+        for (p, body) in seen {
+            let want = shared.then_some("from the run\n");
+            assert_eq!(body.as_deref(), want, "{args:?}: {}", p.display());
+        }
+        assert_eq!(
+            std::fs::read_to_string(s.ws.join("in-ws.txt")).unwrap(),
+            "in the workspace\n"
+        );
     }
-    if let Err(e) = outcome {
-        std::panic::resume_unwind(e);
-    }
-    for (p, body) in seen {
-        assert_eq!(body.as_deref(), Some("from the run\n"), "{}", p.display());
-    }
-    assert_eq!(
-        std::fs::read_to_string(s.ws.join("in-ws.txt")).unwrap(),
-        "in the workspace\n"
-    );
 }
 
 #[test]
@@ -449,10 +456,11 @@ fn system_writable_opts_out() {
     );
 }
 
-/// The runtime directory (here in the temp directory, a writable place) holds other
-/// sessions' control sockets: read-only inside, yet they still answer.
+/// The runtime directory (here in the temp directory) holds other sessions'
+/// control sockets: not in the command's view in its private `/tmp`; with `/tmp`
+/// shared, read-only, and its sockets covered (nothing connects).
 #[test]
-fn other_sessions_sockets_cannot_be_removed() {
+fn other_sessions_sockets_are_out_of_reach() {
     let s = Sys::new();
     let rt = s.tmp.path().join("rt");
     std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
@@ -460,6 +468,7 @@ fn other_sessions_sockets_cannot_be_removed() {
         .unwrap();
     let other = rt.join("0000000000000000-mount.sock");
     let listener = UnixListener::bind(&other).unwrap();
+    listener.set_nonblocking(true).unwrap();
     let script = format!(
         r#"
 rt, other = {rt:?}, {other:?}
@@ -480,18 +489,30 @@ t("connect", connect)
         rt = rt.display().to_string(),
         other = other.display().to_string(),
     );
-    let o = s.py(&["-q"], &script);
-    expect(
-        &o,
-        &["unlink", "rename", "create", "bind", "chmod"],
-        "EROFS",
-    );
-    expect(&o, &["connect"], "ok");
-    assert!(other.exists());
-    assert!(listener.accept().is_ok(), "the connection did not arrive");
-    for n in ["moved", "planted.sock", "bound.sock"] {
-        assert!(!rt.join(n).exists(), "{n}: {}", show(&o));
+    let changes = ["unlink", "rename", "create", "bind", "chmod"];
+    for (args, change, connect) in [
+        (&["-q"][..], "ENOENT", "ENOENT"),
+        (&["-q", "--share-tmp"][..], "EROFS", "ECONNREFUSED"),
+    ] {
+        let o = s.py(args, &script);
+        expect(&o, &changes, change);
+        expect(&o, &["connect"], connect);
+        assert!(other.exists());
+        for n in ["moved", "planted.sock", "bound.sock"] {
+            assert!(!rt.join(n).exists(), "{n}: {}", show(&o));
+        }
     }
+    // No connection came from inside (a connect() that succeeded would wait in
+    // the backlog); one from outside does arrive.
+    assert!(
+        listener.accept().is_err(),
+        "a connection from inside arrived"
+    );
+    let _c = std::os::unix::net::UnixStream::connect(&other).unwrap();
+    assert!(
+        listener.accept().is_ok(),
+        "the connection from outside did not arrive"
+    );
 }
 
 /// Without root, `run` works in a user namespace, where the command is root over
@@ -544,9 +565,12 @@ t("workspace", lambda: write("by-nobody.txt", os.O_WRONLY | os.O_CREAT))
         .unwrap();
     expect(&o, &["uid"], "0");
     expect(&o, &["tmp", "workspace"], "ok");
-    expect(&o, &["etc", "outside", "unlink_socket"], "EROFS");
+    expect(&o, &["etc", "outside"], "EROFS");
+    // The runtime directory lies in the temp directory: out of view in the
+    // command's private /tmp, where what it wrote stays.
+    expect(&o, &["unlink_socket"], "ENOENT");
     assert!(other.exists(), "{}", show(&o));
-    assert!(Path::new(&scratch).exists(), "{}", show(&o));
+    assert!(!Path::new(&scratch).exists(), "{}", show(&o));
     assert!(s.ws.join("by-nobody.txt").exists(), "{}", show(&o));
     assert!(!s.outside.join("new").exists(), "{}", show(&o));
 }

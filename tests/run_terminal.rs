@@ -431,9 +431,11 @@ fn run_ends_after_a_policy_error_at_reload() {
     let ws = Ws::new().with_policy_file();
     let go = ws.tmp.path().join("go");
     let log = ws.tmp.path().join("audit.log");
+    // The flag is a file beside the workspace, in the shared /tmp.
+    let signals = ws.tmp.path().to_str().unwrap();
     let r = run(
         &ws,
-        &["--audit", log.to_str().unwrap()],
+        &["--audit", log.to_str().unwrap(), "--writable", signals],
         &format!(
             "echo started; cat .env; while [ ! -e {} ]; do sleep 0.05; done; exit 6",
             go.display()

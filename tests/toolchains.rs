@@ -45,7 +45,9 @@ impl Ws {
     fn run(&self, script: &str) -> Output {
         assert!(!self.dir.join(".veilfs.toml").exists());
         let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
-            .args(["run", "--", "sh", "-c", script])
+            // The fixtures beside the workspace (an origin, a tarball) lie in the
+            // shared /tmp.
+            .args(["run", "--share-tmp", "--", "sh", "-c", script])
             .current_dir(&self.dir)
             .env("HOME", self.outside("home"))
             .output()

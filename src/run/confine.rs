@@ -384,6 +384,15 @@ fn open_mount_root(m: &MountEntry) -> std::io::Result<Option<std::os::fd::OwnedF
     Ok((mount_id(&fd)? == m.id).then_some(fd))
 }
 
+/// The mount points of the FUSE mounts (veilfs's own) of this namespace.
+pub(super) fn fuse_mount_points() -> std::io::Result<Vec<PathBuf>> {
+    Ok(mount_table()?
+        .into_iter()
+        .filter(|m| m.fstype.starts_with(b"fuse"))
+        .map(|m| m.point)
+        .collect())
+}
+
 /// Whether `path` lies in a FUSE mount (veilfs's own: the workspace, the home).
 fn in_fuse_mount(path: &Path, table: &[MountEntry]) -> bool {
     let Ok(fd) = nix::fcntl::open(
@@ -446,7 +455,7 @@ fn mounts_under(top: &Path) -> Vec<PathBuf> {
 
 /// Bind-mounts `path` onto itself (unless it is a mount point already) and makes
 /// that mount read-only, with its other flags.
-fn bind_read_only(path: &Path) -> std::io::Result<()> {
+pub(super) fn bind_read_only(path: &Path) -> std::io::Result<()> {
     let mut fd = open_exact(path)?;
     if !is_mount_root(&fd, path)? {
         let at = fd_path(&fd);

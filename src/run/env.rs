@@ -146,6 +146,53 @@ pub const DEFAULT_DROP: &[(&str, &str)] = &[
     ("*WEBHOOK*", "a webhook URL posts as you"),
 ];
 
+/// Names dropped by default because they name a host socket (its path or
+/// address), each with why: a program that finds one talks to the service behind
+/// it. The sockets themselves are out of reach too (see [`super::sockets`]);
+/// `--allow-socket PATH` passes the variables whose value holds PATH.
+pub const SOCKET_DROP: &[(&str, &str)] = &[
+    (
+        "TMUX",
+        "your tmux server: `tmux run-shell` runs code outside",
+    ),
+    ("TMUX_PANE", "a pane of your tmux server"),
+    ("STY", "your screen session"),
+    ("ZELLIJ*", "your zellij session"),
+    (
+        "DBUS_SESSION_BUS_ADDRESS",
+        "your D-Bus session: systemd-run --user, the keyring",
+    ),
+    ("DBUS_SYSTEM_BUS_ADDRESS", "the system bus"),
+    ("DISPLAY", "your X server: keystrokes into every window"),
+    ("WAYLAND_DISPLAY", "your Wayland compositor"),
+    ("WAYLAND_SOCKET", "a Wayland connection"),
+    ("XAUTHORITY", "the X server's cookie"),
+    (
+        "VSCODE_IPC_HOOK*",
+        "VS Code's window: runs commands and tasks",
+    ),
+    ("KITTY_LISTEN_ON", "kitty's remote control"),
+    ("NVIM", "your neovim's server"),
+    ("NVIM_LISTEN_ADDRESS", "your neovim's server"),
+    ("EMACS_SOCKET_NAME", "your emacs server"),
+    ("DOCKER_HOST", "the Docker daemon: root on the host"),
+    ("CONTAINER_HOST", "the Podman service"),
+    ("SWAYSOCK", "sway's IPC: runs commands"),
+    ("I3SOCK", "i3's IPC: runs commands"),
+    ("HYPRLAND_INSTANCE_SIGNATURE", "Hyprland's IPC"),
+    ("PULSE_SERVER", "your sound server"),
+    ("PIPEWIRE_REMOTE", "your sound server"),
+    ("WEZTERM_UNIX_SOCKET", "WezTerm's mux: spawns panes"),
+    ("ALACRITTY_SOCKET", "Alacritty's IPC: opens windows"),
+    ("GNOME_KEYRING_CONTROL", "the keyring"),
+    ("NOTIFY_SOCKET", "systemd's notification socket"),
+];
+
+/// Whether the built-in pattern `glob` is one of [`SOCKET_DROP`].
+fn names_socket(glob: &str) -> bool {
+    SOCKET_DROP.iter().any(|(g, _)| *g == glob)
+}
+
 /// Names a default drop pattern would hit that are no credential, each with why.
 pub const DEFAULT_KEEP: &[(&str, &str)] = &[
     ("AWS_REGION", "a region is no credential; AWS SDKs need one"),
@@ -249,6 +296,8 @@ pub struct Dropped {
     pub name: OsString,
     /// Dropped by a built-in pattern (not by the person's own `drop`).
     pub built_in: bool,
+    /// Dropped because it names a host socket ([`SOCKET_DROP`]).
+    pub socket: bool,
 }
 
 /// An environment after the policy.
@@ -290,7 +339,7 @@ impl EnvPolicy {
         let layers = vec![
             Layer {
                 keep: Matcher::new(built_in(DEFAULT_KEEP))?,
-                drop: Matcher::new(built_in(DEFAULT_DROP))?,
+                drop: Matcher::new(built_in(&[DEFAULT_DROP, SOCKET_DROP].concat()))?,
             },
             Layer {
                 keep: Matcher::new(file.keep)?,
@@ -334,10 +383,28 @@ impl EnvPolicy {
 
     /// Splits `vars` into what passes and what is dropped.
     pub fn apply(&self, vars: impl IntoIterator<Item = (OsString, OsString)>) -> Filtered {
+        self.apply_allowing(vars, &[])
+    }
+
+    /// As [`apply`](Self::apply), but a variable dropped only for naming a socket
+    /// passes when its value holds one of the `allowed` paths (`--allow-socket`).
+    pub fn apply_allowing(
+        &self,
+        vars: impl IntoIterator<Item = (OsString, OsString)>,
+        allowed: &[std::path::PathBuf],
+    ) -> Filtered {
         let mut out = Filtered::default();
         for (name, value) in vars {
             let v = self.decide(&name);
-            if v.pass {
+            let socket = matches!(
+                v.by,
+                Some(NamePattern {
+                    origin: Origin::BuiltIn(_),
+                    glob,
+                }) if names_socket(glob)
+            );
+            let allowed = socket && allowed.iter().any(|a| holds(&value, a.as_os_str()));
+            if v.pass || allowed {
                 out.vars.push((name, value));
                 continue;
             }
@@ -355,11 +422,22 @@ impl EnvPolicy {
                 })
             );
             forget_value(value);
-            out.dropped.push(Dropped { name, built_in });
+            out.dropped.push(Dropped {
+                name,
+                built_in,
+                socket,
+            });
         }
         out.dropped.sort_by(|a, b| a.name.cmp(&b.name));
         out
     }
+}
+
+/// Whether `value` holds `path` (a socket's path inside an address such as
+/// `unix:path=/run/user/1000/bus`).
+fn holds(value: &OsStr, path: &OsStr) -> bool {
+    let (v, p) = (value.as_bytes(), path.as_bytes());
+    !p.is_empty() && v.windows(p.len()).any(|w| w == p)
 }
 
 /// Zeroes a dropped value's bytes before freeing them, so that no copy stays in
@@ -415,10 +493,14 @@ pub fn startup_note(dropped: &[Dropped]) -> String {
         .collect();
     let n = dropped.len();
     let what = if n == 1 { "variable" } else { "variables" };
-    let why = match (dropped.iter().all(|d| d.built_in), n) {
-        (false, _) => "",
-        (true, 1) => " that looks like a credential",
-        (true, _) => " that look like credentials",
+    let sockets = dropped.iter().filter(|d| d.socket).count();
+    let why = match (dropped.iter().all(|d| d.built_in), sockets, n) {
+        (false, _, _) => "",
+        (true, 0, 1) => " that looks like a credential",
+        (true, 0, _) => " that look like credentials",
+        (true, 1, 1) => " that names a host socket",
+        (true, s, n) if s == n => " that name host sockets",
+        (true, _, _) => " that look like credentials or name host sockets",
     };
     format!(
         "; dropped {n} {what}{why} ({}; --keep-env NAME passes one)",
@@ -436,13 +518,20 @@ pub fn default_section() -> String {
          # `--keep-env NAME` and `--drop-env NAME` over both.\n\
          [env]\n",
     );
-    for (key, list) in [("keep", DEFAULT_KEEP), ("drop", DEFAULT_DROP)] {
-        out.push_str(&format!("{key} = [\n"));
+    let section = |out: &mut String, list: &[(&str, &str)]| {
         for (glob, why) in list {
             out.push_str(&format!("    {glob:?}, # {why}\n"));
         }
-        out.push_str("]\n");
-    }
+    };
+    out.push_str("keep = [\n");
+    section(&mut out, DEFAULT_KEEP);
+    out.push_str("]\ndrop = [\n");
+    section(&mut out, DEFAULT_DROP);
+    out.push_str(
+        "    # They name a host socket (`--allow-socket PATH` passes those that hold PATH):\n",
+    );
+    section(&mut out, SOCKET_DROP);
+    out.push_str("]\n");
     out
 }
 
@@ -623,7 +712,7 @@ mod tests {
             ("TMPDIR", true),
             ("EDITOR", true),
             ("PAGER", true),
-            ("DISPLAY", true),
+            ("DISPLAY", false),
             ("COLORTERM", true),
             ("SSH_TTY", true),
             ("SSH_CONNECTION", true),
@@ -631,7 +720,19 @@ mod tests {
             ("GPG_TTY", true),
             ("XDG_RUNTIME_DIR", true),
             ("XDG_SESSION_ID", true),
-            ("DBUS_SESSION_BUS_ADDRESS", true),
+            ("DBUS_SESSION_BUS_ADDRESS", false),
+            ("TMUX", false),
+            ("tmux_pane", false),
+            ("VSCODE_IPC_HOOK_CLI", false),
+            ("DOCKER_HOST", false),
+            ("WAYLAND_DISPLAY", false),
+            ("XAUTHORITY", false),
+            ("STY", false),
+            ("KITTY_LISTEN_ON", false),
+            ("NVIM", false),
+            ("ZELLIJ_SESSION_NAME", false),
+            ("TMUX_TMPDIR", true),
+            ("TERM_PROGRAM", true),
             ("CARGO_HOME", true),
             ("RUSTUP_HOME", true),
             ("GOPATH", true),
@@ -730,7 +831,7 @@ mod tests {
         let globs = |l: &[NamePattern]| l.iter().map(|p| p.glob.clone()).collect::<Vec<_>>();
         let want = |l: &[(&str, &str)]| l.iter().map(|p| p.0.to_string()).collect::<Vec<_>>();
         assert_eq!(globs(&r.keep), want(DEFAULT_KEEP));
-        assert_eq!(globs(&r.drop), want(DEFAULT_DROP));
+        assert_eq!(globs(&r.drop), want(&[DEFAULT_DROP, SOCKET_DROP].concat()));
     }
 
     #[test]

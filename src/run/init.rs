@@ -17,8 +17,18 @@ pub(super) struct Program<'a> {
     pub env: &'a [(OsString, OsString)],
 }
 
-/// PID 1 of the command's PID namespace. Never returns. `system`: what stays
-/// writable outside the workspace (`None`: all of it, `--system-writable`).
+/// What init confines the command by, besides its namespaces.
+pub(super) struct Confinement<'a> {
+    /// What stays writable outside the workspace (`None`: all of it,
+    /// `--system-writable`).
+    pub system: Option<&'a super::confine::ReadOnlySystem>,
+    /// The private places and the sockets left in reach.
+    pub private: &'a super::sockets::Private,
+    /// Landlock's scopes (abstract sockets, signals) on the command.
+    pub scope: bool,
+}
+
+/// PID 1 of the command's PID namespace. Never returns.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn init_main(
     ready: OwnedFd,
@@ -27,7 +37,7 @@ pub(super) fn init_main(
     user: Option<(u32, u32)>,
     tty: Option<CommandTty>,
     real_root: bool,
-    system: Option<&super::confine::ReadOnlySystem>,
+    confinement: Confinement<'_>,
     stops: OwnedFd,
 ) -> ! {
     let fail = |what: &str, e: std::io::Error| -> ! {
@@ -79,6 +89,9 @@ pub(super) fn init_main(
     if let Err(e) = sys::make_mounts_private() {
         fail("cannot make mounts private", e);
     }
+    if let Err(e) = super::sockets::private_ipc() {
+        fail("cannot give the command an IPC namespace", e);
+    }
     if let Err(e) = sys::mount_proc() {
         fail("cannot mount /proc for the command", e);
     }
@@ -88,10 +101,16 @@ pub(super) fn init_main(
             e,
         );
     }
-    if let Some(system) = system
+    if let Some(system) = confinement.system
         && let Err(e) = super::confine::system_read_only(system, real_root)
     {
         fail("cannot make the system read-only for the command", e);
+    }
+    let private = confinement.private;
+    if let Err(e) = super::sockets::make_private(private)
+        .and_then(|_| super::sockets::cover_listed_sockets(&private.sockets))
+    {
+        fail("cannot keep the host's sockets from the command", e);
     }
     const FORWARD: [i32; 6] = [
         libc::SIGTERM,
@@ -138,6 +157,14 @@ pub(super) fn init_main(
         });
         if let Err(e) = confined.and_then(|_| sys::set_no_new_privs()) {
             fail("cannot drop privileges", e);
+        }
+        if confinement.scope
+            && let Err(e) = super::sockets::scope_self()
+        {
+            fail(
+                "cannot scope the command's sockets and signals (Landlock)",
+                e,
+            );
         }
         let (command, env) = (program.argv, program.env);
         // SAFETY: the command's process has one thread and is about to exec.

@@ -41,6 +41,8 @@ pub use home::{config_dirs_under, home_of};
 pub mod env;
 mod init;
 mod pty;
+mod sockets;
+pub use sockets::SCOPE_ABI;
 
 /// Capabilities the command never gets back: each one could undo or bypass the
 /// overlay (unmount or bind-mount, open by handle, read another process's
@@ -94,6 +96,14 @@ pub struct RunOptions {
     /// `--keep-env` and `--drop-env`: names or globs (see [`mod@env`]).
     pub keep_env: Vec<String>,
     pub drop_env: Vec<String>,
+    /// `--allow-socket`: sockets (or directories of them) outside that stay
+    /// reachable (see [`sockets`]).
+    pub allow_socket: Vec<PathBuf>,
+    /// `--share-tmp`: `/tmp`, `/var/tmp` and `/dev/shm` are not made private.
+    pub share_tmp: bool,
+    /// `--without-landlock`: run without Landlock's scopes where the kernel
+    /// lacks them.
+    pub without_landlock: bool,
     pub command: Vec<OsString>,
     /// Caching and passthrough (the other fields are not used by `run`).
     pub mount: crate::mount::MountOptions,
@@ -268,6 +278,19 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         runtime_dir: Some(crate::control::runtime_dir_path()),
     });
     let system_note = system_note(system.is_some(), &writable);
+    if !opts.without_landlock && !sockets::can_scope() {
+        return refuse(format!(
+            "this kernel cannot keep the command from the host's abstract sockets and \
+             processes (Landlock ABI {} here, {} needed: Linux 6.12, with landlock in \
+             the lsm= list); --without-landlock runs without that",
+            sys::landlock_abi(),
+            sockets::SCOPE_ABI
+        ));
+    }
+    let allowed_sockets = match allowed_sockets(&opts.allow_socket) {
+        Ok(a) => a,
+        Err(e) => return refuse(e),
+    };
     // The command's environment: the caller's, less what the environment policy
     // drops (names only are ever said). Still a plain list here, to be adjusted
     // before init is forked.
@@ -279,7 +302,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         Ok(p) => p,
         Err(e) => return refuse(e),
     };
-    let filtered = env_policy.apply(std::env::vars_os());
+    let filtered = env_policy.apply_allowing(std::env::vars_os(), &allowed_sockets);
     let env_note = env::startup_note(&filtered.dropped);
     let mut command_env: Vec<(OsString, OsString)> = filtered.vars;
     // As another user, the command's `HOME` is that user's: the home directory the
@@ -290,6 +313,27 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         command_env.retain(|(k, _)| k != "HOME");
         command_env.push(("HOME".into(), h.into_os_string()));
     }
+    // As another user, its own runtime directory (made in the private /run).
+    if let Some((uid, _)) = opts.user
+        && command_env.iter().any(|(k, _)| k == "XDG_RUNTIME_DIR")
+    {
+        command_env.retain(|(k, _)| k != "XDG_RUNTIME_DIR");
+        command_env.push(("XDG_RUNTIME_DIR".into(), format!("/run/user/{uid}").into()));
+    }
+    let private = sockets::Private {
+        kept: kept_in_view(&ws, &layout, &opts, &writable, &cwd),
+        kept_read_only: path_dirs(&command_env, opts.share_tmp),
+        sockets: allowed_sockets,
+        share_tmp: opts.share_tmp,
+        made: ["XDG_RUNTIME_DIR", "TMPDIR"]
+            .iter()
+            .filter_map(|name| command_env.iter().find(|(k, _)| k == name))
+            .map(|(_, v)| PathBuf::from(v))
+            .filter(|p| p.is_absolute())
+            .collect(),
+        owner: opts.user.unwrap_or((0, 0)),
+    };
+    let sockets_note = sockets_note(&private, opts.without_landlock);
 
     // Said before a user namespace makes us root inside it.
     let as_root = if opts.user.is_none() && sys::euid() == 0 {
@@ -345,7 +389,11 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
             opts.user,
             tty,
             real_root,
-            system.as_ref(),
+            init::Confinement {
+                system: system.as_ref(),
+                private: &private,
+                scope: !opts.without_landlock,
+            },
             stops_w,
         );
     }
@@ -576,7 +624,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         // Paths and names from the command line and the tree: never a control
         // character raw.
         let line = format!(
-            "veilfs: running {} in {} ({found}) with policy {}{hiding}{home_note}{system_note}{as_root}{env_note}{}",
+            "veilfs: running {} in {} ({found}) with policy {}{hiding}{home_note}{system_note}{sockets_note}{as_root}{env_note}{}",
             command[0].to_string_lossy(),
             ws.display(),
             source,
@@ -715,6 +763,87 @@ fn home_root(layout: &home::Layout) -> Option<&std::path::Path> {
         home::Layout::Same(h) | home::Layout::Separate(h) => Some(h),
         home::Layout::Uncovered(_) => None,
     }
+}
+
+/// `--allow-socket` paths: each must exist; canonical.
+fn allowed_sockets(given: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+    given
+        .iter()
+        .map(|p| {
+            p.canonicalize()
+                .map_err(|e| format!("--allow-socket {}: {e}", p.display()))
+        })
+        .collect()
+}
+
+/// What stays at its own path when the private places cover `/tmp` and `/run`
+/// (see [`sockets`]): everything the session was given or made there.
+fn kept_in_view(
+    ws: &std::path::Path,
+    layout: &home::Layout,
+    opts: &RunOptions,
+    writable: &[PathBuf],
+    cwd: &std::path::Path,
+) -> Vec<PathBuf> {
+    let mut kept = vec![ws.to_path_buf()];
+    kept.extend(home_root(layout).map(|h| h.to_path_buf()));
+    kept.extend(home::home_of(opts.user));
+    kept.extend(writable.iter().cloned());
+    kept.extend(opts.policy.iter().cloned());
+    kept.extend(opts.home_policy.iter().cloned());
+    kept.extend(
+        opts.mount
+            .audit
+            .iter()
+            .filter(|a| a.as_path() != std::path::Path::new("-"))
+            .cloned(),
+    );
+    kept.extend(config::config_dirs());
+    let mut kept: Vec<PathBuf> = kept
+        .into_iter()
+        .filter_map(|k| std::path::absolute(&k).ok())
+        .map(|k| k.canonicalize().unwrap_or(k))
+        .collect();
+    // The current directory, unless it holds a private place whole (`/`).
+    let cwd = cwd.canonicalize().unwrap_or_else(|_| cwd.to_path_buf());
+    if sockets::private_places(opts.share_tmp)
+        .iter()
+        .any(|p| cwd.starts_with(p) && cwd != *p)
+    {
+        kept.push(cwd);
+    }
+    kept
+}
+
+/// The command's `PATH` directories that lie in a private place (see
+/// [`sockets`]), canonical.
+fn path_dirs(env: &[(OsString, OsString)], share_tmp: bool) -> Vec<PathBuf> {
+    let places = sockets::private_places(share_tmp);
+    let Some((_, path)) = env.iter().find(|(k, _)| k == "PATH") else {
+        return Vec::new();
+    };
+    std::env::split_paths(path)
+        .filter(|d| d.is_absolute())
+        .filter_map(|d| d.canonicalize().ok())
+        .filter(|d| d.is_dir() && places.iter().any(|p| d.starts_with(p) && d != p))
+        .collect()
+}
+
+/// The start-up line's word on sockets.
+fn sockets_note(private: &sockets::Private, without_landlock: bool) -> String {
+    let mut note = if private.share_tmp {
+        "; no host socket (private /run; /tmp shared".to_string()
+    } else {
+        "; no host socket (private /run, /tmp".to_string()
+    };
+    for s in &private.sockets {
+        note.push_str(&format!("; {} allowed", s.display()));
+    }
+    if without_landlock {
+        note.push_str("; host abstract sockets reachable: --without-landlock");
+    }
+    note.push(')');
+    note
 }
 
 /// `--writable` directories: each must exist and be a directory; canonical.

@@ -20,7 +20,8 @@
 //! * `raw`: the few calls no crate offers safely, each an `unsafe` block with its
 //!   `SAFETY` note: `fork` and `clone(CLONE_NEWPID)` (only sound while the process
 //!   has one thread, so they are `unsafe fn`), `close_range`, signal dispositions,
-//!   `_exit`, the environment change before `execvpe`, and an all-zero `stat`. It is
+//!   `_exit`, the environment change before `execvpe`, an all-zero `stat`, and
+//!   Landlock's two calls. It is
 //!   the only module where `unsafe` is allowed (`#![deny(unsafe_code)]` at the crate
 //!   root).
 
@@ -34,6 +35,6 @@ pub use file::*;
 pub use process::*;
 pub use raw::{
     catch_signal, close_from, execvpe, exit_now, fork, fork_new_pid_ns, ignore_signal_default,
-    reset_signals, zeroed_stat,
+    landlock_abi, landlock_scope_self, reset_signals, zeroed_stat,
 };
 pub use term::*;

@@ -1,0 +1,624 @@
+//! No host socket by default: under `veilfs run` the command reaches no socket it
+//! did not make, path or abstract, unless the person passes it by name
+//! (`--allow-socket`). Each test first shows from outside that the service answers
+//! (so that "not reached" means something), then attacks from inside a real `run`
+//! with the system call itself, and checks on the host that nothing arrived and
+//! nothing ran: as root, under `--user`, and without root (a user namespace).
+
+mod common;
+
+use common::run::{show, text};
+
+use std::io::Write;
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixListener};
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use common::require_fuse;
+
+/// Connects to each argument (`@name`: abstract) and prints `ARG CONNECTED` or
+/// `ARG ERRNO-NAME`.
+const CLIENT: &str = r#"
+import errno, socket, sys
+for p in sys.argv[1:]:
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect("\0" + p[1:] if p.startswith("@") else p)
+        print(p, "CONNECTED", flush=True)
+    except OSError as e:
+        print(p, errno.errorcode.get(e.errno, e.errno), flush=True)
+"#;
+
+static SEQ: AtomicUsize = AtomicUsize::new(0);
+
+/// A service of the host on a Unix socket: counts the connections it accepts.
+struct Service {
+    name: String,
+    accepted: Arc<AtomicUsize>,
+}
+
+impl Service {
+    /// Listens at `path` (`@name`: an abstract name) until the test ends.
+    fn new(name: &str) -> Service {
+        let listener = match name.strip_prefix('@') {
+            Some(abs) => UnixListener::bind_addr(&SocketAddr::from_abstract_name(abs).unwrap()),
+            None => {
+                let _ = std::fs::remove_file(name);
+                UnixListener::bind(name)
+            }
+        }
+        .unwrap_or_else(|e| panic!("binding {name}: {e}"));
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = accepted.clone();
+        std::thread::spawn(move || {
+            for c in listener.incoming().flatten() {
+                count.fetch_add(1, Ordering::SeqCst);
+                let _ = (&c).write_all(b"host\n");
+            }
+        });
+        Service {
+            name: name.to_string(),
+            accepted,
+        }
+    }
+
+    fn accepted(&self) -> usize {
+        self.accepted.load(Ordering::SeqCst)
+    }
+
+    /// Proves the service answers a client outside (and counts it).
+    fn answers_outside(&self) {
+        let before = self.accepted();
+        let o = client(Command::new("python3"), &[self.name.as_str()]);
+        assert!(text(&o.stdout).contains("CONNECTED"), "{}", show(&o));
+        wait_for(|| self.accepted() > before, &self.name);
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        if !self.name.starts_with('@') {
+            let _ = std::fs::remove_file(&self.name);
+        }
+    }
+}
+
+/// Polls `done` for up to ten seconds.
+fn wait_for(done: impl Fn() -> bool, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}: timed out");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn client(mut c: Command, targets: &[&str]) -> Output {
+    c.args(["-c", CLIENT]).args(targets).output().unwrap()
+}
+
+/// What the client printed for `target`.
+fn outcome(o: &Output, target: &str) -> String {
+    text(&o.stdout)
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(target)?
+                .strip_prefix(' ')
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| panic!("no line for {target}: {}", show(o)))
+}
+
+/// A workspace in the temp directory, a directory of its own there (the shared
+/// `/tmp` of the person), one elsewhere (the build's temp directory, outside every
+/// private place), and a runtime directory; removed on drop.
+struct Session {
+    tmp: tempfile::TempDir,
+    ws: PathBuf,
+    shared: PathBuf,
+    elsewhere: tempfile::TempDir,
+}
+
+impl Session {
+    fn new() -> Session {
+        require_fuse();
+        let tmp = tempfile::Builder::new()
+            .prefix("veilfs-sockets")
+            .tempdir()
+            .unwrap();
+        let ws = tmp.path().join("ws");
+        let shared = tmp.path().join("shared");
+        for d in [&ws, &shared] {
+            std::fs::create_dir(d).unwrap();
+        }
+        std::fs::write(ws.join(".env"), "SECRET=1\n").unwrap();
+        let elsewhere = tempfile::Builder::new()
+            .prefix("veilfs-sockets")
+            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .unwrap();
+        Session {
+            tmp,
+            ws,
+            shared,
+            elsewhere,
+        }
+    }
+
+    /// `veilfs run ARGS -- python3 CLIENT TARGETS` in the workspace.
+    fn connect(&self, args: &[&str], targets: &[&str]) -> Output {
+        let mut c = self.run(args);
+        c.arg("python3");
+        client(c, targets)
+    }
+
+    /// `veilfs run -q ARGS --` in the workspace, with a runtime directory of its own.
+    fn run(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_veilfs"));
+        c.args(["run", "-q"])
+            .args(args)
+            .arg("--")
+            .current_dir(&self.ws)
+            .env("VEILFS_RUNTIME_DIR", self.tmp.path().join("rt"));
+        c
+    }
+
+    /// The four kinds of host socket: in the shared `/tmp`, in `/run`, elsewhere,
+    /// and abstract; each answering outside.
+    fn services(&self) -> Vec<Service> {
+        let n = SEQ.fetch_add(1, Ordering::Relaxed);
+        let id = format!("{}-{n}", std::process::id());
+        let all = vec![
+            Service::new(&self.shared.join("tmux.sock").to_string_lossy()),
+            Service::new(&format!("/run/veilfs-test-{id}.sock")),
+            Service::new(&self.elsewhere.path().join("docker.sock").to_string_lossy()),
+            Service::new(&format!("@veilfs-test-{id}")),
+        ];
+        for s in &all {
+            s.answers_outside();
+        }
+        all
+    }
+}
+
+fn names(services: &[Service]) -> Vec<&str> {
+    services.iter().map(|s| s.name.as_str()).collect()
+}
+
+/// Every host socket is out of reach: hidden in the private `/tmp` and `/run`
+/// (`ENOENT`), covered elsewhere (`ECONNREFUSED`), abstract ones outside the
+/// command's Landlock domain (`EPERM`); and no connection arrived.
+fn assert_none_reached(o: &Output, services: &[Service], before: &[usize]) {
+    let want = ["ENOENT", "ENOENT", "ECONNREFUSED", "EPERM"];
+    for ((s, want), before) in services.iter().zip(want).zip(before) {
+        assert_eq!(outcome(o, &s.name), want, "{}: {}", s.name, show(o));
+        assert_eq!(s.accepted(), *before, "{} was reached: {}", s.name, show(o));
+    }
+}
+
+#[test]
+fn the_command_reaches_no_host_socket() {
+    let s = Session::new();
+    let services = s.services();
+    let before: Vec<usize> = services.iter().map(Service::accepted).collect();
+    let o = s.connect(&[], &names(&services));
+    assert!(o.status.success(), "{}", show(&o));
+    assert_none_reached(&o, &services, &before);
+}
+
+/// `--share-tmp` shares the files of `/tmp`, not the sockets there at start;
+/// `--without-landlock` opens the abstract ones, and says so.
+#[test]
+fn shared_tmp_keeps_its_sockets_covered() {
+    let s = Session::new();
+    let services = s.services();
+    let before: Vec<usize> = services.iter().map(Service::accepted).collect();
+    let o = s.connect(&["--share-tmp"], &names(&services));
+    assert_eq!(
+        outcome(&o, &services[0].name),
+        "ECONNREFUSED",
+        "{}",
+        show(&o)
+    );
+    assert_eq!(services[0].accepted(), before[0]);
+    assert_eq!(outcome(&o, &services[3].name), "EPERM", "{}", show(&o));
+
+    let o = s.connect(&["--without-landlock"], &[&services[3].name]);
+    assert_eq!(outcome(&o, &services[3].name), "CONNECTED", "{}", show(&o));
+}
+
+/// `--allow-socket PATH` passes one socket (or a directory of them) by name, and
+/// only that one.
+#[test]
+fn allow_socket_passes_the_socket_named() {
+    let s = Session::new();
+    let services = s.services();
+    for (i, allowed) in [0usize, 1, 2].into_iter().enumerate() {
+        let before: Vec<usize> = services.iter().map(Service::accepted).collect();
+        let o = s.connect(
+            &["--allow-socket", &services[allowed].name],
+            &names(&services),
+        );
+        assert_eq!(
+            outcome(&o, &services[allowed].name),
+            "CONNECTED",
+            "{i}: {}",
+            show(&o)
+        );
+        wait_for(
+            || services[allowed].accepted() > before[allowed],
+            &services[allowed].name,
+        );
+        for (j, other) in services.iter().enumerate().filter(|(j, _)| *j != allowed) {
+            assert_ne!(outcome(&o, &other.name), "CONNECTED", "{j}: {}", show(&o));
+        }
+    }
+    // A directory of sockets.
+    let o = s.connect(
+        &["--allow-socket", &s.shared.to_string_lossy()],
+        &[&services[0].name],
+    );
+    assert_eq!(outcome(&o, &services[0].name), "CONNECTED", "{}", show(&o));
+    // A path that does not exist is refused at start.
+    let o = s.connect(&["--allow-socket", "/nonexistent/agent.sock"], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+}
+
+/// A socket bound in the workspace's directory outside is not reached through the
+/// mount by its name there: the kernel finds the socket behind the veilfs node,
+/// which is none.
+#[test]
+fn a_socket_in_the_workspace_bound_outside_is_not_reached() {
+    let s = Session::new();
+    let svc = Service::new(&s.ws.join("app.sock").to_string_lossy());
+    svc.answers_outside();
+    let before = svc.accepted();
+    let o = s.connect(&["--without-landlock", "--share-tmp"], &["app.sock"]);
+    assert_eq!(outcome(&o, "app.sock"), "ECONNREFUSED", "{}", show(&o));
+    assert_eq!(svc.accepted(), before);
+}
+
+/// The reproducer of the issue: `veilfs run` started inside tmux, its server's
+/// socket in the shared `/tmp`. Outside, `tmux run-shell` runs a command as the
+/// person; from inside, neither through `$TMUX` nor through the socket's path.
+#[test]
+fn the_persons_tmux_runs_nothing_for_the_command() {
+    let s = Session::new();
+    let sock = s.shared.join("tmux-0").join("default");
+    std::fs::create_dir(sock.parent().unwrap()).unwrap();
+    let tmux = |args: &[&str]| {
+        Command::new("tmux")
+            .arg("-S")
+            .arg(&sock)
+            .args(args)
+            .env_remove("TMUX")
+            .output()
+            .expect("tmux is installed (scripts/test installs it)")
+    };
+    let o = tmux(&["new-session", "-d", "-s", "person", "sleep 600"]);
+    assert!(o.status.success(), "{}", show(&o));
+    struct Server<'a>(&'a dyn Fn(&[&str]) -> Output);
+    impl Drop for Server<'_> {
+        fn drop(&mut self) {
+            (self.0)(&["kill-server"]);
+        }
+    }
+    let _server = Server(&tmux);
+    // Outside, the door is open: run-shell runs as the person.
+    let proof = s.tmp.path().join("proof");
+    let o = tmux(&["run-shell", &format!("touch {}", proof.display())]);
+    assert!(o.status.success(), "{}", show(&o));
+    wait_for(|| proof.exists(), "run-shell outside");
+
+    let marker = s.tmp.path().join("ran-outside");
+    let script = format!(
+        "tmux run-shell 'touch {m}'; tmux -S {sock} run-shell 'touch {m}'; \
+         tmux -S {sock} send-keys -t person 'touch {m}' Enter; echo TMUX=$TMUX; true",
+        m = marker.display(),
+        sock = sock.display()
+    );
+    let tmux_env = format!("{},1234,0", sock.display());
+    let o = s
+        .run(&[])
+        .env("TMUX", &tmux_env)
+        .args(["sh", "-c", &script])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    assert!(text(&o.stdout).contains("TMUX=\n"), "{}", show(&o));
+    // Whatever reached the server would have run by the time a second run-shell
+    // from outside comes back: the server serves its clients in order.
+    let proof2 = s.tmp.path().join("proof2");
+    tmux(&["run-shell", &format!("touch {}", proof2.display())]);
+    wait_for(|| proof2.exists(), "run-shell outside, after");
+    assert!(
+        !marker.exists(),
+        "tmux ran the command's code outside: {}",
+        show(&o)
+    );
+}
+
+/// The command's `/tmp` is its own: what it writes there stays there, the person's
+/// files there are not in view, while what the session was given there (the
+/// workspace, a `--writable` directory, the policy file, the audit log, the
+/// current directory) stays at its own path.
+#[test]
+fn the_private_tmp_keeps_what_the_session_was_given() {
+    let s = Session::new();
+    std::fs::write(s.shared.join("person.txt"), "mine\n").unwrap();
+    let out = s.tmp.path().join("out");
+    let cwd = s.tmp.path().join("cwd");
+    std::fs::create_dir(&out).unwrap();
+    std::fs::create_dir(&cwd).unwrap();
+    let policy = s.tmp.path().join("policy.toml");
+    std::fs::write(&policy, "default = \"allow\"\n").unwrap();
+    let log = s.tmp.path().join("audit.jsonl");
+    let script = format!(
+        "ls {shared}/person.txt; echo inside > {tmp}/left; echo w > {out}/w; \
+         cat {policy} >/dev/null && echo policy-ok; test -e {log} && echo log-ok; \
+         pwd; touch /tmp/veilfs-sockets-stray-$$; true",
+        shared = s.shared.display(),
+        tmp = s.tmp.path().display(),
+        out = out.display(),
+        policy = policy.display(),
+        log = log.display(),
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
+        .args(["run", "-q", "--workspace"])
+        .arg(&s.ws)
+        .arg("--writable")
+        .arg(&out)
+        .arg("--policy")
+        .arg(&policy)
+        .arg("--audit")
+        .arg(&log)
+        .args(["--", "sh", "-c", &script])
+        .current_dir(&cwd)
+        .env("VEILFS_RUNTIME_DIR", s.tmp.path().join("rt"))
+        .output()
+        .unwrap();
+    let out_text = text(&o.stdout);
+    assert!(o.status.success(), "{}", show(&o));
+    assert!(
+        text(&o.stderr).contains("person.txt") && text(&o.stderr).contains("No such file"),
+        "{}",
+        show(&o)
+    );
+    assert!(!s.tmp.path().join("left").exists(), "{}", show(&o));
+    assert_eq!(std::fs::read_to_string(out.join("w")).unwrap(), "w\n");
+    for want in ["policy-ok", "log-ok", &cwd.display().to_string()] {
+        assert!(out_text.lines().any(|l| l == want), "{want}: {}", show(&o));
+    }
+    let strays: Vec<_> = std::fs::read_dir("/tmp")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("veilfs-sockets-stray-")
+        })
+        .collect();
+    assert!(strays.is_empty(), "{strays:?}");
+}
+
+/// The variables that name sockets do not reach the command, unless
+/// `--allow-socket` names the socket their value holds; the start-up line says
+/// which were dropped and why.
+#[test]
+fn variables_that_name_sockets_are_dropped() {
+    let s = Session::new();
+    let bus = s.shared.join("bus");
+    let _bus = Service::new(&bus.to_string_lossy());
+    let vars = [
+        ("TMUX", "/tmp/tmux-0/default,1,0".to_string()),
+        ("DISPLAY", ":0".into()),
+        ("WAYLAND_DISPLAY", "wayland-0".into()),
+        (
+            "DBUS_SESSION_BUS_ADDRESS",
+            format!("unix:path={}", bus.display()),
+        ),
+        (
+            "VSCODE_IPC_HOOK_CLI",
+            "/run/user/0/vscode-ipc-1.sock".into(),
+        ),
+        ("DOCKER_HOST", "unix:///run/docker.sock".into()),
+        ("KITTY_LISTEN_ON", "unix:@kitty".into()),
+        ("NVIM", "/run/user/0/nvim.1.0".into()),
+        ("STY", "1.pts-0.host".into()),
+    ];
+    let env_of = |args: &[&str]| {
+        let mut c = s.run(args);
+        c.args(["sh", "-c", "env"]);
+        for (k, v) in &vars {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    };
+    let o = env_of(&[]);
+    assert!(o.status.success(), "{}", show(&o));
+    for (k, _) in &vars {
+        let prefix = format!("{k}=");
+        assert!(
+            !text(&o.stdout).lines().any(|l| l.starts_with(&prefix)),
+            "{k} reached the command: {}",
+            show(&o)
+        );
+    }
+    let o = env_of(&["--allow-socket", &bus.to_string_lossy()]);
+    let stdout = text(&o.stdout);
+    assert!(
+        stdout.contains(&format!(
+            "DBUS_SESSION_BUS_ADDRESS=unix:path={}",
+            bus.display()
+        )),
+        "{}",
+        show(&o)
+    );
+    assert!(!stdout.contains("TMUX="), "{}", show(&o));
+
+    // Said on the start-up line (names only).
+    let mut c = Command::new(env!("CARGO_BIN_EXE_veilfs"));
+    c.args(["run", "--", "true"])
+        .current_dir(&s.ws)
+        .env("VEILFS_RUNTIME_DIR", s.tmp.path().join("rt"))
+        .env("TMUX", "/tmp/x,1,0");
+    let o = c.output().unwrap();
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("name host socket") && err.contains("TMUX"),
+        "{}",
+        show(&o)
+    );
+    assert!(err.contains("no host socket"), "{}", show(&o));
+
+    let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
+        .args(["check", "--print-default-env"])
+        .output()
+        .unwrap();
+    for name in [
+        "\"TMUX\"",
+        "\"DISPLAY\"",
+        "\"DBUS_SESSION_BUS_ADDRESS\"",
+        "\"VSCODE_IPC_HOOK*\"",
+    ] {
+        assert!(text(&o.stdout).contains(name), "{name}: {}", show(&o));
+    }
+}
+
+/// SysV IPC of the host (shared memory an X server or a database keeps) is not in
+/// view: the command has an IPC namespace of its own.
+#[test]
+fn the_hosts_sysv_ipc_is_not_in_view() {
+    let s = Session::new();
+    let o = Command::new("ipcmk").args(["-M", "4096"]).output().unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    let id: String = text(&o.stdout)
+        .split_whitespace()
+        .last()
+        .unwrap()
+        .to_string();
+    struct Segment(String);
+    impl Drop for Segment {
+        fn drop(&mut self) {
+            let _ = Command::new("ipcrm").args(["-m", &self.0]).status();
+        }
+    }
+    let _seg = Segment(id.clone());
+    let outside = Command::new("ipcs").arg("-m").output().unwrap();
+    assert!(text(&outside.stdout).contains(&id), "{}", show(&outside));
+    let o = s.run(&[]).args(["sh", "-c", "ipcs -m"]).output().unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    assert!(
+        !text(&o.stdout).split_whitespace().any(|w| w == id.as_str()),
+        "{}",
+        show(&o)
+    );
+}
+
+/// Under `--user`, the same: the command as another user reaches no host socket.
+#[test]
+fn as_another_user_the_command_reaches_no_host_socket() {
+    let s = Session::new();
+    let user = common::run::test_user();
+    let services = s.services();
+    for svc in services.iter().filter(|v| !v.name.starts_with('@')) {
+        std::fs::set_permissions(
+            &svc.name,
+            std::os::unix::fs::PermissionsExt::from_mode(0o777),
+        )
+        .unwrap();
+    }
+    for d in [s.tmp.path(), s.elsewhere.path()] {
+        std::fs::set_permissions(d, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+    std::fs::write(s.ws.join("client.py"), CLIENT).unwrap();
+    let before: Vec<usize> = services.iter().map(Service::accepted).collect();
+    let o = s
+        .run(&["--user", user])
+        .args(["python3", "client.py"])
+        .args(names(&services))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    assert_none_reached(&o, &services, &before);
+}
+
+/// Without root (`run` in a user namespace), the same.
+#[test]
+fn without_root_the_command_reaches_no_host_socket() {
+    let s = Session::new();
+    common::run::fuse_for_everyone();
+    let services = s.services();
+    for svc in services.iter().filter(|v| !v.name.starts_with('@')) {
+        std::fs::set_permissions(
+            &svc.name,
+            std::os::unix::fs::PermissionsExt::from_mode(0o777),
+        )
+        .unwrap();
+    }
+    for d in [s.tmp.path(), s.elsewhere.path()] {
+        std::fs::set_permissions(d, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+    std::fs::write(s.ws.join("client.py"), CLIENT).unwrap();
+    let st = Command::new("chown")
+        .args(["-R", "65534:65534"])
+        .arg(&s.ws)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    // Outside, as that user: the doors are open.
+    let o = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "/usr/bin/python3",
+        ])
+        .arg(s.ws.join("client.py"))
+        .args(names(&services))
+        .output()
+        .unwrap();
+    for svc in &services {
+        assert_eq!(outcome(&o, &svc.name), "CONNECTED", "{}", show(&o));
+    }
+    let before: Vec<usize> = services.iter().map(Service::accepted).collect();
+    let o = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(env!("CARGO_BIN_EXE_veilfs"))
+        .args([
+            "run",
+            "-q",
+            "--no-home",
+            "--",
+            "/usr/bin/python3",
+            "client.py",
+        ])
+        .args(names(&services))
+        .current_dir(&s.ws)
+        .env("HOME", &s.ws)
+        .env("VEILFS_RUNTIME_DIR", s.tmp.path().join("rt-nobody"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    assert_none_reached(&o, &services, &before);
+}
+
+/// Sockets below a path that must stay in view are covered all the same, and
+/// what the command binds itself it reaches.
+#[test]
+fn the_commands_own_sockets_work() {
+    let s = Session::new();
+    let script = r#"
+import socket, os, threading
+for name in ["/tmp/own.sock", "\0own-abstract"]:
+    srv = socket.socket(socket.AF_UNIX); srv.bind(name); srv.listen(1)
+    c = socket.socket(socket.AF_UNIX); c.connect(name)
+    a, _ = srv.accept(); c.sendall(b"x"); assert a.recv(1) == b"x"
+    print("own", "ok", flush=True)
+"#;
+    let o = s.run(&[]).args(["python3", "-c", script]).output().unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    assert_eq!(text(&o.stdout).matches("own ok").count(), 2, "{}", show(&o));
+}
