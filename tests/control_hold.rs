@@ -283,6 +283,30 @@ fn slow_and_idle_clients_of_one_uid_do_not_deny_the_reload_or_the_prompt() {
     drop((attack, idle_first, idle_more));
 }
 
+/// A request that trickles in, alone (no newer client to evict it), is closed
+/// once its time from accept is up, although no read ever waits two seconds.
+#[test]
+fn a_trickling_request_is_closed_at_its_deadline() {
+    if std::env::var_os(SERVE_IN).is_some() || std::env::var_os(TRICKLE_TO).is_some() {
+        return;
+    }
+    let d = Daemon::start();
+    let stop = Arc::new(AtomicBool::new(false));
+    let c = UnixStream::connect(&d.sock).unwrap();
+    let trickler = {
+        let stop = stop.clone();
+        std::thread::spawn(move || trickle_on(c, &stop))
+    };
+    let closed = wait_until(NO_ANSWER, || trickler.is_finished());
+    stop.store(true, Ordering::Release);
+    let said = trickler.join().unwrap();
+    assert!(
+        closed,
+        "the daemon still reads a request begun {NO_ANSWER:?} ago"
+    );
+    assert_eq!(said, "", "a request cut off is not answered");
+}
+
 /// More approvers of one uid than it has slots for: the reload is still answered,
 /// and the newest approver is served.
 #[test]
