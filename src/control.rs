@@ -20,8 +20,29 @@
 //!   of its own), and under `run` never for a process of the session itself (a
 //!   descendant of its init process): the confined command cannot change its own
 //!   policy, nor another session's, nor answer their questions.
-//! * **No client holds the daemon.** Each connection has its own thread (at most
-//!   [`MAX_CLIENTS`] at once) and a two-second read timeout.
+//!   The peer is judged right after `accept`, before anything is read from it: a
+//!   refused one is told why without waiting on it (on the accept thread, which
+//!   never blocks on a client) and closed, holding no slot and no thread; a flood
+//!   of refusals is logged at most once a second.
+//! * **A deadline per request, not per read.** The whole request line must be in
+//!   within [`REQUEST_TIMEOUT`] of `accept`, however it trickles (each read waits
+//!   only for the time left); the reply must be taken within as long again from
+//!   when it is ready. A connection past its deadline is closed unanswered.
+//! * **No uid's clients deny another's, nor the newest request.** Each admitted
+//!   connection has a thread and a slot of its uid (module `slots`): at most
+//!   [`REQUESTS_PER_UID`] requests per uid, [`MAX_CLIENTS`] in all. When a
+//!   uid's slots are full, its newest connection takes the slot of its oldest
+//!   request whose line is not yet in, which is shut down: slow or idle clients
+//!   cannot keep the person's `veilfs reload`, which sends its line at once, from
+//!   being served. A request whose line is in is never evicted (it ends by itself).
+//! * **Approvers hold slots of their own.** A `subscribe` moves its connection from
+//!   the request slots to the approver slots ([`APPROVERS_PER_UID`] per uid,
+//!   [`MAX_APPROVERS`] in all): approvers never take a request's slot and
+//!   the eviction of requests never touches them. When a uid's approver slots are
+//!   full, its newest approver displaces its oldest (shut down; the questions stay
+//!   open for the others), so that the person's newest `veilfs prompt` is served; a client that can evict approvers this way is of the
+//!   person's own uid (or root) and outside every session, so it could stop
+//!   `veilfs prompt` by other means anyway.
 //!
 //! Protocol: one request per connection. The line `reload` is answered by
 //! `ok MESSAGE` or `error MESSAGE` (MESSAGE may span lines). The line `subscribe`
@@ -47,15 +68,16 @@ use crate::fs::reload::Reloader;
 
 mod slots;
 
+pub use slots::{APPROVERS_PER_UID, MAX_APPROVERS, REQUESTS_PER_UID};
 use slots::{Slot, Slots};
 
 /// Requests answered at once, all uids together: as many as two uids may hold
 /// (only the daemon's uid and root are ever admitted), so that neither can take
-/// the other's. See [`slots`].
+/// the other's.
 pub const MAX_CLIENTS: usize = 2 * slots::REQUESTS_PER_UID;
 /// How long the daemon waits for a whole request line, from accept, however it
 /// trickles in (and, from when it is ready, for its reply to be taken).
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 /// The longest request line read.
 const MAX_REQUEST: usize = 256;
 /// How long `veilfs reload` waits for a daemon's answer (a reload of a large tree
