@@ -440,10 +440,11 @@ fn turn_away(conn: &UnixStream, why: &str) {
     if conn.set_nonblocking(true).is_err() {
         return;
     }
-    // What it already sent is taken first: closing on unread data would reset the
-    // connection before the client reads the answer.
-    let mut sink = [0u8; 512];
-    while matches!((&*conn).read(&mut sink), Ok(n) if n > 0) {}
+    // What it already sent is taken first (closing on unread data would reset the
+    // connection before the client reads the answer), but no more than a request's
+    // worth: a peer that keeps sending must not keep the accept thread.
+    let mut sink = [0u8; MAX_REQUEST];
+    let _ = (&*conn).read(&mut sink);
     let _ = (&*conn).write(format!("error {why}\n").as_bytes());
     let _ = conn.shutdown(std::net::Shutdown::Both);
 }
