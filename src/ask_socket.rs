@@ -31,12 +31,11 @@
 //! approver of a session disconnects, its open questions are refused.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+use nix::sys::socket::UnixCredentials;
 use parking_lot::Mutex;
 
 use crate::fs::ask::{Answer, Approver, Broker};
@@ -48,9 +47,14 @@ const MAX_LINE: u64 = 64 * 1024;
 /// that stops reading must not hold the daemon).
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Serves one approver on `conn` until it disconnects.
-pub fn subscribe(conn: &UnixStream, broker: &Arc<Broker>) -> io::Result<()> {
-    let cred = getsockopt(&conn.as_fd(), PeerCredentials).map_err(io::Error::from)?;
+/// Serves one approver on `conn` (whose peer is `cred`) until it disconnects, or
+/// until the daemon shuts the connection down (a newer approver of its uid took
+/// its slot, see [`crate::control`]).
+pub fn subscribe(
+    conn: &UnixStream,
+    broker: &Arc<Broker>,
+    cred: &UnixCredentials,
+) -> io::Result<()> {
     let approver = Approver {
         pid: cred.pid(),
         uid: cred.uid(),

@@ -20,15 +20,36 @@
 //!   of its own), and under `run` never for a process of the session itself (a
 //!   descendant of its init process): the confined command cannot change its own
 //!   policy, nor another session's, nor answer their questions.
-//! * **No client holds the daemon.** Each connection has its own thread (at most
-//!   [`MAX_CLIENTS`] at once) and a two-second read timeout.
+//!   The peer is judged right after `accept`, before anything is read from it: a
+//!   refused one is told why without waiting on it (on the accept thread, which
+//!   never blocks on a client) and closed, holding no slot and no thread; a flood
+//!   of refusals is logged at most once a second.
+//! * **A deadline per request, not per read.** The whole request line must be in
+//!   within [`REQUEST_TIMEOUT`] of `accept`, however it trickles (each read waits
+//!   only for the time left); the reply must be taken within as long again from
+//!   when it is ready. A connection past its deadline is closed unanswered.
+//! * **No uid's clients deny another's, nor the newest request.** Each admitted
+//!   connection has a thread and a slot of its uid (module `slots`): at most
+//!   [`REQUESTS_PER_UID`] requests per uid, [`MAX_CLIENTS`] in all. When a
+//!   uid's slots are full, its newest connection takes the slot of its oldest
+//!   request whose line is not yet in, which is shut down: slow or idle clients
+//!   cannot keep the person's `veilfs reload`, which sends its line at once, from
+//!   being served. A request whose line is in is never evicted (it ends by itself).
+//! * **Approvers hold slots of their own.** A `subscribe` moves its connection from
+//!   the request slots to the approver slots ([`APPROVERS_PER_UID`] per uid,
+//!   [`MAX_APPROVERS`] in all): approvers never take a request's slot and
+//!   the eviction of requests never touches them. When a uid's approver slots are
+//!   full, its newest approver displaces its oldest (shut down; the questions stay
+//!   open for the others), so that the person's newest `veilfs prompt` is served; a client that can evict approvers this way is of the
+//!   person's own uid (or root) and outside every session, so it could stop
+//!   `veilfs prompt` by other means anyway.
 //!
 //! Protocol: one request per connection. The line `reload` is answered by
 //! `ok MESSAGE` or `error MESSAGE` (MESSAGE may span lines). The line `subscribe`
 //! makes the connection an approver of the session's questions about `ask` paths,
 //! in JSON lines both ways (see [`crate::ask_socket`]).
 
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::DirBuilderExt;
@@ -36,20 +57,29 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use nix::fcntl::OFlag;
-use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+use nix::sys::socket::{UnixCredentials, getsockopt, sockopt::PeerCredentials};
 use nix::sys::stat::Mode;
 
 use crate::fs::ask::Broker;
 use crate::fs::reload::Reloader;
 
-/// Connections answered at once; more are closed unanswered.
-pub const MAX_CLIENTS: usize = 16;
-/// How long the daemon waits for a request line (and for its reply to be taken).
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+mod slots;
+
+pub use slots::{APPROVERS_PER_UID, MAX_APPROVERS, REQUESTS_PER_UID};
+use slots::{Slot, Slots};
+
+/// Requests answered at once, all uids together: as many as two uids may hold
+/// (only the daemon's uid and root are ever admitted), so that neither can take
+/// the other's.
+pub const MAX_CLIENTS: usize = 2 * slots::REQUESTS_PER_UID;
+/// How long the daemon waits for a whole request line, from accept, however it
+/// trickles in (and, from when it is ready, for its reply to be taken).
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+/// The longest request line read.
+const MAX_REQUEST: usize = 256;
 /// How long `veilfs reload` waits for a daemon's answer (a reload of a large tree
 /// invalidates every cached entry).
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
@@ -329,24 +359,29 @@ impl Listener {
         guard: Guard,
     ) -> io::Result<Control> {
         let Listener { sock, control } = self;
-        let busy = Arc::new(AtomicUsize::new(0));
         std::thread::Builder::new()
             .name("veilfs-control".into())
             .spawn(move || {
+                let slots = Slots::new();
+                let mut refusals = RefusalLog::default();
                 for conn in sock.incoming().flatten() {
-                    if busy.fetch_add(1, Ordering::AcqRel) >= MAX_CLIENTS {
-                        busy.fetch_sub(1, Ordering::AcqRel);
-                        log::warn!("control socket: too many clients at once, one dropped");
+                    let accepted = Instant::now();
+                    let Some((cred, slot)) = admit(&conn, &slots, guard, &mut refusals) else {
                         continue;
-                    }
-                    let (reloader, broker, busy) = (reloader.clone(), broker.clone(), busy.clone());
+                    };
+                    let (reloader, broker) = (reloader.clone(), broker.clone());
                     let spawned = std::thread::Builder::new()
                         .name("veilfs-control-client".into())
                         .spawn(move || {
-                            if let Err(e) = answer(&conn, &reloader, &broker, guard) {
+                            let asked = Asked {
+                                conn: &conn,
+                                slot: &slot,
+                                cred,
+                                deadline: accepted + REQUEST_TIMEOUT,
+                            };
+                            if let Err(e) = answer(asked, &reloader, &broker, guard) {
                                 log::info!("control socket: {e}");
                             }
-                            busy.fetch_sub(1, Ordering::AcqRel);
                         });
                     if let Err(e) = spawned {
                         log::warn!("control socket: cannot start a thread: {e}");
@@ -357,52 +392,198 @@ impl Listener {
     }
 }
 
-fn answer(
+/// Decides on a connection just accepted, before anything is read from it: its
+/// peer's credentials and a slot, or `None` when it was turned away (told why, and
+/// closed) without taking one.
+fn admit(
     conn: &UnixStream,
-    reloader: &Reloader,
-    broker: &Arc<Broker>,
+    slots: &Arc<Slots>,
     guard: Guard,
-) -> io::Result<()> {
-    conn.set_read_timeout(Some(REQUEST_TIMEOUT))?;
-    conn.set_write_timeout(Some(REQUEST_TIMEOUT))?;
-    // The request is read before any answer, so that the client sees the answer
-    // (closing on unread data would reset the connection).
-    let mut line = String::new();
-    BufReader::new(conn).take(256).read_line(&mut line)?;
-    let reply = match refusal(conn, guard) {
-        Some(why) => format!("error {why}\n"),
-        None => match line.trim() {
-            "subscribe" => return crate::ask_socket::subscribe(conn, broker),
-            "reload" => {
-                let outcome = reloader.reload();
-                (guard.report)(outcome.clone());
-                match outcome {
-                    Ok(msg) => format!("ok {msg}\n"),
-                    Err(e) => format!("error {e}\n"),
-                }
-            }
-            other => {
-                format!("error unknown request {other:?}: expected \"reload\" or \"subscribe\"\n")
-            }
-        },
-    };
-    let mut w = conn;
-    w.write_all(reply.as_bytes())
-}
-
-/// Why the peer of `conn` may not ask (`None`: it may).
-fn refusal(conn: &UnixStream, guard: Guard) -> Option<String> {
-    let me = crate::sys::euid();
+    refusals: &mut RefusalLog,
+) -> Option<(UnixCredentials, Slot)> {
     let cred = match getsockopt(&conn.as_fd(), PeerCredentials) {
         Ok(c) => c,
-        Err(e) => return Some(format!("refused: cannot tell who is asking: {e}")),
+        Err(e) => {
+            turn_away(conn, &format!("refused: cannot tell who is asking: {e}"));
+            return None;
+        }
     };
-    if cred.uid() != me && cred.uid() != 0 {
-        log::warn!(
-            "control socket: refused a request from uid {} (pid {})",
-            cred.uid(),
-            cred.pid()
+    if let Some(why) = refusal(&cred, guard) {
+        refusals.note(&cred, &why);
+        turn_away(conn, &why);
+        return None;
+    }
+    let handle = match conn.try_clone() {
+        Ok(h) => h,
+        Err(e) => {
+            log::warn!("control socket: {e}");
+            return None;
+        }
+    };
+    let Some(slot) = slots.admit(cred.uid(), handle) else {
+        log::info!(
+            "control socket: uid {}: every slot is answering a request; one turned away",
+            cred.uid()
         );
+        turn_away(
+            conn,
+            "busy: every slot of this uid is answering a request; try again",
+        );
+        return None;
+    };
+    Some((cred, slot))
+}
+
+/// Tells a peer that is not served why, without ever waiting on it (on the accept
+/// thread), and closes the connection.
+fn turn_away(conn: &UnixStream, why: &str) {
+    if conn.set_nonblocking(true).is_err() {
+        return;
+    }
+    // What it already sent is taken first (closing on unread data would reset the
+    // connection before the client reads the answer), but no more than a request's
+    // worth: a peer that keeps sending must not keep the accept thread.
+    let mut sink = [0u8; MAX_REQUEST];
+    let _ = (&*conn).read(&mut sink);
+    let _ = (&*conn).write(format!("error {why}\n").as_bytes());
+    let _ = conn.shutdown(std::net::Shutdown::Both);
+}
+
+/// Says at most one line a second about refused peers (a process that may not ask
+/// must not fill the daemon's log either), and how many went unsaid meanwhile.
+#[derive(Debug, Default)]
+struct RefusalLog {
+    last: Option<Instant>,
+    unsaid: u64,
+}
+
+impl RefusalLog {
+    fn note(&mut self, cred: &UnixCredentials, why: &str) {
+        if self
+            .last
+            .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
+        {
+            self.unsaid += 1;
+            return;
+        }
+        let also = match std::mem::take(&mut self.unsaid) {
+            0 => String::new(),
+            n => format!(" ({n} more refused since the last such line)"),
+        };
+        log::warn!(
+            "control socket: pid {} (uid {}) {why}{also}",
+            cred.pid(),
+            cred.uid()
+        );
+        self.last = Some(Instant::now());
+    }
+}
+
+/// One admitted connection, as its thread answers it.
+struct Asked<'a> {
+    conn: &'a UnixStream,
+    slot: &'a Slot,
+    cred: UnixCredentials,
+    /// When its request line must be in by (counted from accept).
+    deadline: Instant,
+}
+
+fn answer(asked: Asked, reloader: &Reloader, broker: &Arc<Broker>, guard: Guard) -> io::Result<()> {
+    let Asked {
+        conn,
+        slot,
+        cred,
+        deadline,
+    } = asked;
+    // The request is read before any answer, so that the client sees the answer
+    // (closing on unread data would reset the connection).
+    let line = read_request(conn, deadline)?;
+    if line.trim() == "subscribe" {
+        if !slot.approve() {
+            return Ok(());
+        }
+        return crate::ask_socket::subscribe(conn, broker, &cred);
+    }
+    if !slot.start_work() {
+        // Evicted for a newer request of its uid.
+        return Ok(());
+    }
+    let reply = match line.trim() {
+        "reload" => {
+            let outcome = reloader.reload();
+            (guard.report)(outcome.clone());
+            match outcome {
+                Ok(msg) => format!("ok {msg}\n"),
+                Err(e) => format!("error {e}\n"),
+            }
+        }
+        other => {
+            format!("error unknown request {other:?}: expected \"reload\" or \"subscribe\"\n")
+        }
+    };
+    write_reply(conn, reply.as_bytes(), Instant::now() + REQUEST_TIMEOUT)
+}
+
+/// The request line: up to its newline (included; nothing after it is read), the
+/// end of the stream, or [`MAX_REQUEST`] bytes, whichever comes first, all before
+/// `deadline`, however it trickles in.
+fn read_request(conn: &UnixStream, deadline: Instant) -> io::Result<String> {
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    while line.len() < MAX_REQUEST {
+        conn.set_read_timeout(Some(time_left(deadline, "its request")?))?;
+        match (&*conn).read(&mut byte) {
+            Ok(0) => break,
+            Ok(_) => {
+                line.push(byte[0]);
+                if byte[0] == b'\n' {
+                    break;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                time_left(deadline, "its request")?;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(String::from_utf8_lossy(&line).into_owned())
+}
+
+/// Writes all of `reply` before `deadline`, however slowly the client reads.
+fn write_reply(conn: &UnixStream, mut reply: &[u8], deadline: Instant) -> io::Result<()> {
+    while !reply.is_empty() {
+        conn.set_write_timeout(Some(time_left(deadline, "its reply to be taken")?))?;
+        match (&*conn).write(reply) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => reply = &reply[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                time_left(deadline, "its reply to be taken")?;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// The time left before `deadline`; an error (the connection is given up) when
+/// none is.
+fn time_left(deadline: Instant, waiting_for: &str) -> io::Result<Duration> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("a client closed: {waiting_for} took longer than {REQUEST_TIMEOUT:?}"),
+        ));
+    }
+    Ok(left)
+}
+
+/// Why the peer `cred` may not ask (`None`: it may).
+fn refusal(cred: &UnixCredentials, guard: Guard) -> Option<String> {
+    let me = crate::sys::euid();
+    if cred.uid() != me && cred.uid() != 0 {
         let who = if me == 0 {
             "only root".to_string()
         } else {
@@ -416,10 +597,6 @@ fn refusal(conn: &UnixStream, guard: Guard) -> Option<String> {
     if let Some(init) = guard.inside
         && is_inside(cred.pid(), init)
     {
-        log::warn!(
-            "control socket: refused a request from pid {}, inside the session",
-            cred.pid()
-        );
         return Some(
             "refused: the request comes from inside the `veilfs run` session; only \
              the person outside it can change its policy"
@@ -427,10 +604,6 @@ fn refusal(conn: &UnixStream, guard: Guard) -> Option<String> {
         );
     }
     if !same_pid_namespace(cred.pid()) {
-        log::warn!(
-            "control socket: refused a request from pid {}, in another PID namespace",
-            cred.pid()
-        );
         return Some(
             "refused: the request comes from another PID namespace (inside a `veilfs run` \
              session, or a container); only a process beside this daemon may reload or \
