@@ -181,7 +181,8 @@ const KEPT: [&str; 3] = ["/proc", "/dev/", "/sys"];
 ///    out of the command's reach and left alone.
 /// 3. The runtime directory, when it lies in a writable place, is bind-mounted
 ///    read-only onto itself: another session's control socket cannot be removed
-///    or replaced (connecting to it still works).
+///    or replaced. (In `/run` or a private `/tmp` it is out of view anyway, and
+///    elsewhere its sockets are covered: see [`super::sockets`].)
 ///
 /// `strict` (a real root): the first failure is returned. Else (a user namespace,
 /// where the command could not write the system anyway) failures are logged.
