@@ -424,3 +424,40 @@ pub fn nested(outer: &Path, inner: &Path, inodes: &crate::fs::inode::Inodes) -> 
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A brace pattern leads through the directories of each alternative, as the
+    /// same paths written one by one do.
+    #[test]
+    fn ways_of_a_brace_pattern_are_its_alternatives_ways() {
+        let policy = |paths: &str| {
+            Policy::parse(
+                "t.toml",
+                &format!("[[rules]]\naction = \"read-only\"\npaths = [{paths}]\n"),
+            )
+            .unwrap()
+        };
+        let root = Path::new("/h");
+        let braces = guarded_ways(root, &policy(r#""/.config/{A,B - C}/User/{x.json,d}""#));
+        let one_by_one = guarded_ways(
+            root,
+            &policy(
+                r#""/.config/A/User/x.json", "/.config/A/User/d/", "/.config/B - C/User/x.json",
+                   "/.config/B - C/User/d/""#,
+            ),
+        );
+        let want: Vec<PathBuf> = [".config", ".config/A", ".config/A/User", ".config/B - C"]
+            .iter()
+            .chain(&[".config/B - C/User"])
+            .map(|w| root.join(w))
+            .collect();
+        assert_eq!(braces, want);
+        assert_eq!(one_by_one, want);
+        // Past a wildcard, the directories above it only.
+        let wild = guarded_ways(root, &policy(r#""/.{a,b}-server/code-*""#));
+        assert_eq!(wild, vec![root.join(".a-server"), root.join(".b-server")]);
+    }
+}
