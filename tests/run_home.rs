@@ -1130,15 +1130,15 @@ fn a_workspace_inside_the_home_directory_keeps_the_home_policy() {
 fn the_way_to_a_named_path_cannot_be_replaced_by_a_link() {
     let h = Home::new();
     std::fs::create_dir_all(h.home.join(".cargo")).unwrap();
-    std::fs::create_dir_all(h.home.join(".emacs.d")).unwrap();
+    std::fs::create_dir_all(h.home.join(".gradle")).unwrap();
     std::fs::remove_dir_all(h.home.join(".config/gh")).unwrap();
     let o = h.sh("cd \"$HOME\"; mkdir -p /tmp/veilfs-way-$$; \
          mv .cargo .cargo.old 2>/dev/null && echo MOVED-CARGO; \
          ln -s /tmp/veilfs-way-$$ .huggingface 2>/dev/null && echo LINKED-HF; \
          ln -s /tmp/veilfs-way-$$ .config/gh 2>/dev/null && echo LINKED-GH; \
-         rmdir .emacs.d; ln -s /tmp/veilfs-way-$$ .emacs.d 2>/dev/null && echo LINKED-EMACS; \
-         mkdir tmpd && mv tmpd .emacs.d 2>/dev/null && echo MOVED-ONTO; \
-         mkdir .emacs.d && echo DIR-OK; \
+         rmdir .gradle; ln -s /tmp/veilfs-way-$$ .gradle 2>/dev/null && echo LINKED-GRADLE; \
+         mkdir tmpd && mv tmpd .gradle 2>/dev/null && echo MOVED-ONTO; \
+         mkdir .gradle && echo DIR-OK; \
          rm -rf /tmp/veilfs-way-$$; echo done");
     let out = text(&o.stdout);
     assert!(
@@ -1150,7 +1150,7 @@ fn the_way_to_a_named_path_cannot_be_replaced_by_a_link() {
         "MOVED-CARGO",
         "LINKED-HF",
         "LINKED-GH",
-        "LINKED-EMACS",
+        "LINKED-GRADLE",
         "MOVED-ONTO",
     ] {
         assert!(!out.contains(bad), "{bad}: {}", show(&o));

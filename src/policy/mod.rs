@@ -45,6 +45,10 @@
 //!   workspace root itself is never asked about.
 //! * Patterns are `globset` globs: `*` and `?` never cross `/` (`?` is one byte),
 //!   `**` spans directories, `[ab]`, `[!ab]` and `{a,b}` work, `\` escapes.
+//!   Braces may hold `/` and nest, so one pattern names a family of paths
+//!   (`/.config/{Code,Cursor}/User/settings.json`); what reads a pattern's literal
+//!   parts rather than matching it reads each alternative
+//!   ([`Pattern::alternatives`]). An empty alternative is dropped (`a{,b}` is `ab`).
 //! * A pattern with no `/` (a trailing one aside) matches a name at any depth:
 //!   `.env` means `**/.env`. A leading `/` or an inner `/` anchors it at the root.
 //! * A trailing `/` restricts a pattern to directories.
@@ -102,6 +106,7 @@
 //! name: one match against the unanchored glob set (the name) and one against the
 //! anchored set (the path), whatever the number of rules or the depth.
 
+mod braces;
 pub mod claude;
 mod decision;
 mod file;
@@ -217,6 +222,14 @@ impl Pattern {
     /// removed).
     pub fn glob(&self) -> &str {
         &self.glob
+    }
+
+    /// The globs without braces that the pattern's glob stands for: one per brace
+    /// alternative (`.config/{Code,Cursor}/User` is `.config/Code/User` and
+    /// `.config/Cursor/User`), else the glob itself. For what reads a pattern's
+    /// literal parts (the module `policy::braces`); matching uses the glob as written.
+    pub fn alternatives(&self) -> Vec<String> {
+        braces::alternatives(&self.glob)
     }
 
     /// Where the pattern was written: `file:line:col` in a policy, `DIR/NAME:LINE`

@@ -172,123 +172,156 @@ pub(super) fn env_rules(explicit: Option<&Path>) -> Result<super::env::EnvRules,
 /// each deny pattern whose leading directories are named (`hosts.yml*` below them
 /// is kept): anchored, or a bare name at the root; when a link on its way leads
 /// elsewhere inside `root`, and a read-only one only where the target is held less
-/// tightly.
+/// tightly. A pattern with braces is read as its alternatives
+/// ([`crate::policy::Pattern::alternatives`]): `/.config/{Code,Cursor}/User/tasks.json`
+/// names two paths.
 /// Computed once, at start.
 pub fn alias_rules(root: &Path, policy: &Policy) -> Vec<crate::policy::RawRule> {
-    use crate::policy::{Action, RawRule};
+    use crate::policy::Action;
     let Ok(real_root) = root.canonicalize() else {
         return Vec::new();
     };
-    let mut out: Vec<RawRule> = Vec::new();
-    let wild = |seg: &str| seg.contains(['*', '?', '[', '{', '\\']);
+    let mut out: Vec<crate::policy::RawRule> = Vec::new();
     for p in policy.patterns() {
-        let glob = p.glob();
-        if p.action == Action::Allow || (!p.anchored && glob.contains('/')) {
+        if p.action == Action::Allow || (!p.anchored && p.glob().contains('/')) {
             continue;
         }
-        // The literal directories and name in front, and the rest (a wildcard
-        // part, kept as it is below the resolved place: `hosts.yml*`).
-        let segs: Vec<&str> = glob.split('/').collect();
-        let n = segs.iter().take_while(|s| !wild(s)).count();
-        let (literal, rest) = (segs[..n].join("/"), segs[n..].join("/"));
-        // A read-only alias only for a whole literal path, which can be checked not
-        // to loosen what another rule holds there.
-        if literal.is_empty() || (!rest.is_empty() && p.action != Action::Deny) {
-            continue;
-        }
-        // Resolved through its nearest existing ancestor: a link on the way to a
-        // name that does not exist yet (`~/.config -> dotfiles/config`, no
-        // `systemd/` in it) leads where it would be made. And where the XDG
-        // variables move `~/.config` or `~/.local/share`, the same path there.
-        let mut places: Vec<(PathBuf, bool)> = Vec::new();
-        if let Some(real) = config::resolve_existing(&root.join(&literal))
-            && real != real_root.join(&literal)
-        {
-            places.push((real, false));
-        }
-        for (dir, var) in [
-            (".config", "XDG_CONFIG_HOME"),
-            (".local/share", "XDG_DATA_HOME"),
-        ] {
-            let Some(under) = literal
-                .strip_prefix(dir)
-                .and_then(|r| r.strip_prefix('/').or(r.is_empty().then_some("")))
-            else {
+        for glob in p.alternatives() {
+            // The literal directories and name in front, and the rest (a wildcard
+            // part, kept as it is below the resolved place: `hosts.yml*`).
+            let segs: Vec<&str> = glob.split('/').collect();
+            let n = segs.iter().take_while(|s| !is_wild(s)).count();
+            let (literal, rest) = (segs[..n].join("/"), segs[n..].join("/"));
+            // A read-only alias only for a whole literal path, which can be checked
+            // not to loosen what another rule holds there.
+            if literal.is_empty() || (!rest.is_empty() && p.action != Action::Deny) {
                 continue;
-            };
-            let Some(moved) = std::env::var_os(var)
-                .map(PathBuf::from)
-                .filter(|x| x.is_absolute())
-            else {
-                continue;
-            };
-            let at = if under.is_empty() {
-                moved
-            } else {
-                moved.join(under)
-            };
-            if let Some(real) = config::resolve_existing(&at)
-                && real != real_root.join(&literal)
-                && !places.iter().any(|(p, _)| *p == real)
-            {
-                places.push((real, true));
             }
-        }
-        for (real, by_xdg) in places {
-            let Ok(rel) = real.strip_prefix(&real_root) else {
-                continue;
-            };
-            let Some(rel) = rel.to_str().filter(|r| !r.is_empty()) else {
-                continue;
-            };
-            let mut escaped = String::from("/");
-            for c in rel.chars() {
-                if matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | '\\') {
-                    escaped.push('\\');
+            for (real, by_xdg) in alias_places(root, &real_root, &literal) {
+                let Ok(rel) = real.strip_prefix(&real_root) else {
+                    continue;
+                };
+                let Some(rel) = rel.to_str().filter(|r| !r.is_empty()) else {
+                    continue;
+                };
+                let pattern = alias_pattern(&real, rel, &rest, p.dir_only);
+                if out.iter().any(|r| r.patterns[0].0 == pattern) {
+                    continue;
                 }
-                escaped.push(c);
+                // Never loosen: a target another rule already holds at least as
+                // tightly keeps that rule (the alias comes last, and the last match
+                // wins).
+                let is_dir = pattern.ends_with('/');
+                if rest.is_empty() && policy.decide(rel.as_bytes(), is_dir).action >= p.action {
+                    continue;
+                }
+                out.push(alias_rule(p, &glob, pattern, by_xdg));
             }
-            let is_dir = if rest.is_empty() {
-                real.is_dir() || (!real.exists() && p.dir_only)
-            } else {
-                escaped.push('/');
-                escaped.push_str(&rest);
-                p.dir_only
-            };
-            if is_dir {
-                escaped.push('/');
-            }
-            if out.iter().any(|r| r.patterns[0].0 == escaped) {
-                continue;
-            }
-            // Never loosen: a target another rule already holds at least as tightly
-            // keeps that rule (the alias comes last, and the last match wins).
-            if rest.is_empty() && policy.decide(rel.as_bytes(), is_dir).action >= p.action {
-                continue;
-            }
-            out.push(RawRule {
-                action: p.action,
-                at: p.at.clone(),
-                patterns: vec![(escaped, p.at.clone())],
-                imports: Vec::new(),
-                no_negation: false,
-                why: Some(std::sync::Arc::from(format!(
-                    "{}, which {p} {}",
-                    if by_xdg {
-                        format!("where an XDG variable moves `{glob}`")
-                    } else {
-                        format!("the target of `{glob}`, a symbolic link")
-                    },
-                    if p.action == Action::Deny {
-                        "hides"
-                    } else {
-                        "makes read-only"
-                    }
-                ))),
-            });
         }
     }
     out
+}
+
+/// Whether a segment of a glob holds a glob metacharacter.
+fn is_wild(seg: &str) -> bool {
+    seg.contains(['*', '?', '[', '{', '\\'])
+}
+
+/// Where the literal path `literal` (relative to `root`) leads elsewhere: resolved
+/// through its nearest existing ancestor (a link on the way to a name that does not
+/// exist yet, `~/.config -> dotfiles/config` with no `systemd/` in it, leads where
+/// it would be made), and, where the XDG variables move `~/.config` or
+/// `~/.local/share`, the same path there (marked `true`).
+fn alias_places(root: &Path, real_root: &Path, literal: &str) -> Vec<(PathBuf, bool)> {
+    let mut places: Vec<(PathBuf, bool)> = Vec::new();
+    if let Some(real) = config::resolve_existing(&root.join(literal))
+        && real != real_root.join(literal)
+    {
+        places.push((real, false));
+    }
+    for (dir, var) in [
+        (".config", "XDG_CONFIG_HOME"),
+        (".local/share", "XDG_DATA_HOME"),
+    ] {
+        let Some(under) = literal
+            .strip_prefix(dir)
+            .and_then(|r| r.strip_prefix('/').or(r.is_empty().then_some("")))
+        else {
+            continue;
+        };
+        let Some(moved) = std::env::var_os(var)
+            .map(PathBuf::from)
+            .filter(|x| x.is_absolute())
+        else {
+            continue;
+        };
+        let at = if under.is_empty() {
+            moved
+        } else {
+            moved.join(under)
+        };
+        if let Some(real) = config::resolve_existing(&at)
+            && real != real_root.join(literal)
+            && !places.iter().any(|(p, _)| *p == real)
+        {
+            places.push((real, true));
+        }
+    }
+    places
+}
+
+/// The pattern of an alias at `rel` (the resolved place `real`, relative to the
+/// root), escaped, with the wildcard `rest` below it and a trailing `/` where it is
+/// a directory.
+fn alias_pattern(real: &Path, rel: &str, rest: &str, dir_only: bool) -> String {
+    let mut escaped = String::from("/");
+    for c in rel.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | '\\') {
+            escaped.push('\\');
+        }
+        escaped.push(c);
+    }
+    let is_dir = if rest.is_empty() {
+        real.is_dir() || (!real.exists() && dir_only)
+    } else {
+        escaped.push('/');
+        escaped.push_str(rest);
+        dir_only
+    };
+    if is_dir {
+        escaped.push('/');
+    }
+    escaped
+}
+
+/// The alias rule holding `pattern` as `p` holds `glob` (one of its alternatives).
+fn alias_rule(
+    p: &crate::policy::Pattern,
+    glob: &str,
+    pattern: String,
+    by_xdg: bool,
+) -> crate::policy::RawRule {
+    use crate::policy::Action;
+    crate::policy::RawRule {
+        action: p.action,
+        at: p.at.clone(),
+        patterns: vec![(pattern, p.at.clone())],
+        imports: Vec::new(),
+        no_negation: false,
+        why: Some(std::sync::Arc::from(format!(
+            "{}, which {p} {}",
+            if by_xdg {
+                format!("where an XDG variable moves `{glob}`")
+            } else {
+                format!("the target of `{glob}`, a symbolic link")
+            },
+            if p.action == Action::Deny {
+                "hides"
+            } else {
+                "makes read-only"
+            }
+        ))),
+    }
 }
 
 /// Adds [`alias_rules`] for `root` to `loaded` (compiled again, between `base` and
@@ -318,7 +351,9 @@ pub const WS_BUILTIN: (&str, &str) = (crate::policy::BUILTIN_NAME, crate::policy
 
 /// The directories on the way to the paths `policy` (of the mount of `root`) hides
 /// or makes read-only by name, as absolute paths: for each such anchored pattern, the
-/// directories above its literal part (`root/.cargo` for `/.cargo/config.toml`).
+/// directories above its literal part (`root/.cargo` for `/.cargo/config.toml`), for
+/// each of its brace alternatives (`/.config/{Code,Cursor}/User/tasks.json` leads
+/// through `.config/Code/User` and `.config/Cursor/User`).
 /// See [`crate::fs::VeilFs::guard_ways`].
 pub fn guarded_ways(root: &Path, policy: &Policy) -> Vec<PathBuf> {
     use crate::policy::Action;
@@ -327,24 +362,22 @@ pub fn guarded_ways(root: &Path, policy: &Policy) -> Vec<PathBuf> {
         if p.action == Action::Allow || !p.anchored {
             continue;
         }
-        let literal: Vec<&str> = p
-            .glob()
-            .split('/')
-            .take_while(|seg| !seg.contains(['*', '?', '[', '{', '\\']))
-            .collect();
-        // The directories above the named path (the path itself is held by the
-        // rule); above a wildcard, those above it.
-        let whole = literal.len() == p.glob().split('/').count();
-        let n = if whole {
-            literal.len().saturating_sub(1)
-        } else {
-            literal.len()
-        };
-        let mut way = root.to_path_buf();
-        for seg in &literal[..n] {
-            way.push(seg);
-            if !out.contains(&way) {
-                out.push(way.clone());
+        for glob in p.alternatives() {
+            let segs: Vec<&str> = glob.split('/').collect();
+            let literal = segs.iter().take_while(|seg| !is_wild(seg)).count();
+            // The directories above the named path (the path itself is held by the
+            // rule); above a wildcard, those above it.
+            let n = if literal == segs.len() {
+                literal.saturating_sub(1)
+            } else {
+                literal
+            };
+            let mut way = root.to_path_buf();
+            for seg in &segs[..n] {
+                way.push(seg);
+                if !out.contains(&way) {
+                    out.push(way.clone());
+                }
             }
         }
     }
@@ -390,4 +423,41 @@ pub fn nested(outer: &Path, inner: &Path, inodes: &crate::fs::inode::Inodes) -> 
         dir.push(c);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A brace pattern leads through the directories of each alternative, as the
+    /// same paths written one by one do.
+    #[test]
+    fn ways_of_a_brace_pattern_are_its_alternatives_ways() {
+        let policy = |paths: &str| {
+            Policy::parse(
+                "t.toml",
+                &format!("[[rules]]\naction = \"read-only\"\npaths = [{paths}]\n"),
+            )
+            .unwrap()
+        };
+        let root = Path::new("/h");
+        let braces = guarded_ways(root, &policy(r#""/.config/{A,B - C}/User/{x.json,d}""#));
+        let one_by_one = guarded_ways(
+            root,
+            &policy(
+                r#""/.config/A/User/x.json", "/.config/A/User/d/", "/.config/B - C/User/x.json",
+                   "/.config/B - C/User/d/""#,
+            ),
+        );
+        let want: Vec<PathBuf> = [".config", ".config/A", ".config/A/User", ".config/B - C"]
+            .iter()
+            .chain(&[".config/B - C/User"])
+            .map(|w| root.join(w))
+            .collect();
+        assert_eq!(braces, want);
+        assert_eq!(one_by_one, want);
+        // Past a wildcard, the directories above it only.
+        let wild = guarded_ways(root, &policy(r#""/.{a,b}-server/code-*""#));
+        assert_eq!(wild, vec![root.join(".a-server"), root.join(".b-server")]);
+    }
 }
