@@ -148,7 +148,7 @@ pub const DEFAULT_DROP: &[(&str, &str)] = &[
 
 /// Names dropped by default because they name a host socket (its path or
 /// address), each with why: a program that finds one talks to the service behind
-/// it. The sockets themselves are out of reach too (see [`super::sockets`]);
+/// it. The sockets themselves are out of reach too (`run`'s private `/run` and `/tmp`);
 /// `--allow-socket PATH` passes the variables whose value holds PATH.
 pub const SOCKET_DROP: &[(&str, &str)] = &[
     (

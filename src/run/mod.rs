@@ -97,7 +97,7 @@ pub struct RunOptions {
     pub keep_env: Vec<String>,
     pub drop_env: Vec<String>,
     /// `--allow-socket`: sockets (or directories of them) outside that stay
-    /// reachable (see [`sockets`]).
+    /// reachable (see the `sockets` module).
     pub allow_socket: Vec<PathBuf>,
     /// `--share-tmp`: `/tmp`, `/var/tmp` and `/dev/shm` are not made private.
     pub share_tmp: bool,
