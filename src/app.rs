@@ -270,7 +270,8 @@ fn explain(
         Some(w) => (w.to_path_buf(), None, None),
         None => {
             let cwd = std::env::current_dir()?.canonicalize()?;
-            let (ws, found, warnings) = config::find_workspace(&cwd);
+            let (ws, found, warnings) =
+                config::find_workspace(&cwd, None).map_err(anyhow::Error::msg)?;
             for w in warnings {
                 eprintln!("veilfs explain: {w}");
             }
@@ -656,7 +657,9 @@ fn explain_audit(
         Some(w) => w.to_path_buf(),
         None => {
             let cwd = std::env::current_dir()?.canonicalize()?;
-            config::find_workspace(&cwd).0
+            config::find_workspace(&cwd, None)
+                .map_err(anyhow::Error::msg)?
+                .0
         }
     };
     let e = load_for_explain(policy, &workspace, Some(None))?;

@@ -88,46 +88,78 @@ impl fmt::Display for Found {
 /// the project around them, and a planted `src/.git` cannot shrink the workspace);
 /// else `start`.
 ///
-/// A `.veilfs.toml` that is owned neither by this user nor by root is passed over
-/// (with a warning from [`find_workspace`]'s second value), as git passes over a
-/// repository another user owns: another user must not choose the policy by
-/// dropping a file in a shared parent such as `/tmp`.
-pub fn find_workspace(start: &Path) -> (PathBuf, Found, Vec<String>) {
+/// A marker (`.veilfs.toml` or `.git`) that is owned neither by this user nor by
+/// root is passed over (with a warning in the third value), as git passes over a
+/// repository another user owns: another user must not choose the policy, nor move
+/// the workspace, by dropping a file in a shared parent such as `/tmp`. A `.git`
+/// owned by `git_owner` (the `--user` a root session runs the command as, who owns
+/// the project after `chown -R`) is trusted as well; a `.veilfs.toml` never is.
+///
+/// **Never narrower:** passing over a marker must not leave a workspace smaller
+/// than the project it marks. When the workspace found lies strictly below a
+/// directory whose marker was passed over, the answer is an error that says how to
+/// name the workspace.
+pub fn find_workspace(
+    start: &Path,
+    git_owner: Option<u32>,
+) -> Result<(PathBuf, Found, Vec<String>), String> {
     use std::os::unix::fs::MetadataExt;
     let me = crate::sys::euid();
     let mut warnings = Vec::new();
     let mut git_top = None;
+    // The outermost directory whose marker was passed over, and that marker.
+    let mut passed: Option<(PathBuf, u32)> = None;
+    let mut found = None;
     for dir in start.ancestors() {
         if let Ok(m) = dir.join(WORKSPACE_POLICY).symlink_metadata() {
             if m.uid() == me || m.uid() == 0 {
-                return (dir.to_path_buf(), Found::PolicyFile, warnings);
+                // The person's own word on where the workspace is.
+                found = Some((dir.to_path_buf(), Found::PolicyFile));
+                break;
+            } else {
+                warnings.push(passed_over(&dir.join(WORKSPACE_POLICY), m.uid()));
+                passed = Some((dir.join(WORKSPACE_POLICY), m.uid()));
             }
-            warnings.push(format!(
-                "ignoring {} (owned by uid {}, not by you or root)",
-                dir.join(WORKSPACE_POLICY).display(),
-                m.uid()
-            ));
         }
         // The outermost one: a `.git` made inside a project (by a command confined
         // in it, say) must not narrow what a later run started below it covers.
-        // Ours or root's only, as for `.veilfs.toml`: another user must not move the
-        // workspace by making a `.git` in a shared parent such as `/tmp`.
         if let Ok(m) = dir.join(".git").symlink_metadata() {
-            if m.uid() == me || m.uid() == 0 {
+            if m.uid() == me || m.uid() == 0 || Some(m.uid()) == git_owner {
                 git_top = Some(dir.to_path_buf());
             } else {
-                warnings.push(format!(
-                    "ignoring {} (owned by uid {}, not by you or root)",
-                    dir.join(".git").display(),
-                    m.uid()
-                ));
+                warnings.push(passed_over(&dir.join(".git"), m.uid()));
+                passed = Some((dir.join(".git"), m.uid()));
             }
         }
     }
-    match git_top {
-        Some(top) => (top, Found::GitTop, warnings),
-        None => (start.to_path_buf(), Found::CurrentDir, warnings),
+    let (root, how) = found.unwrap_or_else(|| match git_top {
+        Some(top) => (top, Found::GitTop),
+        None => (start.to_path_buf(), Found::CurrentDir),
+    });
+    if let Some((marker, uid)) = passed
+        && let Some(project) = marker.parent()
+        && root.starts_with(project)
+        && root != project
+    {
+        return Err(format!(
+            "{} is owned by uid {uid}, not by you or root, so the workspace would be {}, \
+             smaller than the project at {}: name the workspace (--workspace {}), or \
+             change the owner of {} to yours",
+            marker.display(),
+            root.display(),
+            project.display(),
+            project.display(),
+            marker.display(),
+        ));
     }
+    Ok((root, how, warnings))
+}
+
+fn passed_over(marker: &Path, uid: u32) -> String {
+    format!(
+        "ignoring {} (owned by uid {uid}, not by you or root)",
+        marker.display()
+    )
 }
 
 /// Loads `explicit` if given, else `.veilfs.toml` at the workspace root if it exists

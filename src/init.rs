@@ -251,7 +251,8 @@ pub fn init(given: Option<&Path>, force: bool) -> Result<std::process::ExitCode>
         Some(w) => std::path::absolute(w)?,
         None => {
             let cwd = std::env::current_dir()?.canonicalize()?;
-            let (ws, _, warnings) = config::find_workspace(&cwd);
+            let (ws, _, warnings) =
+                config::find_workspace(&cwd, None).map_err(anyhow::Error::msg)?;
             for w in warnings {
                 eprintln!("veilfs init: {w}");
             }

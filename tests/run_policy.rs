@@ -408,7 +408,8 @@ fn the_workspace_is_found_from_a_subdirectory() {
 }
 
 /// A `.veilfs.toml` in a shared parent that another user owns does not choose the
-/// workspace or its policy.
+/// workspace or its policy; and since passing over it would leave a workspace
+/// smaller than the project it marks, `run` refuses and says how to name one.
 #[test]
 fn another_users_policy_file_is_passed_over() {
     let ws = Ws::new();
@@ -419,9 +420,23 @@ fn another_users_policy_file_is_passed_over() {
         .run(&ws.dir, &["--", "sh", "-c", "cat .env; echo done"])
         .output()
         .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+    assert!(!text(&o.stdout).contains("done"), "{}", show(&o));
+    assert!(
+        text(&o.stderr).contains("name the workspace (--workspace"),
+        "{}",
+        show(&o)
+    );
+    let dir = ws.dir.display().to_string();
+    let o = ws
+        .run(
+            &ws.dir,
+            &["--workspace", &dir, "--", "sh", "-c", "cat .env; echo done"],
+        )
+        .output()
+        .unwrap();
     assert!(text(&o.stdout).contains("done"), "{}", show(&o));
     assert!(!text(&o.stdout).contains(SECRET), "{}", show(&o));
-    assert!(text(&o.stderr).contains("ignoring"), "{}", show(&o));
     // Started where that file lies, `run` does not fall back on it either: it
     // refuses to start (attacker finding: it said "ignoring" and then loaded it).
     std::fs::write(ws.tmp.path().join("secret.txt"), format!("{SECRET}\n")).unwrap();
@@ -783,15 +798,25 @@ fn another_users_git_directory_is_passed_over() {
     let planted = ws.tmp.path().join(".git");
     std::fs::create_dir(&planted).unwrap();
     std::os::unix::fs::chown(&planted, Some(65534), Some(65534)).unwrap();
+    // Passed over, it would leave the workspace smaller than the project it
+    // marks: refused, never the parent.
     let o = ws.run(&ws.dir, &["--", "true"]).output().unwrap();
     let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+    assert!(err.contains("owned by uid 65534"), "{}", show(&o));
     assert!(
-        err.contains(&format!(
-            "in {} (top of the git work tree)",
-            ws.dir.display()
-        )),
+        err.contains("name the workspace (--workspace"),
         "{}",
         show(&o)
     );
-    assert!(err.contains("ignoring"), "{}", show(&o));
+    let dir = ws.dir.display().to_string();
+    let o = ws
+        .run(&ws.dir, &["--workspace", &dir, "--", "true"])
+        .output()
+        .unwrap();
+    assert!(
+        text(&o.stderr).contains(&format!("in {} (given with --workspace)", ws.dir.display())),
+        "{}",
+        show(&o)
+    );
 }

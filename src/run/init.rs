@@ -23,7 +23,7 @@ pub(super) struct Confinement<'a> {
     /// `--system-writable`).
     pub system: Option<&'a super::confine::ReadOnlySystem>,
     /// The private places and the sockets left in reach.
-    pub private: &'a super::sockets::Private,
+    pub private: &'a super::private::Private,
     /// Landlock's scopes (abstract sockets, signals) on the command.
     pub scope: bool,
 }
@@ -107,7 +107,7 @@ pub(super) fn init_main(
         fail("cannot make the system read-only for the command", e);
     }
     let private = confinement.private;
-    if let Err(e) = super::sockets::make_private(private)
+    if let Err(e) = super::private::make_private(private)
         .and_then(|_| super::sockets::cover_listed_sockets(&private.sockets))
     {
         fail("cannot keep the host's sockets from the command", e);

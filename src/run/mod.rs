@@ -40,6 +40,7 @@ pub mod home;
 pub use home::{config_dirs_under, home_of};
 pub mod env;
 mod init;
+mod private;
 mod pty;
 mod sockets;
 pub use sockets::SCOPE_ABI;
@@ -159,7 +160,13 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         },
         None => {
             let start = cwd.canonicalize().unwrap_or_else(|_| cwd.clone());
-            let (ws, found, warnings) = config::find_workspace(&start);
+            // Root running the command as another user trusts that user's `.git`:
+            // the README's recipe gives the project to the user.
+            let git_owner = opts.user.filter(|_| sys::euid() == 0).map(|(uid, _)| uid);
+            let (ws, found, warnings) = match config::find_workspace(&start, git_owner) {
+                Ok(w) => w,
+                Err(e) => return refuse(e),
+            };
             for w in warnings {
                 eprintln!("veilfs run: {w}");
             }
@@ -320,8 +327,12 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         command_env.retain(|(k, _)| k != "XDG_RUNTIME_DIR");
         command_env.push(("XDG_RUNTIME_DIR".into(), format!("/run/user/{uid}").into()));
     }
-    let private = sockets::Private {
-        kept: kept_in_view(&ws, &layout, &opts, &writable, &cwd),
+    let homes = match opts.user {
+        Some((uid, _)) => person_homes(&ws, uid),
+        None => Vec::new(),
+    };
+    let private = private::Private {
+        kept: kept_in_view(&ws, &layout, &opts, &writable, &cwd, &homes),
         kept_read_only: path_dirs(&command_env, opts.share_tmp),
         sockets: allowed_sockets,
         share_tmp: opts.share_tmp,
@@ -332,7 +343,9 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
             .filter(|p| p.is_absolute())
             .collect(),
         owner: opts.user.unwrap_or((0, 0)),
+        homes,
     };
+    let homes_note = homes_note(&private.homes, &ws);
     let sockets_note = sockets_note(&private, opts.without_landlock);
 
     // Said before a user namespace makes us root inside it.
@@ -624,7 +637,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         // Paths and names from the command line and the tree: never a control
         // character raw.
         let line = format!(
-            "veilfs: running {} in {} ({found}) with policy {}{hiding}{home_note}{system_note}{sockets_note}{as_root}{env_note}{}",
+            "veilfs: running {} in {} ({found}) with policy {}{hiding}{home_note}{homes_note}{system_note}{sockets_note}{as_root}{env_note}{}",
             command[0].to_string_lossy(),
             ws.display(),
             source,
@@ -784,6 +797,7 @@ fn kept_in_view(
     opts: &RunOptions,
     writable: &[PathBuf],
     cwd: &std::path::Path,
+    homes: &[PathBuf],
 ) -> Vec<PathBuf> {
     let mut kept = vec![ws.to_path_buf()];
     kept.extend(home_root(layout).map(|h| h.to_path_buf()));
@@ -798,16 +812,24 @@ fn kept_in_view(
             .filter(|a| a.as_path() != std::path::Path::new("-"))
             .cloned(),
     );
-    kept.extend(config::config_dirs());
+    // veilfs's configuration directories, bound read-only: in view, so that the
+    // command meets that rather than a place to plant one; but none of a home
+    // covered under `--user`, which shows the way to the workspace only.
+    kept.extend(
+        config::config_dirs()
+            .into_iter()
+            .filter(|d| !homes.iter().any(|h| d.starts_with(h))),
+    );
     let mut kept: Vec<PathBuf> = kept
         .into_iter()
         .filter_map(|k| std::path::absolute(&k).ok())
         .map(|k| k.canonicalize().unwrap_or(k))
         .collect();
-    // The current directory, unless it holds a private place whole (`/`).
+    // The current directory, unless it holds a covered place whole (`/`).
     let cwd = cwd.canonicalize().unwrap_or_else(|_| cwd.to_path_buf());
-    if sockets::private_places(opts.share_tmp)
+    if private::private_places(opts.share_tmp)
         .iter()
+        .chain(homes)
         .any(|p| cwd.starts_with(p) && cwd != *p)
     {
         kept.push(cwd);
@@ -818,7 +840,7 @@ fn kept_in_view(
 /// The command's `PATH` directories that lie in a private place (see
 /// [`sockets`]), canonical.
 fn path_dirs(env: &[(OsString, OsString)], share_tmp: bool) -> Vec<PathBuf> {
-    let places = sockets::private_places(share_tmp);
+    let places = private::private_places(share_tmp);
     let Some((_, path)) = env.iter().find(|(k, _)| k == "PATH") else {
         return Vec::new();
     };
@@ -829,8 +851,72 @@ fn path_dirs(env: &[(OsString, OsString)], share_tmp: bool) -> Vec<PathBuf> {
         .collect()
 }
 
+/// Under `--user uid`, the homes of the person running veilfs, which the command
+/// must not read: their `$HOME`, the sudo user's, this uid's from the password
+/// database, and every home directory of the password database on the way to the
+/// workspace; canonical, outermost first, without the command user's own (which
+/// the home policy covers), `/`, and those in the workspace (which its policy
+/// covers).
+fn person_homes(ws: &std::path::Path, uid: u32) -> Vec<PathBuf> {
+    use nix::unistd::{Uid, User};
+    let by_uid = |u: u32| {
+        User::from_uid(Uid::from_raw(u))
+            .ok()
+            .flatten()
+            .map(|e| e.dir)
+    };
+    let mut all: Vec<PathBuf> = Vec::new();
+    all.extend(std::env::var_os("HOME").map(PathBuf::from));
+    all.extend(
+        std::env::var("SUDO_USER")
+            .ok()
+            .and_then(|n| User::from_name(&n).ok().flatten())
+            .map(|e| e.dir),
+    );
+    all.extend(by_uid(sys::getuid()));
+    all.extend(
+        std::fs::read_to_string("/etc/passwd")
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.split(':').nth(5).map(PathBuf::from))
+            .filter(|h| ws.starts_with(h)),
+    );
+    let own = by_uid(uid).and_then(|h| h.canonicalize().ok());
+    let mut out: Vec<PathBuf> = all
+        .into_iter()
+        .filter(|h| h.is_absolute())
+        .filter_map(|h| h.canonicalize().ok())
+        .filter(|h| h.is_dir() && h != std::path::Path::new("/") && !h.starts_with(ws))
+        .filter(|h| Some(h) != own.as_ref())
+        .collect();
+    out.sort_by_key(|h| h.components().count());
+    out.dedup();
+    let mut outermost: Vec<PathBuf> = Vec::new();
+    for h in out {
+        if !outermost.iter().any(|o| h.starts_with(o)) {
+            outermost.push(h);
+        }
+    }
+    outermost
+}
+
+/// The start-up line's word on the person's home directories under `--user`.
+fn homes_note(homes: &[PathBuf], ws: &std::path::Path) -> String {
+    let said: Vec<String> = homes
+        .iter()
+        .map(|h| match ws.starts_with(h) {
+            true => format!("{}: only the way to the workspace", h.display()),
+            false => format!("{} hidden", h.display()),
+        })
+        .collect();
+    match said.is_empty() {
+        true => String::new(),
+        false => format!("; your home {}", said.join(", ")),
+    }
+}
+
 /// The start-up line's word on sockets.
-fn sockets_note(private: &sockets::Private, without_landlock: bool) -> String {
+fn sockets_note(private: &private::Private, without_landlock: bool) -> String {
     let mut note = if private.share_tmp {
         "; no host socket (private /run; /tmp shared".to_string()
     } else {
