@@ -249,6 +249,37 @@ fn the_user_recipe_polices_the_whole_project() {
     );
 }
 
+/// The reproducer: after `chown -R agent: project` (no `.veilfs.toml`),
+/// `veilfs run --user agent` from `sub/` polices the whole project, not `sub/`.
+#[test]
+fn the_agents_git_does_not_narrow_the_workspace() {
+    let p = Person::new();
+    let project = p.home.join("project");
+    let o = Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&project)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    common::run::chown_r(test_user(), &project);
+    let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
+        .args([
+            "run",
+            "--user",
+            test_user(),
+            "--",
+            "sh",
+            "-c",
+            "cat ../.env; echo ran",
+        ])
+        .current_dir(project.join("sub"))
+        .env("HOME", &p.home)
+        .output()
+        .unwrap();
+    assert!(text(&o.stdout).contains("ran"), "{}", show(&o));
+    assert!(!text(&o.stdout).contains(SECRET), "{}", show(&o));
+}
+
 /// Discovery as a table, in-process: a passed-over marker never leaves a smaller
 /// workspace than the project it marks.
 #[test]
