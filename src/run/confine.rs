@@ -417,6 +417,16 @@ fn fd_path(fd: &std::os::fd::OwnedFd) -> PathBuf {
     PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()))
 }
 
+/// The id of the mount `path` (its links followed) lies in.
+pub(super) fn mount_id_of(path: &Path) -> std::io::Result<u64> {
+    let fd = nix::fcntl::open(
+        path,
+        nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )?;
+    mount_id(&fd)
+}
+
 /// The id of the mount `fd` lies in (as mountinfo's first field), from
 /// `/proc/self/fdinfo`.
 fn mount_id(fd: &std::os::fd::OwnedFd) -> std::io::Result<u64> {

@@ -107,11 +107,31 @@ pub(super) fn init_main(
         fail("cannot make the system read-only for the command", e);
     }
     let private = confinement.private;
-    if let Err(e) = super::private::make_private(private)
-        .and_then(|_| super::sockets::cover_listed_sockets(&private.sockets))
-    {
+    let covered = match super::private::make_private(private) {
+        Ok(c) => c,
+        Err(e) => fail("cannot keep the host's sockets from the command", e),
+    };
+    if let Err(e) = super::sockets::cover_listed_sockets(&private.sockets) {
         fail("cannot keep the host's sockets from the command", e);
     }
+    let rules = super::supervise::Rules {
+        mounts: super::supervise::mount_ids(
+            &covered
+                .iter()
+                .chain(&private.roots)
+                .cloned()
+                .collect::<Vec<_>>(),
+        ),
+        allowed: private.sockets.clone(),
+        user,
+    };
+    let handover = match start_supervisor(rules) {
+        Ok(h) => h,
+        Err(e) => fail(
+            "cannot start the supervisor of the command's connections",
+            e,
+        ),
+    };
     const FORWARD: [i32; 6] = [
         libc::SIGTERM,
         libc::SIGHUP,
@@ -166,6 +186,9 @@ pub(super) fn init_main(
                 e,
             );
         }
+        if let Err(e) = handover.give() {
+            fail("cannot put the command's connections under supervision", e);
+        }
         let (command, env) = (program.argv, program.env);
         // SAFETY: the command's process has one thread and is about to exec.
         #[allow(unsafe_code)]
@@ -215,4 +238,75 @@ pub(super) fn init_main(
             }
         }
     }
+}
+
+/// The command's end of the way to the supervisor: a pipe to say where its
+/// seccomp listener is, and one to hear it was taken.
+struct Handover {
+    tell: OwnedFd,
+    taken: OwnedFd,
+}
+
+impl Handover {
+    /// In the command, before `exec`: installs the seccomp filter, has the
+    /// supervisor take the listener (by `pidfd_getfd`), and closes it here.
+    fn give(self) -> std::io::Result<()> {
+        // Init made itself not dumpable, and so is this fork of it until `exec`:
+        // the supervisor could not take the listener without a capability of the
+        // first user namespace. Only init and the supervisor exist yet.
+        nix::sys::prctl::set_dumpable(true)?;
+        let listener = sys::seccomp_connect_listener()?;
+        let mut msg = std::process::id().to_le_bytes().to_vec();
+        msg.extend_from_slice(&(listener.as_raw_fd() as u32).to_le_bytes());
+        nix::unistd::write(self.tell.as_fd(), &msg)?;
+        match sys::read_byte(self.taken.as_fd())? {
+            Some(_) => Ok(()),
+            None => Err(std::io::Error::other("the supervisor is gone")),
+        }
+    }
+}
+
+/// Forks the supervisor of the command's connections (see [`super::supervise`]):
+/// it waits for the command's listener, then serves it.
+fn start_supervisor(rules: super::supervise::Rules) -> std::io::Result<Handover> {
+    let (tell_r, tell_w) = sys::pipe()?;
+    let (taken_r, taken_w) = sys::pipe()?;
+    // SAFETY: init has one thread; the supervisor starts its own threads only
+    // after the fork.
+    #[allow(unsafe_code)]
+    let pid = unsafe { sys::fork() }?;
+    if pid != 0 {
+        return Ok(Handover {
+            tell: tell_w,
+            taken: taken_r,
+        });
+    }
+    let _ = sys::die_with_parent(libc::SIGKILL);
+    drop((tell_w, taken_r));
+    let listener = take_listener(tell_r.as_fd()).unwrap_or_else(|_| sys::exit_now(1));
+    let _ = sys::write_byte(taken_w.as_fd(), 1);
+    drop((tell_r, taken_w));
+    super::supervise::serve(listener, rules)
+}
+
+/// Reads the command's pid and listener number, and takes the listener.
+fn take_listener(from: std::os::fd::BorrowedFd<'_>) -> std::io::Result<OwnedFd> {
+    let mut msg = [0u8; 8];
+    let mut got = 0;
+    while got < msg.len() {
+        match nix::unistd::read(from, &mut msg[got..])? {
+            0 => return Err(std::io::Error::other("the command is gone")),
+            n => got += n,
+        }
+    }
+    let pid = u32::from_le_bytes([msg[0], msg[1], msg[2], msg[3]]);
+    let fd = u32::from_le_bytes([msg[4], msg[5], msg[6], msg[7]]);
+    let pid = rustix::process::Pid::from_raw(pid as i32)
+        .ok_or_else(|| std::io::Error::other("no pid"))?;
+    let pidfd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())?;
+    Ok(rustix::process::pidfd_getfd(
+        &pidfd,
+        fd as i32,
+        rustix::process::PidfdGetfdFlags::empty(),
+    )?)
 }

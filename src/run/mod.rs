@@ -43,6 +43,7 @@ mod init;
 mod private;
 mod pty;
 mod sockets;
+mod supervise;
 pub use sockets::SCOPE_ABI;
 
 /// Capabilities the command never gets back: each one could undo or bypass the
@@ -344,6 +345,9 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
             .collect(),
         owner: opts.user.unwrap_or((0, 0)),
         homes,
+        roots: std::iter::once(ws.clone())
+            .chain(home_root(&layout).map(|h| h.to_path_buf()))
+            .collect(),
     };
     let homes_note = homes_note(&private.homes, &ws);
     let sockets_note = sockets_note(&private, opts.without_landlock);

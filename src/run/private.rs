@@ -53,6 +53,9 @@ pub struct Private {
     /// by an empty read-only tmpfs with only the kept paths in view: the command
     /// sees the way to the workspace and nothing else of them.
     pub homes: Vec<PathBuf>,
+    /// veilfs's own mounts (the workspace, the home directory): a socket bound
+    /// through them is the session's (see [`super::supervise`]).
+    pub roots: Vec<PathBuf>,
 }
 
 /// The private places of this machine: the canonical, distinct directories
@@ -206,8 +209,8 @@ pub(super) fn at(path: &Path, what: &str, e: io::Error) -> io::Error {
 }
 
 /// Makes the private places (see the module's documentation), in init's mount
-/// namespace, before the command starts.
-pub fn make_private(p: &Private) -> io::Result<()> {
+/// namespace, before the command starts; returns those covered.
+pub fn make_private(p: &Private) -> io::Result<Vec<PathBuf>> {
     let mut kept = p.kept.clone();
     kept.extend(p.sockets.iter().cloned());
     // Read-only where no writable kept path holds them.
@@ -252,7 +255,7 @@ pub fn make_private(p: &Private) -> io::Result<()> {
         own(dir, p.owner);
         fs::set_permissions(dir, Permissions::from_mode(0o700))?;
     }
-    Ok(())
+    Ok(places.into_iter().chain(homes).collect())
 }
 
 /// Covers each of `homes` that is still in view and that no kept path holds whole

@@ -20,8 +20,9 @@
 //! * `raw`: the few calls no crate offers safely, each an `unsafe` block with its
 //!   `SAFETY` note: `fork` and `clone(CLONE_NEWPID)` (only sound while the process
 //!   has one thread, so they are `unsafe fn`), `close_range`, signal dispositions,
-//!   `_exit`, the environment change before `execvpe`, an all-zero `stat`, and
-//!   Landlock's two calls. It is
+//!   `_exit`, the environment change before `execvpe`, an all-zero `stat`,
+//!   Landlock's two calls, and seccomp's filter and user notifications (with the
+//!   connect a supervisor makes for the process it answers). It is
 //!   the only module where `unsafe` is allowed (`#![deny(unsafe_code)]` at the crate
 //!   root).
 
@@ -34,7 +35,9 @@ mod term;
 pub use file::*;
 pub use process::*;
 pub use raw::{
-    catch_signal, close_from, execvpe, exit_now, fork, fork_new_pid_ns, ignore_signal_default,
-    landlock_abi, landlock_scope_self, reset_signals, zeroed_stat,
+    Notification, become_user_this_thread, catch_signal, close_from, connect_bytes, execvpe,
+    exit_now, fork, fork_new_pid_ns, ignore_signal_default, landlock_abi, landlock_scope_self,
+    reset_signals, seccomp_answer, seccomp_connect_listener, seccomp_receive, seccomp_still_waits,
+    zeroed_stat,
 };
 pub use term::*;

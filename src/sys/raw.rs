@@ -225,3 +225,214 @@ pub fn landlock_scope_self(scoped: u64) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// `AUDIT_ARCH_*` of this build's native system call ABI, its compat ABI (32-bit
+/// programs on a 64-bit kernel), and the compat ABI's calls that can connect or
+/// bypass seccomp (`socketcall`, `connect`, io_uring's three).
+#[cfg(target_arch = "x86_64")]
+const SECCOMP_ABI: (u32, u32, [u32; 5]) = (0xC000_003E, 0x4000_0003, [102, 362, 425, 426, 427]);
+#[cfg(target_arch = "aarch64")]
+const SECCOMP_ABI: (u32, u32, [u32; 5]) = (0xC000_00B7, 0x4000_0028, [283, 283, 425, 426, 427]);
+
+/// One BPF instruction (`struct sock_filter`).
+const fn bpf(code: u16, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
+    libc::sock_filter { code, jt, jf, k }
+}
+
+/// The seccomp program of [`seccomp_connect_listener`].
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+fn connect_filter() -> Vec<libc::sock_filter> {
+    use libc::{
+        BPF_ABS, BPF_JEQ, BPF_JGE, BPF_JMP, BPF_K, BPF_LD, BPF_RET, BPF_W, SECCOMP_RET_ALLOW,
+        SECCOMP_RET_ERRNO, SECCOMP_RET_USER_NOTIF,
+    };
+    let (native, compat, compat_calls) = SECCOMP_ABI;
+    let ld = (BPF_LD | BPF_W | BPF_ABS) as u16;
+    let jeq = (BPF_JMP | BPF_JEQ | BPF_K) as u16;
+    let jge = (BPF_JMP | BPF_JGE | BPF_K) as u16;
+    let ret = (BPF_RET | BPF_K) as u16;
+    let enosys = SECCOMP_RET_ERRNO | libc::ENOSYS as u32;
+    let uring = [
+        libc::SYS_io_uring_setup as u32,
+        libc::SYS_io_uring_enter as u32,
+        libc::SYS_io_uring_register as u32,
+    ];
+    let mut p = vec![
+        bpf(ld, 0, 0, 4), // arch
+        bpf(jeq, 1, 0, native),
+        bpf(jeq, 9, 6, compat), // to the compat checks at 12, else allow at 9
+        bpf(ld, 0, 0, 0),       // nr
+        bpf(jge, 5, 0, 0x4000_0000), // x32: ENOSYS
+        bpf(jeq, 5, 0, libc::SYS_connect as u32),
+        bpf(jeq, 3, 0, uring[0]),
+        bpf(jeq, 2, 0, uring[1]),
+        bpf(jeq, 1, 0, uring[2]),
+        bpf(ret, 0, 0, SECCOMP_RET_ALLOW),
+        bpf(ret, 0, 0, enosys),
+        bpf(ret, 0, 0, SECCOMP_RET_USER_NOTIF),
+    ];
+    // Compat: each listed call fails with ENOSYS.
+    p.push(bpf(ld, 0, 0, 0));
+    for (i, nr) in compat_calls.iter().enumerate() {
+        let left = (compat_calls.len() - i) as u8;
+        p.push(bpf(jeq, left, 0, *nr));
+    }
+    p.push(bpf(ret, 0, 0, SECCOMP_RET_ALLOW));
+    p.push(bpf(ret, 0, 0, enosys));
+    p
+}
+
+/// Installs on the calling process a seccomp filter under which every `connect`
+/// waits for the supervisor holding the returned listener (user notification),
+/// io_uring fails (`ENOSYS`: its connect would pass the filter by), and the
+/// 32-bit ABI's `socketcall` and `connect` fail (`ENOSYS`). It is inherited by
+/// everything the process execs and forks, and cannot be removed. Needs
+/// `no_new_privs`.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+pub fn seccomp_connect_listener() -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let filter = connect_filter();
+    let prog = libc::sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: `prog` points at `filter`, alive for the call; the kernel copies it.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+            &prog as *const libc::sock_fprog,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just returned this new descriptor, owned by no one else.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(r as RawFd) })
+}
+
+/// One system call waiting for the supervisor.
+#[derive(Debug, Clone, Copy)]
+pub struct Notification {
+    pub id: u64,
+    pub pid: u32,
+    pub nr: i32,
+    pub args: [u64; 6],
+}
+
+/// Takes the next notification from `listener` (blocks). `ENOENT`: the call went
+/// away meanwhile (the process was signalled); other errors end the listener.
+pub fn seccomp_receive(listener: std::os::fd::BorrowedFd<'_>) -> io::Result<Notification> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: all-zero is a valid `seccomp_notif` (plain data), as the kernel
+    // demands of the buffer it fills.
+    let mut n: libc::seccomp_notif = unsafe { std::mem::zeroed() };
+    // SAFETY: `n` is a `seccomp_notif` the ioctl fills, alive for the call.
+    let r = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_RECV as _,
+            &mut n as *mut libc::seccomp_notif,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(Notification {
+        id: n.id,
+        pid: n.pid,
+        nr: n.data.nr,
+        args: n.data.args,
+    })
+}
+
+/// Whether the notification `id` still waits (its process has not been replaced
+/// by another of the same pid since it was taken).
+pub fn seccomp_still_waits(listener: std::os::fd::BorrowedFd<'_>, id: u64) -> bool {
+    use std::os::fd::AsRawFd;
+    // SAFETY: the ioctl reads the `u64` at this address, alive for the call.
+    let r = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_ID_VALID as _,
+            &id as *const u64,
+        )
+    };
+    r == 0
+}
+
+/// Answers the notification `id`: the call returns 0 (`Ok`) or fails with the
+/// errno (`Err`). Never "continue": the supervisor did the call itself.
+pub fn seccomp_answer(
+    listener: std::os::fd::BorrowedFd<'_>,
+    id: u64,
+    result: Result<(), i32>,
+) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let resp = libc::seccomp_notif_resp {
+        id,
+        val: 0,
+        error: match result {
+            Ok(()) => 0,
+            Err(errno) => -errno,
+        },
+        flags: 0,
+    };
+    // SAFETY: the ioctl reads `resp`, alive for the call.
+    let r = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_SEND as _,
+            &resp as *const libc::seccomp_notif_resp,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `connect(fd, addr)` with an address given as the bytes of a `sockaddr` of any
+/// family (as a process passed it).
+pub fn connect_bytes(fd: std::os::fd::BorrowedFd<'_>, addr: &[u8]) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let mut storage = [0u8; std::mem::size_of::<libc::sockaddr_storage>()];
+    let len = addr.len().min(storage.len());
+    storage[..len].copy_from_slice(&addr[..len]);
+    // SAFETY: `storage` holds `len` bytes of the address, alive for the call; the
+    // kernel reads no more than `len`.
+    let r = unsafe {
+        libc::connect(
+            fd.as_raw_fd(),
+            storage.as_ptr() as *const libc::sockaddr,
+            len as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Switches the calling **thread** alone to `uid` and `gid` with no
+/// supplementary groups (the raw calls: libc's wrappers change every thread).
+/// Its capabilities go with root; the thread cannot switch back.
+pub fn become_user_this_thread(uid: u32, gid: u32) -> io::Result<()> {
+    // SAFETY: plain system calls on this thread's credentials; no memory passed
+    // but a null list of groups of length 0.
+    let r = unsafe {
+        if libc::syscall(libc::SYS_setgroups, 0usize, std::ptr::null::<libc::gid_t>()) < 0
+            || libc::syscall(libc::SYS_setresgid, gid, gid, gid) < 0
+            || libc::syscall(libc::SYS_setresuid, uid, uid, uid) < 0
+        {
+            -1
+        } else {
+            0
+        }
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
