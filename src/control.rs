@@ -623,10 +623,27 @@ fn same_pid_namespace(pid: i32) -> bool {
         return false;
     }
     let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/pid")).ok();
-    match (ns(&pid.to_string()), ns("self")) {
+    if let (Some(a), Some(b)) = (ns(&pid.to_string()), ns("self")) {
+        return a == b;
+    }
+    // Unreadable: the daemon of a `run` without root lives in the session's user
+    // namespace, and may not read the links of the person's processes outside
+    // it. A process this namespace sees (`SO_PEERCRED` gave it a pid here) is in
+    // it or in one below; at the same depth of nesting, in it.
+    match (pid_depth(&pid.to_string()), pid_depth("self")) {
         (Some(a), Some(b)) => a == b,
         _ => false,
     }
+}
+
+/// How many PID namespaces process `p` is nested in (the `NSpid` line of its
+/// `status`, which anyone may read).
+fn pid_depth(p: &str) -> Option<usize> {
+    let status = std::fs::read_to_string(format!("/proc/{p}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("NSpid:"))
+        .map(|v| v.split_whitespace().count())
 }
 
 /// Whether process `pid` (as this process sees it) belongs to the session whose init

@@ -493,3 +493,66 @@ fn veilfs_reload_asks_every_session_of_a_path() {
     let o = t.reload(&t.p("ws"));
     assert_eq!(o.status.code(), Some(2), "{}", show(&o));
 }
+
+/// Without root (`run` in a user namespace, whose daemon cannot read the links
+/// of the person's processes outside it), the person's own `veilfs reload` is
+/// answered (attacker pass: every reload and prompt was refused as "from another
+/// PID namespace", so `ask` paths could never be approved).
+#[test]
+fn a_run_without_root_answers_the_persons_reload() {
+    common::require_fuse();
+    common::run::fuse_for_everyone();
+    let t = tempfile::Builder::new()
+        .prefix("veilfs-ctl-nobody")
+        .tempdir()
+        .unwrap();
+    let ws = t.path().join("ws");
+    let rt = t.path().join("rt");
+    std::fs::create_dir(&ws).unwrap();
+    std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
+        .create(&rt)
+        .unwrap();
+    std::fs::write(ws.join("a.txt"), "hello\n").unwrap();
+    common::run::chown_r("65534", t.path());
+    std::fs::set_permissions(
+        t.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let nobody = |args: &[&str]| {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(env!("CARGO_BIN_EXE_veilfs"))
+            .args(args)
+            .current_dir(&ws)
+            .env("HOME", &ws)
+            .env("VEILFS_RUNTIME_DIR", &rt);
+        c
+    };
+    let mut run = nobody(&[
+        "run",
+        "-q",
+        "--no-home",
+        "--",
+        "sh",
+        "-c",
+        "echo started; read x",
+    ])
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let mut line = String::new();
+    BufReader::new(run.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line, "started\n");
+    let o = nobody(&["reload", &ws.display().to_string()])
+        .output()
+        .unwrap();
+    drop(run.stdin.take());
+    let _ = run.wait();
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    assert!(!show(&o).contains("refused"), "{}", show(&o));
+}
