@@ -124,10 +124,24 @@ fn answer(listener: BorrowedFd<'_>, n: &sys::Notification, rules: &Rules) -> Res
     let path = &bytes[2..];
     match path.first() {
         Some(0) => connect_abstract(sock.as_fd(), &bytes),
-        Some(_) => connect_path(sock.as_fd(), cwd.as_fd(), path, rules),
+        Some(_) => connect_path(sock.as_fd(), cwd.as_fd(), &as_theirs(path, n.pid), rules),
         // Unnamed: the kernel's own answer.
         None => sys::connect_bytes(sock.as_fd(), &bytes).map_err(errno),
     }
+}
+
+/// `path` with a leading `/proc/self/` or `/proc/thread-self/` (a socket reached
+/// through a descriptor, as `veilfs reload` does) made the asking process's: here
+/// they would name the supervisor.
+fn as_theirs(path: &[u8], pid: u32) -> Vec<u8> {
+    for own in [&b"/proc/self/"[..], b"/proc/thread-self/"] {
+        if let Some(rest) = path.strip_prefix(own) {
+            let mut out = format!("/proc/{pid}/").into_bytes();
+            out.extend_from_slice(rest);
+            return out;
+        }
+    }
+    path.to_vec()
 }
 
 /// A path socket: allowed where the session's own mounts or `--allow-socket`
@@ -224,4 +238,23 @@ fn session_socket_inodes() -> Vec<u64> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_through_the_asking_process_s_own_proc_entries_are_made_its() {
+        assert_eq!(
+            as_theirs(b"/proc/self/fd/7/x.sock", 42),
+            b"/proc/42/fd/7/x.sock"
+        );
+        assert_eq!(
+            as_theirs(b"/proc/thread-self/fd/7/x", 42),
+            b"/proc/42/fd/7/x"
+        );
+        assert_eq!(as_theirs(b"/proc/selfish/x", 42), b"/proc/selfish/x");
+        assert_eq!(as_theirs(b"rel.sock", 42), b"rel.sock");
+    }
 }
