@@ -148,6 +148,20 @@ fn checks() -> Vec<Check> {
     };
     add(detail.0, "user namespaces", detail.1);
 
+    // The supervisor of `veilfs run`'s connections: seccomp user notification
+    // (Linux 5.0) and pidfd_getfd (5.6).
+    add(
+        match version {
+            Some(v) if v >= (5, 6) => Level::Ok,
+            _ => Level::Warn,
+        },
+        "connect supervision",
+        match version {
+            Some(v) if v >= (5, 6) => "seccomp user notification and pidfd_getfd: `veilfs run` decides every connect() of the command".to_string(),
+            _ => format!("kernel {release} < 5.6: `veilfs run` cannot supervise the command's connections and will not start"),
+        },
+    );
+
     // Landlock's scopes, for `veilfs run`'s abstract sockets and signals.
     let abi = sys::landlock_abi();
     add(
