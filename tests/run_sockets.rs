@@ -165,6 +165,19 @@ impl Session {
         c
     }
 
+    /// Lets another user reach the services' sockets and run the client from the
+    /// workspace (the doors stay open to them outside).
+    fn open_to_everyone(&self, services: &[Service]) {
+        use std::os::unix::fs::PermissionsExt;
+        for svc in services.iter().filter(|v| !v.name.starts_with('@')) {
+            std::fs::set_permissions(&svc.name, std::fs::Permissions::from_mode(0o777)).unwrap();
+        }
+        for d in [self.tmp.path(), self.elsewhere.path()] {
+            std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        std::fs::write(self.ws.join("client.py"), CLIENT).unwrap();
+    }
+
     /// The four kinds of host socket: in the shared `/tmp`, in `/run`, elsewhere,
     /// and abstract; each answering outside.
     fn services(&self) -> Vec<Service> {
@@ -534,17 +547,7 @@ fn as_another_user_the_command_reaches_no_host_socket() {
     let s = Session::new();
     let user = common::run::test_user();
     let services = s.services();
-    for svc in services.iter().filter(|v| !v.name.starts_with('@')) {
-        std::fs::set_permissions(
-            &svc.name,
-            std::os::unix::fs::PermissionsExt::from_mode(0o777),
-        )
-        .unwrap();
-    }
-    for d in [s.tmp.path(), s.elsewhere.path()] {
-        std::fs::set_permissions(d, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    }
-    std::fs::write(s.ws.join("client.py"), CLIENT).unwrap();
+    s.open_to_everyone(&services);
     let before: Vec<usize> = services.iter().map(Service::accepted).collect();
     let o = s
         .run(&["--user", user])
@@ -562,17 +565,7 @@ fn without_root_the_command_reaches_no_host_socket() {
     let s = Session::new();
     common::run::fuse_for_everyone();
     let services = s.services();
-    for svc in services.iter().filter(|v| !v.name.starts_with('@')) {
-        std::fs::set_permissions(
-            &svc.name,
-            std::os::unix::fs::PermissionsExt::from_mode(0o777),
-        )
-        .unwrap();
-    }
-    for d in [s.tmp.path(), s.elsewhere.path()] {
-        std::fs::set_permissions(d, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    }
-    std::fs::write(s.ws.join("client.py"), CLIENT).unwrap();
+    s.open_to_everyone(&services);
     let st = Command::new("chown")
         .args(["-R", "65534:65534"])
         .arg(&s.ws)

@@ -86,6 +86,21 @@ impl Person {
     }
 }
 
+impl Person {
+    /// `veilfs run ARGS -- sh -c script` in `cwd`, the workspace found from there,
+    /// with the person's `HOME`.
+    fn run_found(&self, args: &[&str], cwd: &Path, script: &str) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_veilfs"))
+            .arg("run")
+            .args(args)
+            .args(["--", "sh", "-c", script])
+            .current_dir(cwd)
+            .env("HOME", &self.home)
+            .output()
+            .unwrap()
+    }
+}
+
 fn files_unchanged(p: &Person) {
     for rel in ["other/.env", ".pypirc", "notes.txt", "project/.env"] {
         assert_eq!(
@@ -222,31 +237,6 @@ fn the_user_recipe_polices_the_whole_project() {
         "{}",
         show(&o)
     );
-    // With `--user`, the same tree: the whole project.
-    let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
-        .args([
-            "run",
-            "--user",
-            test_user(),
-            "--",
-            "sh",
-            "-c",
-            "cat ../.env; echo ran",
-        ])
-        .current_dir(project.join("sub"))
-        .env("HOME", &p.home)
-        .output()
-        .unwrap();
-    assert!(text(&o.stdout).contains("ran"), "{}", show(&o));
-    assert!(!text(&o.stdout).contains(SECRET), "{}", show(&o));
-    assert!(
-        text(&o.stderr).contains(&format!(
-            "in {} (top of the git work tree)",
-            project.display()
-        )),
-        "{}",
-        show(&o)
-    );
 }
 
 /// The reproducer: after `chown -R agent: project` (no `.veilfs.toml`),
@@ -262,22 +252,15 @@ fn the_agents_git_does_not_narrow_the_workspace() {
         .unwrap();
     assert!(o.status.success(), "{}", show(&o));
     common::run::chown_r(test_user(), &project);
-    let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
-        .args([
-            "run",
-            "--user",
-            test_user(),
-            "--",
-            "sh",
-            "-c",
-            "cat ../.env; echo ran",
-        ])
-        .current_dir(project.join("sub"))
-        .env("HOME", &p.home)
-        .output()
-        .unwrap();
+    let o = p.run_found(
+        &["--user", test_user()],
+        &project.join("sub"),
+        "cat ../.env; echo ran",
+    );
     assert!(text(&o.stdout).contains("ran"), "{}", show(&o));
     assert!(!text(&o.stdout).contains(SECRET), "{}", show(&o));
+    let top = format!("in {} (top of the git work tree)", project.display());
+    assert!(text(&o.stderr).contains(&top), "{}", show(&o));
 }
 
 /// Discovery as a table, in-process: a passed-over marker never leaves a smaller
