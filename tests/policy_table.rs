@@ -281,7 +281,7 @@ table! {
 
 /// `backups = true`: each pattern names its backup copies too, with its own
 /// anchoring and type; a rule without it names only what it says.
-const BACKUPS: &str = r#"
+const BACKUPS: &str = r#"extends = "none"
 [[rules]]
 action = "deny"
 backups = true
