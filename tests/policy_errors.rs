@@ -44,7 +44,16 @@ fn an_env_table_is_accepted_and_ignored() {
 fn unknown_rule_key() {
     assert_eq!(
         errors("[[rules]]\naction = \"deny\"\npaths = [\"a\"]\ncomment = \"x\"\n"),
-        "bad.toml:4:1: error: unknown key `comment`, expected one of `action`, `paths`, `import`, `why`, `negation`"
+        "bad.toml:4:1: error: unknown key `comment`, expected one of `action`, `paths`, `import`, `why`, `negation`, `backups`"
+    );
+}
+
+#[test]
+fn backups_with_import() {
+    let e = errors("[[rules]]\naction = \"deny\"\nimport = \".cursorignore\"\nbackups = true\n");
+    assert!(
+        e.starts_with("bad.toml:4:11: error: rule 1: `backups` goes with `paths` only"),
+        "{e}"
     );
 }
 

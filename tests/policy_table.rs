@@ -279,6 +279,68 @@ table! {
     star_dotfile: STAR, b".hidden", file => Deny;
 }
 
+/// `backups = true`: each pattern names its backup copies too, with its own
+/// anchoring and type; a rule without it names only what it says.
+const BACKUPS: &str = r#"extends = "none"
+[[rules]]
+action = "deny"
+backups = true
+paths = ["/.netrc", "/.aws/", ".*_history", "/.config/gh/hosts.yml", "/.cache/**"]
+
+[[rules]]
+action = "deny"
+paths = ["/.pgpass"]
+"#;
+
+table! {
+    backups_the_file: BACKUPS, b".netrc", file => Deny;
+    backups_tilde: BACKUPS, b".netrc~", file => Deny;
+    backups_bak: BACKUPS, b".netrc.bak", file => Deny;
+    backups_old: BACKUPS, b".netrc.old", file => Deny;
+    backups_orig: BACKUPS, b".netrc.orig", file => Deny;
+    backups_save: BACKUPS, b".netrc.save", file => Deny;
+    backups_swp: BACKUPS, b".netrc.swp", file => Deny;
+    backups_second_swap: BACKUPS, b".netrc.swo", file => Deny;
+    backups_emacs_auto_save: BACKUPS, b"#.netrc#", file => Deny;
+    backups_anchored_as_the_pattern: BACKUPS, b"x/.netrc.bak", file => Allow;
+    backups_not_any_suffix: BACKUPS, b".netrc.bak2", file => Allow;
+    backups_not_a_prefix: BACKUPS, b"old.netrc", file => Allow;
+    backups_directory_copy: BACKUPS, b".aws.bak", dir => Deny;
+    backups_directory_copy_contents: BACKUPS, b".aws.bak/credentials", file => Deny;
+    backups_directory_tilde_contents: BACKUPS, b".aws~/config", file => Deny;
+    backups_directory_copy_is_a_directory: BACKUPS, b".aws.bak", file => Allow;
+    backups_directory_no_swap_beside: BACKUPS, b".aws.swp", dir => Deny;
+    backups_name_at_any_depth: BACKUPS, b"old/.bash_history.bak", file => Deny;
+    backups_name_swap: BACKUPS, b"old/.zsh_history.swp", file => Deny;
+    backups_swap_beside_a_plain_name: BACKUPS, b".config/gh/.hosts.yml.swp", file => Deny;
+    backups_auto_save_beside_a_plain_name: BACKUPS, b".config/gh/#hosts.yml#", file => Deny;
+    backups_plain_name_copy: BACKUPS, b".config/gh/hosts.yml.orig", file => Deny;
+    backups_recursive_pattern_has_none: BACKUPS, b".cache~", dir => Allow;
+    backups_rule_without_the_key: BACKUPS, b".pgpass.bak", file => Allow;
+    backups_rule_without_the_key_itself: BACKUPS, b".pgpass", file => Deny;
+}
+
+/// A backup copy's decision names the pattern as written, and says it is a copy.
+#[test]
+fn a_backup_copy_is_explained_by_the_pattern_as_written() {
+    let p = Policy::parse("table.toml", BACKUPS).unwrap();
+    let d = p.decide(b".aws.bak/credentials", false);
+    assert_eq!(
+        d.why(),
+        "ancestor `.aws.bak` denied by rule 1 \"/.aws/\" (a backup copy) (table.toml:5:21)"
+    );
+    let j = p.decide(b".netrc~", false).to_json(b".netrc~");
+    assert_eq!(j["pattern"], "/.netrc");
+    assert_eq!(j["backup"], true);
+    assert!(
+        p.decide(b".netrc", false)
+            .to_json(b".netrc")
+            .get("backup")
+            .is_none()
+    );
+    assert!(p.lint().is_empty(), "{:?}", p.lint());
+}
+
 /// `ask` sits between read-only and deny: `deny` > `ask` > `read-only` > `allow`
 /// along the path; what a path is once approved never goes beyond its other rules.
 const ASK: &str = r#"

@@ -339,6 +339,9 @@ impl Decision {
             obj["rule"] = p.rule.into();
             obj["pattern"] = p.text.clone().into();
             obj["location"] = p.location().into();
+            if p.backup {
+                obj["backup"] = true.into();
+            }
             if let Some(why) = &p.why {
                 obj["rule_why"] = why.to_string().into();
             }

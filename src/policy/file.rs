@@ -73,6 +73,9 @@ pub struct RawRule {
     /// `negation = false`: the imported files' `!` lines are not applied, so that
     /// no file re-includes what another one hides.
     pub no_negation: bool,
+    /// `backups = true`: each pattern also names the backup copies of what it
+    /// names (`.netrc~`, `.aws.bak/`, vim's swap file; the module `policy::backups`).
+    pub backups: bool,
 }
 
 /// A parsed policy file, before glob compilation.
@@ -111,6 +114,8 @@ struct RuleShape {
     why: Option<String>,
     /// With `import`: `false` leaves the files' `!` lines unapplied.
     negation: Option<Spanned<bool>>,
+    /// With `paths`: `true` names each pattern's backup copies too.
+    backups: Option<Spanned<bool>>,
 }
 
 /// `import = ".cursorignore"` or `import = [".cursorignore", ".aiexclude"]`.
@@ -433,6 +438,21 @@ pub fn parse(name: &str, text: &str) -> Result<(RawPolicy, Vec<PolicyError>), Lo
             Some(n) => !*n.get_ref(),
             None => false,
         };
+        let backups = match &r.backups {
+            Some(b) if r.paths.is_none() => {
+                errors.push(PolicyError {
+                    at: index.at(b.span().start),
+                    message: format!(
+                        "rule {}: `backups` goes with `paths` only (an imported file's \
+                         lines are matched as they are written)",
+                        i + 1
+                    ),
+                });
+                false
+            }
+            Some(b) => *b.get_ref(),
+            None => false,
+        };
         rules.push(RawRule {
             action,
             at: action_at,
@@ -440,6 +460,7 @@ pub fn parse(name: &str, text: &str) -> Result<(RawPolicy, Vec<PolicyError>), Lo
             imports,
             why: r.why.as_deref().map(Arc::from),
             no_negation,
+            backups,
         });
     }
 

@@ -378,6 +378,7 @@ impl ImportRule {
             glob: line.text().to_string(),
             why: self.why.clone(),
             imported: true,
+            backup: false,
         };
         (line.line(), Arc::new(p))
     }

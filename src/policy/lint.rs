@@ -45,6 +45,11 @@ pub(super) fn lint(policy: &Policy, workspace: Option<&[u8]>) -> Vec<Warning> {
     }
 
     for (i, p) in pats.iter().enumerate() {
+        // A backup copies' pattern is made, not written: what is said of the
+        // pattern as written is said of it once.
+        if p.backup {
+            continue;
+        }
         if let Some(w) = beneath_restriction(policy, p) {
             out.push(w);
         }

@@ -22,6 +22,14 @@
 //! A rule's optional `why` is said after the rule wherever a decision is explained
 //! (`explain`, the audit log, refusal notices).
 //!
+//! A rule with `paths` may take `backups = true`: each of its patterns then also
+//! names the backup copies of what it names, the last name followed by `~`, `.bak`,
+//! `.old`, `.orig`, `.save` or vim's `.swp` (`.sw?`), and beside a file vim's swap
+//! file and emacs's auto-save file (`.netrc` also names `.netrc.bak` and
+//! `#.netrc#`, `/.aws/` names the directory `.aws.bak/`, `credentials` names
+//! `.credentials.swp`). The copies are one more glob, made when the policy loads,
+//! with the pattern's rule and location (see the module `policy::backups`).
+//!
 //! A rule may take `import = ".cursorignore"` (or a list of such names) instead of
 //! `paths`: the lines of those ignore files, wherever they are in the workspace, are
 //! its patterns, and their names are read-only at every depth (see
@@ -106,6 +114,7 @@
 //! name: one match against the unanchored glob set (the name) and one against the
 //! anchored set (the path), whatever the number of rules or the depth.
 
+mod backups;
 mod braces;
 pub mod claude;
 mod decision;
@@ -215,6 +224,10 @@ pub struct Pattern {
     pub why: Option<Arc<str>>,
     /// A line of an imported ignore file (`at` is `DIR/NAME:LINE`).
     imported: bool,
+    /// Made for a rule with `backups = true`: `glob` names the backup copies of
+    /// what the pattern `text` names (the module `policy::backups`); the pattern
+    /// itself comes just before it.
+    pub backup: bool,
 }
 
 impl Pattern {
@@ -245,13 +258,11 @@ impl Pattern {
 
 impl fmt::Display for Pattern {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "rule {} {:?} ({})",
-            self.rule,
-            self.text,
-            self.location()
-        )
+        write!(f, "rule {} {:?} ", self.rule, self.text)?;
+        if self.backup {
+            f.write_str("(a backup copy) ")?;
+        }
+        write!(f, "({})", self.location())
     }
 }
 
@@ -381,34 +392,46 @@ impl Policy {
                     Some(b) => (b, true),
                     None => (body, body.contains('/')),
                 };
-                let id = patterns.len();
-                // Compiled now, by globset: a request never compiles a glob.
-                match index::compile(body) {
-                    Ok((glob, matcher)) if anchored => paths.add(&glob, matcher, id),
-                    Ok((glob, matcher)) => names.add(&glob, matcher, id),
-                    Err(e) => {
-                        errors.push(PolicyError {
-                            at: at.clone(),
-                            message: format!(
-                                "rule {}: pattern {text:?}: invalid glob: {}",
-                                i + 1,
-                                e.kind()
-                            ),
-                        });
-                        continue;
+                // The pattern, then (`backups = true`) the one naming its copies,
+                // with the same rule, anchoring and type.
+                let copies = rule
+                    .backups
+                    .then(|| backups::copies(body, dir_only))
+                    .flatten();
+                let globs =
+                    std::iter::once((body.to_string(), false)).chain(copies.map(|c| (c, true)));
+                for (glob_text, backup) in globs {
+                    let id = patterns.len();
+                    // Compiled now, by globset: a request never compiles a glob.
+                    match index::compile(&glob_text) {
+                        Ok((glob, matcher)) if anchored => paths.add(&glob, matcher, id),
+                        Ok((glob, matcher)) => names.add(&glob, matcher, id),
+                        Err(e) => {
+                            errors.push(PolicyError {
+                                at: at.clone(),
+                                message: format!(
+                                    "rule {}: pattern {text:?}{}: invalid glob: {}",
+                                    i + 1,
+                                    if backup { " (its backup copies)" } else { "" },
+                                    e.kind()
+                                ),
+                            });
+                            break;
+                        }
                     }
+                    patterns.push(Arc::new(Pattern {
+                        rule: i + 1,
+                        action: rule.action,
+                        text: text.clone(),
+                        at: at.clone(),
+                        dir_only,
+                        anchored,
+                        glob: glob_text,
+                        why: rule.why.clone(),
+                        imported: false,
+                        backup,
+                    }));
                 }
-                patterns.push(Arc::new(Pattern {
-                    rule: i + 1,
-                    action: rule.action,
-                    text: text.clone(),
-                    at: at.clone(),
-                    dir_only,
-                    anchored,
-                    glob: body.to_string(),
-                    why: rule.why.clone(),
-                    imported: false,
-                }));
             }
         }
         if !errors.is_empty() {
@@ -499,12 +522,13 @@ impl Policy {
     }
 
     /// The patterns written in the policy's own file (not the extended policy's,
-    /// nor imported lines), as indexes into [`Policy::patterns`].
+    /// nor imported lines, nor those made for backup copies), as indexes into
+    /// [`Policy::patterns`].
     pub fn own_patterns(&self) -> Vec<usize> {
         self.patterns
             .iter()
             .enumerate()
-            .filter(|(_, p)| !p.imported && *p.at.file == *self.name)
+            .filter(|(_, p)| !p.imported && !p.backup && *p.at.file == *self.name)
             .map(|(i, _)| i)
             .collect()
     }

@@ -308,6 +308,7 @@ fn alias_rule(
         patterns: vec![(pattern, p.at.clone())],
         imports: Vec::new(),
         no_negation: false,
+        backups: false,
         why: Some(std::sync::Arc::from(format!(
             "{}, which {p} {}",
             if by_xdg {
