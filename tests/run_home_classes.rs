@@ -743,7 +743,16 @@ stays_readable! {
     julia_packages: ".julia/packages/JSON/abc/src/JSON.jl" => Allow;
     podman_registries: ".config/containers/registries.conf" => Allow;
     atuin_config: ".config/atuin/config.toml" => Allow;
-    nushell_config: ".config/nushell/config.nu" => Allow;
+    nushell_config: ".config/nushell/config.nu" => ReadOnly;
+    // What start-up lines source or run: readable, never planted (attacker pass).
+    pyenv_bin: ".pyenv/bin/pyenv" => ReadOnly;
+    pyenv_versions: ".pyenv/versions/3.12.1/bin/python" => Allow;
+    uv_env: ".local/bin/env" => ReadOnly;
+    tmux_plugin_manager: ".tmux/plugins/tpm/tpm" => ReadOnly;
+    p10k_instant_prompt: ".cache/p10k-instant-prompt-me.zsh" => ReadOnly;
+    conda_hook: "miniconda3/etc/profile.d/conda.sh" => ReadOnly;
+    conda_packages: "miniconda3/pkgs/numpy-1.0/info/index.json" => Allow;
+    sdkman_init: ".sdkman/bin/sdkman-init.sh" => ReadOnly;
     fish_completions: ".local/share/fish/generated_completions/git.fish" => Allow;
     fish_variables: ".local/share/fish/fish_variables" => Allow;
     zsh_completion_cache: ".cache/zsh/zcompcache/git" => Allow;
