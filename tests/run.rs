@@ -366,11 +366,22 @@ fn no_mount_is_left_after_the_command_is_killed_or_veilfs_gets_sigterm() {
     // The command killed from inside.
     assert_eq!(ws.sh("kill -9 $$").status.code(), Some(137));
     // veilfs run itself terminated: the command gets SIGTERM, the status is 143.
+    // Signalled once the command runs (before, `run` may still be starting).
     let mut child = ws
-        .veilfs(&ws.dir, &["-q", "--", "sleep", "30"])
+        .veilfs(
+            &ws.dir,
+            &["-q", "--", "sh", "-c", "echo started; exec sleep 30"],
+        )
+        .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line, "started\n");
     assert_no_mount_outside(&ws.dir);
     // SAFETY: signalling our own child by pid.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
