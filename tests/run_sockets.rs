@@ -845,3 +845,48 @@ print("peer uid", struct.unpack("3i", cred)[1], "own uid", os.getuid(), flush=Tr
         assert!(tcp.accept().is_ok());
     }
 }
+
+/// Attacker pass 2: a mount namespace the command made (`unshare -Urm` as another
+/// user, a host directory bound over an `--allow-socket` directory) led the
+/// supervisor, which resolved names through the caller's current directory, to a
+/// host socket. Names are resolved in the session's own view now.
+#[test]
+fn a_namespace_the_command_makes_does_not_move_an_allowed_directory() {
+    let s = Session::new();
+    let allowed = s.elsewhere.path().join("allowed");
+    let hostdir = s.elsewhere.path().join("host");
+    std::fs::create_dir(&allowed).unwrap();
+    std::fs::create_dir(&hostdir).unwrap();
+    let svc = Service::new(&hostdir.join("sock").to_string_lossy());
+    svc.answers_outside();
+    let before = svc.accepted();
+    use std::os::unix::fs::PermissionsExt;
+    for d in [s.elsewhere.path(), allowed.as_path(), hostdir.as_path()] {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    std::fs::set_permissions(hostdir.join("sock"), std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::write(s.ws.join("client.py"), CLIENT).unwrap();
+    let script = format!(
+        "setpriv --reuid=65534 --regid=65534 --clear-groups unshare -Urm sh -c \
+         'mount --rbind {h} {a} && cd {a} && /usr/bin/python3 {c} sock {a}/sock' || echo no-namespace",
+        h = hostdir.display(),
+        a = allowed.display(),
+        c = s.ws.join("client.py").display(),
+    );
+    let o = s
+        .run(&["--allow-socket", &allowed.to_string_lossy()])
+        .args(["sh", "-c", &script])
+        .output()
+        .unwrap();
+    let out = text(&o.stdout);
+    assert!(!out.contains("CONNECTED"), "{}", show(&o));
+    // The namespace was made and the bind done: the attack ran, and the name
+    // led nowhere in the session's view.
+    assert!(out.contains("sock ENOENT"), "{}", show(&o));
+    assert_eq!(
+        svc.accepted(),
+        before,
+        "the host socket accepted: {}",
+        show(&o)
+    );
+}

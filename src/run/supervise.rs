@@ -32,8 +32,12 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::sys;
+
+/// Connections decided at once; more wait (`EAGAIN`).
+const MAX_WAITING: usize = 256;
 
 /// What the supervisor decides by.
 #[derive(Debug, Clone)]
@@ -60,6 +64,7 @@ pub fn serve(listener: OwnedFd, rules: Rules) -> ! {
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
     let listener = Arc::new(listener);
     let rules = Arc::new(rules);
+    let busy = Arc::new(AtomicUsize::new(0));
     loop {
         let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
         match poll(&mut fds, PollTimeout::NONE) {
@@ -78,15 +83,24 @@ pub fn serve(listener: OwnedFd, rules: Rules) -> ! {
             Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
             Err(_) => sys::exit_now(0),
         };
-        let (theirs, rules) = (listener.clone(), rules.clone());
-        // A thread each: a connect to a slow host must not hold the others.
+        // A thread each: a connect to a slow host must not hold the others. A
+        // connect the command gave up on (a signal) may block its thread until
+        // the kernel ends it: at most MAX_WAITING at once, then EAGAIN.
+        if busy.fetch_add(1, Ordering::AcqRel) >= MAX_WAITING {
+            busy.fetch_sub(1, Ordering::AcqRel);
+            let _ = sys::seccomp_answer(listener.as_fd(), n.id, Err(libc::EAGAIN));
+            continue;
+        }
+        let (theirs, rules, done) = (listener.clone(), rules.clone(), busy.clone());
         let spawned = std::thread::Builder::new()
             .name("veilfs-connect".into())
             .spawn(move || {
                 let result = answer(theirs.as_fd(), &n, &rules);
                 let _ = sys::seccomp_answer(theirs.as_fd(), n.id, result);
+                done.fetch_sub(1, Ordering::AcqRel);
             });
         if spawned.is_err() {
+            busy.fetch_sub(1, Ordering::AcqRel);
             let _ = sys::seccomp_answer(listener.as_fd(), n.id, Err(libc::EAGAIN));
         }
     }
@@ -113,7 +127,6 @@ fn answer(listener: BorrowedFd<'_>, n: &sys::Notification, rules: &Rules) -> Res
     if !sys::seccomp_still_waits(listener, n.id) {
         return Err(libc::EINTR);
     }
-    let cwd = File::open(format!("/proc/{}/cwd", n.pid)).map_err(errno)?;
     if let Some((uid, gid)) = rules.user {
         sys::become_user_this_thread(uid, gid).map_err(errno)?;
     }
@@ -124,56 +137,131 @@ fn answer(listener: BorrowedFd<'_>, n: &sys::Notification, rules: &Rules) -> Res
     let path = &bytes[2..];
     match path.first() {
         Some(0) => connect_abstract(sock.as_fd(), &bytes),
-        Some(_) => connect_path(sock.as_fd(), cwd.as_fd(), &as_theirs(path, n.pid), rules),
+        Some(_) => connect_path(sock.as_fd(), n.pid, path, rules),
         // Unnamed: the kernel's own answer.
         None => sys::connect_bytes(sock.as_fd(), &bytes).map_err(errno),
     }
 }
 
-/// `path` with a leading `/proc/self/` or `/proc/thread-self/` (a socket reached
-/// through a descriptor, as `veilfs reload` does) made the asking process's: here
-/// they would name the supervisor.
-fn as_theirs(path: &[u8], pid: u32) -> Vec<u8> {
-    for own in [&b"/proc/self/"[..], b"/proc/thread-self/"] {
-        if let Some(rest) = path.strip_prefix(own) {
-            let mut out = format!("/proc/{pid}/").into_bytes();
-            out.extend_from_slice(rest);
-            return out;
-        }
+/// The name a process gave, spelled as a path in the supervisor's own mount
+/// namespace: a relative name after the process's current directory, a leading
+/// `/proc/self/fd/N/` (or `cwd/`, `root/`; `thread-self` too) after what that
+/// names (`veilfs reload` reaches its runtime directory through a descriptor).
+/// The supervisor then resolves the spelling in its own view, never through the
+/// process's descriptors or current directory: those may lie in a mount
+/// namespace the process made (`unshare -Urm`, a bind mount over an allowed
+/// directory), where the same spelling leads elsewhere.
+fn spelled(pid: u32, name: &Path) -> io::Result<PathBuf> {
+    let own = |what: &str| std::fs::read_link(format!("/proc/{pid}/{what}"));
+    for me in ["/proc/self", "/proc/thread-self"] {
+        let Ok(rest) = name.strip_prefix(me) else {
+            continue;
+        };
+        let mut parts = rest.components();
+        let base = match parts
+            .next()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        {
+            Some(c) if c == "cwd" || c == "root" => own(&c)?,
+            Some(c) if c == "fd" => {
+                let n = parts
+                    .next()
+                    .map(|c| c.as_os_str().to_string_lossy().into_owned());
+                match n.filter(|n| n.bytes().all(|b| b.is_ascii_digit())) {
+                    Some(n) => own(&format!("fd/{n}"))?,
+                    None => return Err(io::Error::from_raw_os_error(libc::ECONNREFUSED)),
+                }
+            }
+            _ => return Err(io::Error::from_raw_os_error(libc::ECONNREFUSED)),
+        };
+        return Ok(base.join(parts.as_path()));
     }
-    path.to_vec()
+    if name.is_absolute() {
+        return Ok(name.to_path_buf());
+    }
+    Ok(own("cwd")?.join(name))
 }
 
-/// A path socket: allowed where the session's own mounts or `--allow-socket`
-/// hold it; connected through the descriptor that was checked.
-fn connect_path(
-    sock: BorrowedFd<'_>,
-    cwd: BorrowedFd<'_>,
-    raw: &[u8],
-    rules: &Rules,
-) -> Result<(), i32> {
-    use rustix::fs::{Mode, OFlags};
+/// `path` opened `O_PATH` in this namespace, following links but no magic link
+/// (`/proc/PID/fd/N` would lead into another process's view); beneath `dir`
+/// when given.
+fn open_here(dir: Option<&Path>, path: &Path) -> io::Result<OwnedFd> {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    let flags = OFlags::PATH | OFlags::CLOEXEC;
+    Ok(match dir {
+        Some(d) => {
+            let base = rustix::fs::open(
+                d,
+                OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                Mode::empty(),
+            )?;
+            let rest = path
+                .strip_prefix(d)
+                .map_err(|_| io::Error::from_raw_os_error(libc::ECONNREFUSED))?;
+            let rest = if rest.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                rest
+            };
+            rustix::fs::openat2(
+                &base,
+                rest,
+                flags,
+                Mode::empty(),
+                ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+            )?
+        }
+        None => rustix::fs::openat2(
+            rustix::fs::CWD,
+            path,
+            flags,
+            Mode::empty(),
+            ResolveFlags::NO_MAGICLINKS,
+        )?,
+    })
+}
+
+/// A path socket: allowed where the session's own mounts hold it, or an
+/// `--allow-socket` path (that very socket, or one beneath that directory),
+/// each as resolved in the supervisor's own view; connected through the
+/// descriptor that was checked.
+fn connect_path(sock: BorrowedFd<'_>, pid: u32, raw: &[u8], rules: &Rules) -> Result<(), i32> {
+    use std::os::unix::fs::MetadataExt;
     let errno = |e: io::Error| e.raw_os_error().unwrap_or(libc::EIO);
     let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
     let name = Path::new(std::ffi::OsStr::from_bytes(&raw[..end]));
     if name.as_os_str().is_empty() {
         return Err(libc::EINVAL);
     }
-    let target = rustix::fs::openat(cwd, name, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())
-        .map_err(|e| e.raw_os_error())?;
+    let path = spelled(pid, name).map_err(errno)?;
+    let target = open_here(None, &path).map_err(errno)?;
     let at = PathBuf::from(format!("/proc/self/fd/{}", target.as_raw_fd()));
     let mount = super::confine::mount_id_of(&at).map_err(errno)?;
-    let real = std::fs::read_link(&at).unwrap_or_default();
-    let ours = rules.mounts.contains(&mount) || rules.allowed.iter().any(|a| real.starts_with(a));
-    if !ours {
-        log::debug!(
-            "connect to {} refused: a socket outside the session",
-            real.display()
-        );
-        return Err(libc::ECONNREFUSED);
-    }
+    let target = if rules.mounts.contains(&mount) {
+        target
+    } else {
+        let meta = std::fs::metadata(&at).map_err(errno)?;
+        let same = |a: &Path| {
+            std::fs::metadata(a).is_ok_and(|m| (m.dev(), m.ino()) == (meta.dev(), meta.ino()))
+        };
+        match rules
+            .allowed
+            .iter()
+            .find(|a| same(a) || (a.is_dir() && path.starts_with(a)))
+        {
+            Some(a) if a.is_dir() => open_here(Some(a), &path).map_err(errno)?,
+            Some(_) => target,
+            None => {
+                log::debug!(
+                    "connect to {} refused: a socket outside the session",
+                    path.display()
+                );
+                return Err(libc::ECONNREFUSED);
+            }
+        }
+    };
     let mut addr = (libc::AF_UNIX as u16).to_ne_bytes().to_vec();
-    addr.extend_from_slice(at.as_os_str().as_bytes());
+    addr.extend_from_slice(format!("/proc/self/fd/{}", target.as_raw_fd()).as_bytes());
     addr.push(0);
     sys::connect_bytes(sock, &addr).map_err(errno)
 }
@@ -245,16 +333,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn paths_through_the_asking_process_s_own_proc_entries_are_made_its() {
+    fn names_are_spelled_in_the_supervisors_view() {
+        let me = std::process::id();
+        let cwd = std::env::current_dir().unwrap();
         assert_eq!(
-            as_theirs(b"/proc/self/fd/7/x.sock", 42),
-            b"/proc/42/fd/7/x.sock"
+            spelled(me, Path::new("rel.sock")).unwrap(),
+            cwd.join("rel.sock")
         );
         assert_eq!(
-            as_theirs(b"/proc/thread-self/fd/7/x", 42),
-            b"/proc/42/fd/7/x"
+            spelled(me, Path::new("/a/b.sock")).unwrap(),
+            Path::new("/a/b.sock")
         );
-        assert_eq!(as_theirs(b"/proc/selfish/x", 42), b"/proc/selfish/x");
-        assert_eq!(as_theirs(b"rel.sock", 42), b"rel.sock");
+        assert_eq!(
+            spelled(me, Path::new("/proc/self/cwd/x")).unwrap(),
+            cwd.join("x")
+        );
+        let f = std::fs::File::open(&cwd).unwrap();
+        let by_fd = format!("/proc/self/fd/{}/y.sock", f.as_raw_fd());
+        assert_eq!(spelled(me, Path::new(&by_fd)).unwrap(), cwd.join("y.sock"));
+        assert!(spelled(me, Path::new("/proc/self/fd/x/y")).is_err());
+        assert!(spelled(me, Path::new("/proc/self/mem")).is_err());
     }
 }
