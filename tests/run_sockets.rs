@@ -382,7 +382,7 @@ fn the_private_tmp_keeps_what_the_session_was_given() {
     let script = format!(
         "ls {shared}/person.txt; echo inside > {tmp}/left; echo w > {out}/w; \
          cat {policy} >/dev/null && echo policy-ok; test -e {log} && echo log-ok; \
-         pwd; touch /tmp/veilfs-sockets-stray-$$; true",
+         pwd; touch /tmp/veilfs-sockets-stray-$$; touch planted 2>/dev/null && echo PLANTED; true",
         shared = s.shared.display(),
         tmp = s.tmp.path().display(),
         out = out.display(),
@@ -411,6 +411,10 @@ fn the_private_tmp_keeps_what_the_session_was_given() {
         show(&o)
     );
     assert!(!s.tmp.path().join("left").exists(), "{}", show(&o));
+    // The current directory outside the workspace is in view, read-only
+    // (attacker pass 2: it was writable, and a repository there took a hook).
+    assert!(!out_text.contains("PLANTED"), "{}", show(&o));
+    assert!(!cwd.join("planted").exists());
     assert_eq!(std::fs::read_to_string(out.join("w")).unwrap(), "w\n");
     for want in ["policy-ok", "log-ok", &cwd.display().to_string()] {
         assert!(out_text.lines().any(|l| l == want), "{want}: {}", show(&o));

@@ -305,3 +305,58 @@ fn discovery_never_narrows() {
     std::os::unix::fs::chown(root.join(".veilfs.toml"), Some(65534), Some(65534)).unwrap();
     assert!(veilfs::config::find_workspace(&deeper, Some(65534)).is_err());
 }
+
+/// Attacker pass 2: root reached by `doas` or `pkexec` (or `su`, which keeps the
+/// login uid), with `HOME=/root`: the person's home is found all the same.
+#[test]
+fn the_persons_home_is_found_however_root_was_reached() {
+    let p = Person::new();
+    let name = "veilfs-person";
+    let _ = Command::new("userdel").arg(name).output();
+    let st = Command::new("useradd")
+        .args(["-M", "-s", "/bin/sh", "-d"])
+        .arg(&p.home)
+        .arg(name)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    struct Gone(&'static str);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            let _ = Command::new("userdel").arg(self.0).output();
+        }
+    }
+    let _gone = Gone(name);
+    let uid = nix::unistd::User::from_name(name)
+        .unwrap()
+        .unwrap()
+        .uid
+        .to_string();
+    let elsewhere = tempfile::Builder::new()
+        .prefix("veilfs-user-ws")
+        .tempdir()
+        .unwrap();
+    std::fs::set_permissions(elsewhere.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let script = format!("H={}; {ATTACK}", p.home.display());
+    for (var, value) in [("DOAS_USER", name), ("PKEXEC_UID", uid.as_str())] {
+        let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
+            .args(["run", "--user", test_user(), "--workspace"])
+            .arg(elsewhere.path())
+            .args(["--", "sh", "-c", &script])
+            .current_dir(elsewhere.path())
+            .env("HOME", "/root")
+            .env_remove("SUDO_USER")
+            .env(var, value)
+            .output()
+            .unwrap();
+        let out = text(&o.stdout);
+        assert!(out.contains("done"), "{var}: {}", show(&o));
+        assert!(!out.contains("READ"), "{var}: {}", show(&o));
+        assert!(
+            text(&o.stderr).contains(&format!("{} hidden", p.home.display())),
+            "{var}: {}",
+            show(&o)
+        );
+    }
+    files_unchanged(&p);
+}

@@ -333,8 +333,11 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         None => Vec::new(),
     };
     let private = private::Private {
-        kept: kept_in_view(&ws, &layout, &opts, &writable, &cwd, &homes),
-        kept_read_only: path_dirs(&command_env, opts.share_tmp),
+        kept: kept_in_view(&ws, &layout, &opts, &writable, &homes),
+        kept_read_only: path_dirs(&command_env, opts.share_tmp)
+            .into_iter()
+            .chain(cwd_in_view(&cwd, &ws, opts.share_tmp, &homes))
+            .collect(),
         sockets: allowed_sockets,
         share_tmp: opts.share_tmp,
         made: ["XDG_RUNTIME_DIR", "TMPDIR"]
@@ -800,7 +803,6 @@ fn kept_in_view(
     layout: &home::Layout,
     opts: &RunOptions,
     writable: &[PathBuf],
-    cwd: &std::path::Path,
     homes: &[PathBuf],
 ) -> Vec<PathBuf> {
     let mut kept = vec![ws.to_path_buf()];
@@ -824,21 +826,34 @@ fn kept_in_view(
             .into_iter()
             .filter(|d| !homes.iter().any(|h| d.starts_with(h))),
     );
-    let mut kept: Vec<PathBuf> = kept
+    let kept: Vec<PathBuf> = kept
         .into_iter()
         .filter_map(|k| std::path::absolute(&k).ok())
         .map(|k| k.canonicalize().unwrap_or(k))
         .collect();
-    // The current directory, unless it holds a covered place whole (`/`).
+    kept
+}
+
+/// The current directory when it lies in a covered place (the private `/tmp`,
+/// `/run`, a home covered under `--user`) and outside the workspace: kept in view
+/// read-only, as the rest of the system is (attacker pass 2: kept writable, the
+/// command planted `core.fsmonitor` in a repository there).
+fn cwd_in_view(
+    cwd: &std::path::Path,
+    ws: &std::path::Path,
+    share_tmp: bool,
+    homes: &[PathBuf],
+) -> Vec<PathBuf> {
     let cwd = cwd.canonicalize().unwrap_or_else(|_| cwd.to_path_buf());
-    if private::private_places(opts.share_tmp)
+    let covered = private::private_places(share_tmp)
         .iter()
         .chain(homes)
-        .any(|p| cwd.starts_with(p) && cwd != *p)
-    {
-        kept.push(cwd);
+        .any(|p| cwd.starts_with(p) && cwd != *p);
+    if covered && !cwd.starts_with(ws) {
+        vec![cwd]
+    } else {
+        Vec::new()
     }
-    kept
 }
 
 /// The command's `PATH` directories that lie in a private place (see
@@ -856,9 +871,10 @@ fn path_dirs(env: &[(OsString, OsString)], share_tmp: bool) -> Vec<PathBuf> {
 }
 
 /// Under `--user uid`, the homes of the person running veilfs, which the command
-/// must not read: their `$HOME`, the sudo user's, this uid's from the password
-/// database, and every home directory of the password database on the way to the
-/// workspace; canonical, outermost first, without the command user's own (which
+/// must not read: their `$HOME`, the sudo or doas user's, pkexec's caller's, the
+/// login user's (`/proc/self/loginuid`, which `su` keeps), this uid's from the
+/// password database, and every home directory of the password database on the
+/// way to the workspace; canonical, outermost first, without the command user's own (which
 /// the home policy covers), `/`, and those in the workspace (which its policy
 /// covers).
 fn person_homes(ws: &std::path::Path, uid: u32) -> Vec<PathBuf> {
@@ -871,12 +887,23 @@ fn person_homes(ws: &std::path::Path, uid: u32) -> Vec<PathBuf> {
     };
     let mut all: Vec<PathBuf> = Vec::new();
     all.extend(std::env::var_os("HOME").map(PathBuf::from));
-    all.extend(
-        std::env::var("SUDO_USER")
-            .ok()
-            .and_then(|n| User::from_name(&n).ok().flatten())
-            .map(|e| e.dir),
-    );
+    // Who became root: sudo's and doas's user, pkexec's uid, and the uid that
+    // logged in (the audit login uid, which `su` keeps).
+    for var in ["SUDO_USER", "DOAS_USER"] {
+        all.extend(
+            std::env::var(var)
+                .ok()
+                .and_then(|n| User::from_name(&n).ok().flatten())
+                .map(|e| e.dir),
+        );
+    }
+    let uid_in = |text: Option<String>| text.and_then(|t| t.trim().parse::<u32>().ok());
+    for login in [
+        uid_in(std::env::var("PKEXEC_UID").ok()),
+        uid_in(std::fs::read_to_string("/proc/self/loginuid").ok()).filter(|u| *u != u32::MAX),
+    ] {
+        all.extend(login.and_then(by_uid));
+    }
     all.extend(by_uid(sys::getuid()));
     all.extend(
         std::fs::read_to_string("/etc/passwd")
