@@ -753,6 +753,12 @@ stays_readable! {
     conda_hook: "miniconda3/etc/profile.d/conda.sh" => ReadOnly;
     conda_packages: "miniconda3/pkgs/numpy-1.0/info/index.json" => Allow;
     sdkman_init: ".sdkman/bin/sdkman-init.sh" => ReadOnly;
+    jj_config: ".config/jj/config.toml" => ReadOnly;
+    wezterm_config: ".wezterm.lua" => ReadOnly;
+    kitty_config: ".config/kitty/kitty.conf" => ReadOnly;
+    xonsh_rc: ".xonshrc" => ReadOnly;
+    mise_config: ".config/mise/config.toml" => ReadOnly;
+    lazygit_config: ".config/lazygit/config.yml" => ReadOnly;
     fish_completions: ".local/share/fish/generated_completions/git.fish" => Allow;
     fish_variables: ".local/share/fish/fish_variables" => Allow;
     zsh_completion_cache: ".cache/zsh/zcompcache/git" => Allow;
