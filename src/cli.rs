@@ -111,16 +111,13 @@ pub enum Command {
         #[arg(long)]
         share_tmp: bool,
         /// Run although this kernel cannot confine CMD to its own abstract sockets
-        /// and processes (Landlock ABI 6, Linux 6.12): then CMD can reach the
-        /// abstract sockets of the host's network namespace (X11's, D-Bus's).
+        /// and processes (Landlock ABI 6, Linux 6.12): connect() to the host's
+        /// abstract sockets is still refused, but a datagram sent to one gets
+        /// through.
         #[arg(long)]
         without_landlock: bool,
-        /// The command and its arguments.
-        #[arg(
-            trailing_var_arg = true,
-            allow_hyphen_values = true,
-            value_name = "CMD"
-        )]
+        /// The command and its arguments (one that starts with `-` after `--`).
+        #[arg(trailing_var_arg = true, value_name = "CMD")]
         command: Vec<std::ffi::OsString>,
     },
     /// Ask every session serving PATH (the `veilfs mount` at mount point PATH, each

@@ -323,3 +323,31 @@ fn verbose_is_accepted_anywhere_and_changes_no_output_of_check() {
         assert_eq!(o.stdout, plain.stdout, "{}", show(&args, &o));
     }
 }
+
+/// `veilfs run --typo` names the unknown option instead of running a program of
+/// that name; the command's own options pass, and one starting with `-` after `--`.
+#[test]
+fn run_refuses_an_unknown_option_and_passes_the_commands_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = veilfs(dir.path(), &["run", "--quite", "--", "true"]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        show(&["run", "--quite"], &o)
+    );
+    let err = text(&o.stderr);
+    assert!(err.contains("--quite") && err.contains("--quiet"), "{err}");
+    let o = veilfs(dir.path(), &["run", "--typo"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("unexpected argument '--typo'"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = veilfs(
+        dir.path(),
+        &["run", "-q", "sh", "-c", "echo ok $0 -x", "-n"],
+    );
+    assert_eq!(text(&o.stdout), "ok -n -x\n", "{}", show(&["run"], &o));
+}
