@@ -152,6 +152,11 @@ impl ProtectedFiles {
         let k = self.imported.read();
         !k.is_empty() && k.contains(&key)
     }
+
+    /// Whether [`VeilFs::guard_key`] refuses changes to `key`.
+    pub fn guards(&self, key: Key) -> bool {
+        self.contains(key) || self.is_imported(key) || self.is_log(key)
+    }
 }
 
 impl VeilFs {
