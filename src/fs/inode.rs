@@ -96,10 +96,10 @@ pub struct Place {
 }
 
 impl Place {
-    /// The path a place of a node of type `fmt` keeps, of its workspace-relative
-    /// `path` (see [`Place::path`]).
-    pub fn keeps(fmt: u32, path: &[u8]) -> Option<Arc<[u8]>> {
-        (fmt == libc::S_IFDIR && path.len() <= CACHED_PATH_MAX).then(|| Arc::from(path))
+    /// Whether the place of a node of type `fmt` keeps its workspace-relative path
+    /// of `len` bytes (see [`Place::path`]).
+    pub fn keeps(fmt: u32, len: usize) -> bool {
+        fmt == libc::S_IFDIR && len <= CACHED_PATH_MAX
     }
 }
 

@@ -218,7 +218,7 @@ impl VeilFs {
             };
             self.recomputed.fetch_add(1, Ordering::Relaxed);
             p.epoch = s.epoch;
-            p.path = Place::keeps(target.fmt, &path);
+            p.path = Place::keeps(target.fmt, path.len()).then(|| path.clone());
             if target.is_dir() && p.path.is_none() && !self.places_unwatched() {
                 self.inodes.remember_path(target, s.epoch, &path);
             }
@@ -644,7 +644,7 @@ impl VeilFs {
             parent,
             name: name.to_bytes().to_vec(),
             links: vec![(parent, name.to_bytes().to_vec())],
-            path: Place::keeps(st.st_mode & libc::S_IFMT, &path),
+            path: Place::keeps(st.st_mode & libc::S_IFMT, path.len()).then(|| Arc::from(&path[..])),
             decision,
             epoch,
         };
