@@ -252,13 +252,14 @@ impl VeilFs {
         node: &Node,
         place: &Place,
     ) -> io::Result<Arc<[u8]>> {
-        if node.ino == super::inode::ROOT {
-            return Ok(Arc::from(&b""[..]));
-        }
-        if place.epoch == s.epoch
-            && let Some(path) = &place.path
+        let root = node.ino == super::inode::ROOT;
+        if let Some(path) = &place.path
+            && (place.epoch == s.epoch || root)
         {
             return Ok(path.clone());
+        }
+        if root {
+            return Ok(Arc::from(&b""[..]));
         }
         // Paths spelled earlier are used only while no outside move can go unseen.
         let recent = !self.places_unwatched();
