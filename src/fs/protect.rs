@@ -153,7 +153,8 @@ impl ProtectedFiles {
         !k.is_empty() && k.contains(&key)
     }
 
-    /// Whether [`VeilFs::guard_key`] refuses changes to `key`.
+    /// Whether changes to `key` are refused (it is the policy file, a file the
+    /// policy imports, or the run's audit log).
     pub fn guards(&self, key: Key) -> bool {
         self.contains(key) || self.is_imported(key) || self.is_log(key)
     }
