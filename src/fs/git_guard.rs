@@ -38,7 +38,9 @@
 //! (`marks::Marks`), never a whole path per mark, and they last only while what
 //! they describe does:
 //! * a made mark lasts while the directory stays where it was made: renaming it
-//!   away or removing it clears the mark, and every mark below it;
+//!   away or removing it through the mount clears the mark, and every mark below
+//!   it (one removed from outside leaves its mark until the path is emptied
+//!   through the mount, or the bound below is met);
 //! * a vacated mark is set only where the directory that went was not the
 //!   command's own, and where no mark above already says so: the command's own
 //!   directories made and removed by the thousand leave nothing behind. Marks below a
