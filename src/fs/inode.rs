@@ -75,7 +75,7 @@ pub const CACHED_PATH_MAX: usize = 1024;
 
 /// How many paths [`Inodes::recent_path`] keeps at most, and how many bytes of them.
 const RECENT_PATHS: usize = 64;
-const RECENT_BYTES: usize = 4 << 20;
+const RECENT_BYTES: usize = 2 << 20;
 
 /// What the policy knows about a node's place in the workspace.
 #[derive(Clone, Debug)]
@@ -433,9 +433,9 @@ impl Inodes {
     /// Remembers `path` as the directory `node`'s while `epoch` is current, for a
     /// directory whose place cannot keep it ([`CACHED_PATH_MAX`]): a walk down a
     /// chain deeper than that spells each level from the one above. The oldest
-    /// paths go first; one larger than a quarter of the budget is not kept.
+    /// paths go first; one larger than half the budget is not kept.
     pub fn remember_path(&self, node: &Node, epoch: u64, path: &Arc<[u8]>) {
-        if path.len() <= CACHED_PATH_MAX || path.len() > RECENT_BYTES / 4 {
+        if path.len() <= CACHED_PATH_MAX || path.len() > RECENT_BYTES / 2 {
             return;
         }
         let Some(arc) = self.get(node.ino).filter(|n| std::ptr::eq(&**n, node)) else {
