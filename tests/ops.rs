@@ -568,3 +568,48 @@ fn an_editor_save_keeps_the_other_cached_decisions() {
     stat_all();
     assert!(ws.fs.decisions_recomputed() > before);
 }
+
+/// Names this long make paths longer than a directory's place keeps (1 KiB): each
+/// path is spelled from the names on the way up, and after a rename from the new
+/// names (only the renamed node's place changed).
+#[test]
+fn a_path_longer_than_a_place_keeps_is_spelled_from_its_names() {
+    let levels: Vec<String> = (0..8).map(|i| format!("{i}{}", "n".repeat(200))).collect();
+    let dir = levels.join("/");
+    let locked = format!("{dir}/locked.txt");
+    let ws = Ws::new(SECRETS, &[(&locked, "x")]);
+    let chmod = SetAttr {
+        mode: Some(0o600),
+        ..SetAttr::default()
+    };
+    let bottom = ws.walk(&dir).unwrap();
+    let file = ws.walk(&locked).unwrap();
+    refused(
+        ws.fs.lookup(bottom, OsStr::new(".env")),
+        &format!("{dir}/.env"),
+    );
+    refused(ws.fs.setattr(file, &chmod, None), &locked);
+    ws.fs
+        .rename(ROOT, OsStr::new(&levels[0]), ROOT, OsStr::new("top"), 0)
+        .unwrap();
+    let moved = format!("top/{}", levels[1..].join("/"));
+    refused(
+        ws.fs.lookup(bottom, OsStr::new(".env")),
+        &format!("{moved}/.env"),
+    );
+    refused(
+        ws.fs.setattr(file, &chmod, None),
+        &format!("{moved}/locked.txt"),
+    );
+    // And the decisions follow the new names: `top/…/locked.txt` is still read-only,
+    // and a file made at the bottom is allowed.
+    let made = ws.fs.create(
+        bottom,
+        OsStr::new("new.txt"),
+        0o644,
+        0,
+        libc::O_WRONLY,
+        ROOT_CALLER,
+    );
+    assert!(made.is_ok(), "{made:?}");
+}

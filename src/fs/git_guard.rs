@@ -27,12 +27,40 @@
 //! and only as a regular file or a directory: a symbolic link (`objects/info`
 //! pointing elsewhere, `logs/HEAD` pointing at a file the person's git would then
 //! append to) or a special file is refused.
+//!
+//! ## What the guard remembers, and for how long
+//!
+//! To tell a repository that was there before from the command's own, the guard
+//! marks paths as the command changes them through the mount: *made* (a directory
+//! it made) and *vacated* (a directory that was not its own, renamed away or
+//! removed). A directory is the command's own ("fresh") while it is marked made and
+//! nothing at or above its path is marked vacated. The marks are a tree of names
+//! (`marks::Marks`), never a whole path per mark, and they last only while what
+//! they describe does:
+//! * a made mark lasts while the directory stays where it was made: renaming it
+//!   away or removing it through the mount clears the mark, and every mark below
+//!   it (one removed from outside leaves its mark until the path is emptied
+//!   through the mount, or the bound below is met);
+//! * a vacated mark is set only where the directory that went was not the
+//!   command's own, and where no mark above already says so: the command's own
+//!   directories made and removed by the thousand leave nothing behind. Marks below a
+//!   directory that goes go with it: below one of the command's own no path was
+//!   there before the command, and below any other the new vacated mark covers them.
+//!
+//! The marks are bounded (`marks::MAX_ENTRIES` names, `marks::MAX_NAME_BYTES`
+//! bytes of them). What does not fit is answered the way that refuses: a made mark
+//! that does not fit is not made, so that directory is not the command's own (no
+//! repository is made in it, as in a directory that was there); a vacated mark
+//! goes on the nearest directory above that is marked, up to the root, so more
+//! paths count as emptied, never fewer.
 
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 use parking_lot::RwLock;
 
 use super::VeilFs;
+
+mod marks;
 
 /// What git runs or obeys, kept read-only under `veilfs run`
 /// ([`VeilFs::guard_git`], [`VeilFs::guard_git_everywhere`]): code planted there
@@ -63,18 +91,21 @@ use super::VeilFs;
 /// directory below), only as a directory (a `.git` file pointing elsewhere would
 /// choose the configuration the person's git reads), and no `.git` but the
 /// command's own is renamed or removed. A directory the command made at a path it
-/// emptied first (renamed or removed a directory there) is not its own: a
-/// repository moved away and cloned back at its path stays guarded.
+/// emptied first (renamed away or removed a directory there that was not its own)
+/// is not its own: a repository moved away and cloned back at its path stays
+/// guarded.
 #[derive(Debug, Default)]
 pub struct GitGuard {
     kind: AtomicU8,
     /// Under `veilfs run` (either mode): directories made and emptied are noted, so
     /// that a repository that was there before is told from the command's own.
     tracking: AtomicBool,
-    /// The directories made through the mount, and the paths where a directory
-    /// was renamed away or removed.
-    made: RwLock<std::collections::HashSet<Vec<u8>>>,
-    vacated: RwLock<std::collections::HashSet<Vec<u8>>>,
+    /// The directories made through the mount (while they stay where they were
+    /// made), and the paths where a directory that was not the command's own was
+    /// renamed away or removed (see the module documentation).
+    marks: RwLock<marks::Marks>,
+    /// A mark did not fit in [`GitGuard::marks`] (said once).
+    overflowed: AtomicBool,
 }
 
 const GIT_NONE: u8 = 0;
@@ -96,6 +127,12 @@ pub(crate) fn parent_of(path: &[u8]) -> &[u8] {
         Some(i) => &path[..i],
         None => b"",
     }
+}
+
+/// Whether `dir` was made through the mount at a path nothing was emptied at, by
+/// the marks `m`.
+fn fresh_in(m: &marks::Marks, dir: &[u8]) -> bool {
+    !dir.is_empty() && m.made(dir) && !m.emptied(dir)
 }
 
 /// The repository (its `.git` path) and the rest from `.git` on, for each `.git`
@@ -192,25 +229,16 @@ impl GitGuard {
         self.kind() == GIT_EVERYWHERE
     }
 
-    /// Whether `path` or a directory above it was emptied (renamed away or removed)
-    /// through the mount.
+    /// Whether `path` or a directory above it was emptied through the mount (a
+    /// directory that was not the command's own renamed away or removed there).
     pub fn emptied(&self, path: &[u8]) -> bool {
-        let vacated = self.vacated.read();
-        let mut p = path;
-        loop {
-            if vacated.contains(p) {
-                return true;
-            }
-            if p.is_empty() {
-                return false;
-            }
-            p = parent_of(p);
-        }
+        self.marks.read().emptied(path)
     }
 
     /// Whether the `.git` at `repo` is the command's own.
     pub(crate) fn made_here(&self, repo: &[u8]) -> bool {
-        self.made.read().contains(repo) && self.fresh(parent_of(repo))
+        let m = self.marks.read();
+        m.made(repo) && fresh_in(&m, parent_of(repo))
     }
 
     /// Whether the git directory `repo` (a `.git`) is the command's own: made in a
@@ -219,13 +247,13 @@ impl GitGuard {
     /// [`GitGuard::may_make_git`]).
     fn own(&self, repo: &[u8]) -> bool {
         self.made_here(repo)
-            || (repo == b".git" && self.kind() == GIT_NONE && self.made.read().contains(repo))
+            || (repo == b".git" && self.kind() == GIT_NONE && self.marks.read().made(repo))
     }
 
     /// Whether `dir` was made through the mount at a path nothing was emptied at
     /// (see [`GitGuard`]).
     pub fn fresh(&self, dir: &[u8]) -> bool {
-        !dir.is_empty() && self.made.read().contains(dir) && !self.emptied(dir)
+        fresh_in(&self.marks.read(), dir)
     }
 
     /// Whether a `.git` directory may be made at `path` (everywhere mode: only in a
@@ -241,16 +269,36 @@ impl GitGuard {
 
     /// Notes that the directory `path` was made through the mount.
     pub fn made_dir(&self, path: &[u8]) {
-        if self.tracking() {
-            self.made.write().insert(path.to_vec());
+        if self.tracking() && !self.marks.write().mark_made(path) {
+            self.said_full();
         }
     }
 
-    /// Notes that the directory at `path` was renamed away or removed: what is made
-    /// there later is not the command's own.
+    /// Notes that the directory at `path` was renamed away or removed: what was
+    /// noted at and below `path` is forgotten, and, unless the directory was the
+    /// command's own, what is made there later is not (see the module
+    /// documentation).
     pub fn vacated(&self, path: &[u8]) {
-        if self.tracking() {
-            self.vacated.write().insert(path.to_vec());
+        if !self.tracking() {
+            return;
+        }
+        let mut m = self.marks.write();
+        let own = fresh_in(&m, path);
+        m.clear(path);
+        if !own && !m.emptied(path) && !m.mark_vacated(path) {
+            drop(m);
+            self.said_full();
+        }
+    }
+
+    /// Says once that a mark did not fit (see [`marks::Marks`]).
+    fn said_full(&self) {
+        if !self.overflowed.swap(true, Ordering::Relaxed) {
+            log::warn!(
+                "git guard: more directories made or emptied than it keeps track of; \
+                 from now on some directories the command makes are not its own (no \
+                 repository is made in them)"
+            );
         }
     }
 
@@ -582,6 +630,54 @@ mod git_tests {
         assert_eq!(g.repository_of(b"hooks/x"), Some(&b""[..]));
         assert_eq!(g.repository_of(b"new/config"), None);
         assert_eq!(g.repository_of(b"p/readme"), None);
+    }
+
+    #[test]
+    fn the_commands_own_directories_made_and_removed_leave_nothing_behind() {
+        let g = guard(super::GIT_EVERYWHERE);
+        for i in 0..10_000 {
+            let d = format!("p/made-{i}");
+            g.made_dir(d.as_bytes());
+            assert!(g.fresh(d.as_bytes()));
+            g.vacated(d.as_bytes());
+        }
+        assert_eq!(g.marks.read().len(), 0);
+        // Made again where the command's own was: its own again.
+        g.made_dir(b"p/made-0");
+        assert!(g.may_make_dir(b"p/made-0/.git"));
+    }
+
+    #[test]
+    fn a_directory_that_goes_takes_the_marks_below_it() {
+        let g = guard(super::GIT_EVERYWHERE);
+        g.made_dir(b"new");
+        g.made_dir(b"new/sub");
+        g.made_dir(b"new/sub/.git");
+        assert!(g.made_here(b"new/sub/.git"));
+        // Renamed away (the command's own): nothing kept, and nothing fresh where
+        // it went (`new` is made again, `sub` arrives by a rename).
+        g.vacated(b"new");
+        assert_eq!(g.marks.read().len(), 0);
+        g.made_dir(b"new");
+        assert!(!g.made_here(b"new/sub/.git") && !g.fresh(b"new/sub"));
+        assert!(controls(&g, b"new/sub/.git/config"));
+        // A directory that was there, removed: what is made at its path, or below
+        // it, is not the command's own, however often it comes and goes.
+        g.vacated(b"old");
+        for _ in 0..3 {
+            g.made_dir(b"old");
+            g.made_dir(b"old/x");
+            assert!(!g.fresh(b"old") && !g.fresh(b"old/x"));
+            g.vacated(b"old/x");
+            g.vacated(b"old");
+        }
+        assert!(g.emptied(b"old/x"));
+        assert_eq!(g.marks.read().len(), 2, "`new` made and `old` vacated");
+        // One below it renamed away first, then the directory above.
+        g.vacated(b"top/inner");
+        g.vacated(b"top");
+        assert!(g.emptied(b"top/inner") && g.emptied(b"top/other"));
+        assert_eq!(g.marks.read().len(), 3, "`top/inner` went with `top`");
     }
 
     #[test]

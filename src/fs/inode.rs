@@ -30,15 +30,23 @@
 //!   subtracts. A node at zero is dropped with its descriptor (the root never is), so
 //!   descriptors and memory are bounded by what the kernel caches, not by what was
 //!   ever walked (the soft `RLIMIT_NOFILE` is raised to the hard limit at start).
-//! * A node's policy path and decision are derived from its parent's and its name.
-//!   They are cached with the filesystem's `epoch`; a directory rename or a policy
-//!   reload bumps the epoch (a file's rename marks only the moved nodes stale), and
-//!   a stale cache is recomputed from the parent chain before it is used. Only one node's `place` lock is held at a time.
+//! * A node is named by its parent and its name (its [`Place`]), never by a whole
+//!   path, so the table grows with the number of nodes, not with their depth times
+//!   the length of their names. Its workspace-relative path is spelled when a
+//!   request needs one, from the names on the way up (`VeilFs::path_of`); a
+//!   directory whose path is short ([`CACHED_PATH_MAX`]) keeps it as well, so a
+//!   lookup or a listing beneath it costs no walk. A rename changes the place of the
+//!   renamed node only.
+//! * A node's decision (and a directory's cached path) are derived from its
+//!   parent's and its name, and cached with the filesystem's `epoch`; a directory
+//!   rename or a policy reload bumps the epoch (a file's rename marks only the moved
+//!   nodes stale), and a stale place is recomputed from the parent chain before it
+//!   is used. Only one node's `place` lock is held at a time.
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 
 use parking_lot::{Mutex, RwLock};
 
@@ -60,6 +68,15 @@ pub fn key_of(st: &libc::stat) -> Key {
     (st.st_dev, st.st_ino)
 }
 
+/// The longest workspace-relative path a directory's [`Place`] keeps (most paths
+/// are far shorter): longer ones are spelled from the names on the way up when a
+/// request needs them, so no node holds more than this of its ancestors' names.
+pub const CACHED_PATH_MAX: usize = 1024;
+
+/// How many paths [`Inodes::recent_path`] keeps at most, and how many bytes of them.
+const RECENT_PATHS: usize = 64;
+const RECENT_BYTES: usize = 2 << 20;
+
 /// What the policy knows about a node's place in the workspace.
 #[derive(Clone, Debug)]
 pub struct Place {
@@ -70,10 +87,20 @@ pub struct Place {
     /// Every `(parent, name)` the node is known under (more than one for a hard-linked
     /// file); none once its last name is removed through the mount.
     pub links: Vec<(u64, Vec<u8>)>,
-    /// Workspace-relative path (empty for the root).
-    pub path: Arc<[u8]>,
+    /// The workspace-relative path the decision is for (empty for the root), kept
+    /// by a directory whose path is at most [`CACHED_PATH_MAX`] bytes, and valid
+    /// while `epoch` is current (see [`Place::keeps`]); `None` for any other node.
+    pub path: Option<Arc<[u8]>>,
     pub decision: Decision,
     pub epoch: u64,
+}
+
+impl Place {
+    /// Whether the place of a node of type `fmt` keeps its workspace-relative path
+    /// of `len` bytes (see [`Place::path`]).
+    pub fn keeps(fmt: u32, len: usize) -> bool {
+        fmt == libc::S_IFDIR && len <= CACHED_PATH_MAX
+    }
 }
 
 #[derive(Debug)]
@@ -214,9 +241,29 @@ struct Table {
     by_key: HashMap<Key, u64>,
 }
 
+/// The paths last spelled for directories whose own are too long for their place
+/// to keep (see [`Inodes::recent_path`]), newest last. A bounded cache: at most
+/// [`RECENT_PATHS`] paths and [`RECENT_BYTES`] bytes.
+#[derive(Debug, Default)]
+struct Recent {
+    paths: std::collections::VecDeque<RecentPath>,
+    bytes: usize,
+}
+
+#[derive(Debug)]
+struct RecentPath {
+    /// The directory, by identity: the allocation a `Weak` holds is never reused
+    /// by another node while the entry lives.
+    node: Weak<Node>,
+    /// The epoch the path is current for.
+    epoch: u64,
+    path: Arc<[u8]>,
+}
+
 #[derive(Debug)]
 pub struct Inodes {
     map: RwLock<Table>,
+    recent: Mutex<Recent>,
     /// Nodes holding a descriptor.
     pinned: std::sync::atomic::AtomicUsize,
     /// The next id for an object not numbered by the source's filesystem.
@@ -237,6 +284,7 @@ impl Inodes {
         t.by_id.insert(ROOT, Arc::new(root));
         Inodes {
             map: RwLock::new(t),
+            recent: Mutex::default(),
             pinned: std::sync::atomic::AtomicUsize::new(1),
             kept: RwLock::new(Default::default()),
             next: AtomicU64::new(FOREIGN),
@@ -368,6 +416,53 @@ impl Inodes {
             self.pinned.fetch_sub(1, Ordering::Relaxed);
         }
         Some(node)
+    }
+
+    /// The path last spelled for the directory `node` while `epoch` was current
+    /// (see [`Inodes::remember_path`]).
+    pub fn recent_path(&self, node: &Node, epoch: u64) -> Option<Arc<[u8]>> {
+        let recent = self.recent.lock();
+        recent
+            .paths
+            .iter()
+            .rev()
+            .find(|r| r.epoch == epoch && std::ptr::eq(r.node.as_ptr(), node))
+            .map(|r| r.path.clone())
+    }
+
+    /// Remembers `path` as the directory `node`'s while `epoch` is current, for a
+    /// directory whose place cannot keep it ([`CACHED_PATH_MAX`]): a walk down a
+    /// chain deeper than that spells each level from the one above. The oldest
+    /// paths go first; one larger than half the budget is not kept.
+    pub fn remember_path(&self, node: &Node, epoch: u64, path: &Arc<[u8]>) {
+        if path.len() <= CACHED_PATH_MAX || path.len() > RECENT_BYTES / 2 {
+            return;
+        }
+        let Some(arc) = self.get(node.ino).filter(|n| std::ptr::eq(&**n, node)) else {
+            return;
+        };
+        let mut recent = self.recent.lock();
+        let r = &mut *recent;
+        let bytes = &mut r.bytes;
+        r.paths.retain(|p| {
+            let keep = !std::ptr::eq(p.node.as_ptr(), node);
+            if !keep {
+                *bytes -= p.path.len();
+            }
+            keep
+        });
+        r.bytes += path.len();
+        r.paths.push_back(RecentPath {
+            node: Arc::downgrade(&arc),
+            epoch,
+            path: path.clone(),
+        });
+        while r.paths.len() > RECENT_PATHS || r.bytes > RECENT_BYTES {
+            match r.paths.pop_front() {
+                Some(p) => r.bytes -= p.path.len(),
+                None => break,
+            }
+        }
     }
 
     /// Up to `n` `(parent, name)` entries whose nodes the kernel could be asked to let

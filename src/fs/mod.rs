@@ -204,7 +204,7 @@ impl VeilFs {
                 parent: inode::ROOT,
                 name: Vec::new(),
                 links: Vec::new(),
-                path: Arc::from(&b""[..]),
+                path: Some(Arc::from(&b""[..])),
                 decision: Decision::root(),
                 epoch: u64::MAX,
             },

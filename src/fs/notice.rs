@@ -26,8 +26,9 @@
 //! depends only on what the caller asked for, never on whether the name exists, so a
 //! notice discloses no more than the `EACCES` itself.
 //!
-//! Bounded: at most [`MAX_PATHS`] paths are remembered and said; after that one line
-//! says that further refusals go unsaid. Requests never wait on stderr: lines go
+//! Bounded: at most [`MAX_PATHS`] paths are remembered (by a hash, whatever their
+//! length) and said (the last [`SHOWN_BYTES`] bytes of a longer one); after that one
+//! line says that further refusals go unsaid. Requests never wait on stderr: lines go
 //! through a bounded queue to a thread of their own (a line that does not fit is
 //! dropped), which is joined when the filesystem goes away.
 
@@ -48,6 +49,9 @@ use crate::policy::Decision;
 /// How many distinct paths are said at most during one mount.
 pub const MAX_PATHS: usize = 256;
 
+/// The most bytes of a path a notice shows: its end, after `…`.
+pub const SHOWN_BYTES: usize = 1024;
+
 /// The operations whose refusal is noticed: each would make a name.
 const MAKING: [&str; 6] = ["create", "mknod", "mkdir", "symlink", "link", "rename"];
 
@@ -62,7 +66,8 @@ pub struct Notices {
 
 #[derive(Default)]
 struct Inner {
-    seen: HashSet<Vec<u8>>,
+    /// The paths said, by [`digest`].
+    seen: HashSet<u64>,
     /// The limit was reached and said so.
     full: bool,
     tx: Option<SyncSender<String>>,
@@ -86,23 +91,27 @@ impl Notices {
     /// not reached).
     pub fn wants(&self, path: &[u8]) -> bool {
         let inner = self.inner.lock();
-        !inner.full && !inner.seen.contains(path)
+        !inner.full && !inner.seen.contains(&digest(path))
     }
 
     /// Says, once per path, that `op` on `path` was refused because of `decision`.
     pub fn refused(&self, op: &str, path: &[u8], decision: &Decision) {
         let mut inner = self.inner.lock();
-        if inner.full || inner.seen.contains(path) {
+        if inner.full || inner.seen.contains(&digest(path)) {
             return;
         }
         let line = if inner.seen.len() >= MAX_PATHS {
             inner.full = true;
             format!("veilfs: more than {MAX_PATHS} refused names; further ones are not said here")
         } else {
-            inner.seen.insert(path.to_vec());
+            inner.seen.insert(digest(path));
+            let (cut, shown) = match path.len().checked_sub(SHOWN_BYTES) {
+                Some(start) if start > 0 => ("…", &path[start..]),
+                _ => ("", path),
+            };
             format!(
-                "veilfs: {}: {op} refused: {}",
-                crate::printable::printable(path),
+                "veilfs: {cut}{}: {op} refused: {}",
+                crate::printable::printable(shown),
                 crate::printable::escape(&decision.why())
             )
         };
@@ -144,6 +153,15 @@ impl Drop for Notices {
             let _ = t.join();
         }
     }
+}
+
+/// A path as [`Notices`] remembers it: two paths alike here (one chance in 2^64)
+/// share one notice.
+fn digest(path: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    path.hash(&mut h);
+    h.finish()
 }
 
 /// Whether a refusal of `op` is noticed whatever the disk holds.
@@ -225,6 +243,18 @@ fn legacy(_nr: libc::c_long, _arg1: Option<u64>) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::making;
+
+    #[test]
+    fn a_long_path_is_remembered_by_its_digest() {
+        let n = super::Notices::default();
+        n.set_quiet(true);
+        let long = vec![b'x'; 250 * 1024];
+        assert!(n.wants(&long));
+        n.refused("mkdir", &long, &crate::policy::Decision::lost());
+        assert!(!n.wants(&long));
+        assert!(n.wants(&long[1..]));
+        assert_eq!(n.inner.lock().seen.len(), 1);
+    }
 
     fn line(nr: libc::c_long, args: &[u64]) -> String {
         let mut s = nr.to_string();

@@ -138,21 +138,21 @@ impl VeilFs {
     /// walking up and then down without recursion (any depth). Each step goes through
     /// the node's name in a parent the kernel still holds: its decision name, else
     /// another of its links; a node none of whose parents is held any more (the kernel
-    /// forgot them) is decided from its last known path.
+    /// forgot them) has no place to be decided at, and is refused (with everything
+    /// beneath it) until a lookup finds it again.
     fn place(&self, s: &Snapshot, node: &Node) -> io::Result<Place> {
         let epoch = s.epoch;
         let place = node.place();
         // With a directory left unwatched, an outside move may go unseen: no cached
         // place is trusted, and every directory on the way is checked.
-        let unwatched = self.unwatched || self.watcher.as_ref().is_some_and(|w| w.missed());
+        let unwatched = self.places_unwatched();
         let current = |e: u64| e == epoch && !unwatched;
         if current(place.epoch) || node.ino == super::inode::ROOT {
             return Ok(place);
         }
-        let policy = &*s.policy;
         // Stale nodes from `node` up, each with the parent it is decided under.
         let mut stale: Vec<(Option<Arc<Node>>, Place)> = vec![(None, place)];
-        let mut base: Option<Place> = None;
+        let mut base: Option<(Arc<Node>, Place)> = None;
         let limit = self.inodes.len() + 1;
         loop {
             let top = stale.len() - 1;
@@ -163,7 +163,7 @@ impl VeilFs {
             stale[top].1.parent = parent.ino;
             stale[top].1.name = name;
             if current(pp.epoch) || parent.ino == super::inode::ROOT {
-                base = Some(pp);
+                base = Some((parent, pp));
                 break;
             }
             if stale.len() > limit {
@@ -172,48 +172,156 @@ impl VeilFs {
             }
             stale.push((Some(parent), pp));
         }
-        // Downwards: the outermost stale node is decided under `base`, or from its own
-        // last known path when no parent of it is held.
-        let mut above = base;
+        let above = match base {
+            Some((n, pp)) => {
+                let path = self.path_of(s, &n, &pp)?;
+                Some((pp, path))
+            }
+            None => None,
+        };
+        self.redecide(s, node, stale, above)
+    }
+
+    /// The downward half of [`VeilFs::place`]: decides the `stale` places (the
+    /// innermost first, `node`'s own) under `above` (the place and path of the
+    /// outermost one's parent; `None` when no parent of it is held), stores them,
+    /// and returns `node`'s.
+    fn redecide(
+        &self,
+        s: &Snapshot,
+        node: &Node,
+        mut stale: Vec<(Option<Arc<Node>>, Place)>,
+        mut above: Option<(Place, Arc<[u8]>)>,
+    ) -> io::Result<Place> {
         let mut result = None;
         while let Some((n, mut p)) = stale.pop() {
-            let is_dir = n
-                .as_ref()
-                .map_or(node.decided_as_dir(), |n| n.decided_as_dir());
             let target: &Node = n.as_deref().unwrap_or(node);
-            match &above {
+            let is_dir = target.decided_as_dir();
+            let path: Arc<[u8]> = match &above {
                 // A directory moved or removed outside the mount to a place not
                 // seen (see `watch`): its old path means nothing now, so it is
                 // refused, and everything beneath it, until a lookup finds it again.
-                Some(_) if target.is_dir() && !self.holds(p.parent, &p.name, target) => {
+                Some((_, pp_path)) if target.is_dir() && !self.holds(p.parent, &p.name, target) => {
                     p.decision = Decision::lost();
+                    Arc::from(join(pp_path, &p.name))
                 }
-                Some(pp) => {
-                    let path = join(&pp.path, &p.name);
-                    p.decision = self.decide(policy, &pp.decision, &path, || is_dir);
-                    p.path = Arc::from(path);
+                Some((pp, pp_path)) => {
+                    let path = join(pp_path, &p.name);
+                    p.decision = self.decide(&s.policy, &pp.decision, &path, || is_dir);
+                    Arc::from(path)
                 }
+                // No parent held: named by its last name alone, in refusals.
                 None => {
-                    p.decision = self.decide_path(policy, &p.path, is_dir);
+                    p.decision = Decision::lost();
+                    Arc::from(&p.name[..])
                 }
-            }
+            };
             self.recomputed.fetch_add(1, Ordering::Relaxed);
-            p.epoch = epoch;
+            p.epoch = s.epoch;
+            p.path = Place::keeps(target.fmt, path.len()).then(|| path.clone());
+            if target.is_dir() && p.path.is_none() && !self.places_unwatched() {
+                self.inodes.remember_path(target, s.epoch, &path);
+            }
             {
                 let mut st = target.place.lock();
                 st.parent = p.parent;
                 st.name = p.name.clone();
                 st.path = p.path.clone();
                 st.decision = p.decision.clone();
-                st.epoch = epoch;
+                st.epoch = s.epoch;
                 p.links = st.links.clone();
             }
             if n.is_none() {
                 result = Some(p.clone());
             }
-            above = Some(p);
+            above = Some((p, path));
         }
         result.ok_or_else(eacces)
+    }
+
+    /// The workspace-relative path of `node`, whose place is `place`: the one the
+    /// place keeps while current for `s`, else spelled from the names on the way
+    /// up to the nearest directory whose path is known for `s` (kept in its place,
+    /// or spelled recently: see [`super::inode::Inodes::recent_path`]) or the root.
+    /// A walk of one lock at a time, without recursion; `EACCES` when the way up is
+    /// broken (a parent the kernel no longer holds, or a cycle in the recorded
+    /// parents).
+    pub(super) fn path_of(
+        &self,
+        s: &Snapshot,
+        node: &Node,
+        place: &Place,
+    ) -> io::Result<Arc<[u8]>> {
+        let root = node.ino == super::inode::ROOT;
+        if let Some(path) = &place.path
+            && (place.epoch == s.epoch || root)
+        {
+            return Ok(path.clone());
+        }
+        if root {
+            return Ok(Arc::from(&b""[..]));
+        }
+        // Paths spelled earlier are used only while no outside move can go unseen.
+        let recent = !self.places_unwatched();
+        if recent
+            && node.is_dir()
+            && let Some(path) = self.inodes.recent_path(node, s.epoch)
+        {
+            return Ok(path);
+        }
+        let (mut dir, name) = self.anchor(place).ok_or_else(eacces)?;
+        // Spelled backwards (each name reversed, the whole reversed at the end), so
+        // that no step allocates.
+        let mut rev: Vec<u8> = name.iter().rev().copied().collect();
+        let mut whole = false;
+        for _ in 0..=self.inodes.len() {
+            if dir.ino == super::inode::ROOT {
+                whole = true;
+                break;
+            }
+            rev.push(b'/');
+            let mark = rev.len();
+            let up = {
+                let p = dir.place.lock();
+                match &p.path {
+                    Some(path) if p.epoch == s.epoch => {
+                        rev.extend(path.iter().rev());
+                        None
+                    }
+                    _ => {
+                        rev.extend(p.name.iter().rev());
+                        Some(p.parent)
+                    }
+                }
+            };
+            let Some(up) = up else {
+                whole = true;
+                break;
+            };
+            if recent && let Some(path) = self.inodes.recent_path(&dir, s.epoch) {
+                rev.truncate(mark);
+                rev.extend(path.iter().rev());
+                whole = true;
+                break;
+            }
+            dir = self.inodes.get(up).ok_or_else(eacces)?;
+        }
+        if !whole {
+            // A cycle in the recorded parents (should not happen): fail closed.
+            return Err(eacces());
+        }
+        rev.reverse();
+        let path: Arc<[u8]> = Arc::from(rev);
+        if recent && node.is_dir() {
+            self.inodes.remember_path(node, s.epoch, &path);
+        }
+        Ok(path)
+    }
+
+    /// Whether a place may have moved unseen: a directory was left unwatched (see
+    /// [`VeilFs::place`]).
+    fn places_unwatched(&self) -> bool {
+        self.unwatched || self.watcher.as_ref().is_some_and(|w| w.missed())
     }
 
     /// Whether the name `name` in directory node `parent` holds `node`'s object.
@@ -234,15 +342,6 @@ impl VeilFs {
             .find_map(|(p, n)| self.inodes.get(p).map(|node| (node, n.clone())))
     }
 
-    /// The decision for a whole workspace-relative path, with the policy-file guard.
-    fn decide_path(&self, policy: &Policy, path: &[u8], is_dir: bool) -> Decision {
-        if path.is_empty() {
-            return Decision::root();
-        }
-        let d = self.guard_policy_path(path, policy.decide(path, is_dir));
-        self.with_outer(path, is_dir, d)
-    }
-
     fn visible(&self, node: &Node) -> io::Result<Place> {
         self.visible_in(&self.snapshot(), node)
     }
@@ -259,8 +358,51 @@ impl VeilFs {
 
     fn visible_as(&self, s: &Snapshot, node: &Node, log: bool) -> io::Result<Place> {
         let p = self.place(s, node)?;
-        self.admit(&s.policy, &p.path, &p.decision, See, log)?;
+        self.admit_node(s, node, &p, &p.decision, See, log)?;
         Ok(p)
+    }
+
+    /// [`VeilFs::admit`] for `node` at its place `p`: its path is spelled only for
+    /// a check that `d` does not meet outright (a refusal, or what a permissive
+    /// mount logs).
+    fn admit_node(
+        &self,
+        s: &Snapshot,
+        node: &Node,
+        p: &Place,
+        d: &Decision,
+        need: super::permissive::Need,
+        log: bool,
+    ) -> io::Result<()> {
+        if need.met_by(d) {
+            return Ok(());
+        }
+        self.admit(&s.policy, &self.path_of(s, node, p)?, d, need, log)
+    }
+
+    /// [`VeilFs::gate`] for `node` at its place `p` (its path spelled only for a
+    /// path that asks).
+    fn gate_node(
+        &self,
+        s: &Snapshot,
+        node: &Node,
+        p: &Place,
+        access: Access,
+    ) -> io::Result<Option<Decision>> {
+        if p.decision.action != crate::policy::Action::Ask {
+            return Ok(None);
+        }
+        let path = self.path_of(s, node, p)?;
+        self.gate(s, &path, &p.decision, access, node.decided_as_dir())
+    }
+
+    /// [`VeilFs::guard_key`] for `node` at its place `p` (its path spelled only for
+    /// a protected object).
+    fn guard_node_key(&self, s: &Snapshot, node: &Node, p: &Place) -> io::Result<()> {
+        if !self.protected.guards(node.key) {
+            return Ok(());
+        }
+        self.guard_key(node.key, &self.path_of(s, node, p)?)
     }
 
     fn writable(&self, node: &Node) -> io::Result<Place> {
@@ -269,16 +411,10 @@ impl VeilFs {
 
     fn writable_in(&self, s: &Snapshot, node: &Node) -> io::Result<Place> {
         let p = self.place(s, node)?;
-        let approved = self.gate(
-            s,
-            &p.path,
-            &p.decision,
-            Access::Write,
-            node.decided_as_dir(),
-        )?;
+        let approved = self.gate_node(s, node, &p, Access::Write)?;
         let d = approved.as_ref().unwrap_or(&p.decision);
-        self.admit(&s.policy, &p.path, d, Change, true)?;
-        self.guard_key(node.key, &p.path)?;
+        self.admit_node(s, node, &p, d, Change, true)?;
+        self.guard_node_key(s, node, &p)?;
         Ok(p)
     }
 
@@ -290,7 +426,7 @@ impl VeilFs {
 
     fn readable_in(&self, s: &Snapshot, node: &Node) -> io::Result<Place> {
         let p = self.visible_in(s, node)?;
-        self.gate(s, &p.path, &p.decision, Access::Read, node.decided_as_dir())?;
+        self.gate_node(s, node, &p, Access::Read)?;
         Ok(p)
     }
 
@@ -319,7 +455,7 @@ impl VeilFs {
         let s = self.snapshot();
         let p = self.writable_in(&s, node)?;
         let d = p.decision.for_own_attributes(s.policy.default_action());
-        self.admit(&s.policy, &p.path, &d, Change, true)?;
+        self.admit_node(&s, node, &p, &d, Change, true)?;
         Ok(p)
     }
 
@@ -333,8 +469,8 @@ impl VeilFs {
         dp: &Place,
         name: &CStr,
         kind: Kind,
-    ) -> (Vec<u8>, Decision) {
-        let path = join(&dp.path, name.to_bytes());
+    ) -> io::Result<(Vec<u8>, Decision)> {
+        let path = join(&self.path_of(s, dir, dp)?, name.to_bytes());
         let d = match kind {
             Kind::Dir => self.decide(&s.policy, &dp.decision, &path, || true),
             Kind::NotDir => self.decide(&s.policy, &dp.decision, &path, || false),
@@ -343,7 +479,7 @@ impl VeilFs {
                     .0
             }
         };
-        (path, d)
+        Ok((path, d))
     }
 
     /// Registers the backing entry `name` of `parent` as a node (one lookup): opens it
@@ -505,12 +641,11 @@ impl VeilFs {
     ) -> io::Result<(Arc<Node>, libc::stat)> {
         let epoch = at.epoch;
         let parent = at.parent;
-        let path: Arc<[u8]> = Arc::from(path);
         let place = Place {
             parent,
             name: name.to_bytes().to_vec(),
             links: vec![(parent, name.to_bytes().to_vec())],
-            path,
+            path: Place::keeps(st.st_mode & libc::S_IFMT, path.len()).then(|| Arc::from(&path[..])),
             decision,
             epoch,
         };
@@ -540,6 +675,9 @@ impl VeilFs {
         if let Some(fd) = fd {
             self.inodes.pin(&node, fd);
         }
+        if node.is_dir() && path.len() > super::inode::CACHED_PATH_MAX && !self.places_unwatched() {
+            self.inodes.remember_path(&node, epoch, &Arc::from(path));
+        }
         if let Some(w) = &self.watcher
             && node.is_dir()
             && let Some(fd) = node.fd()
@@ -555,7 +693,7 @@ impl VeilFs {
         let dp = self.dir_visible_in(&s, &dir)?;
         let cname = sys::name(name)?;
         self.seam.run();
-        let path = join(&dp.path, cname.to_bytes());
+        let path = join(&self.path_of(&s, &dir, &dp)?, cname.to_bytes());
         let (d, as_file) = self.decide_on_disk(&s.policy, &dir, &dp.decision, &path, &cname);
         self.admit(&s.policy, &path, &d, See, true)?;
         let at = Entering {
@@ -733,8 +871,8 @@ impl VeilFs {
         let p = self.visible_in(&s, &node)?;
         if mask & libc::W_OK != 0 {
             let d = p.decision.once_approved();
-            self.admit(&s.policy, &p.path, &d, Change, true)?;
-            self.guard_key(node.key, &p.path)?;
+            self.admit_node(&s, &node, &p, &d, Change, true)?;
+            self.guard_node_key(&s, &node, &p)?;
         }
         Ok(())
     }

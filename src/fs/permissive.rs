@@ -43,7 +43,7 @@ pub(super) enum Need {
 }
 
 impl Need {
-    fn met_by(self, d: &Decision) -> bool {
+    pub(super) fn met_by(self, d: &Decision) -> bool {
         match self {
             Need::See => d.action.visible(),
             Need::Change => d.action.writable(),

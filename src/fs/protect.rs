@@ -152,6 +152,12 @@ impl ProtectedFiles {
         let k = self.imported.read();
         !k.is_empty() && k.contains(&key)
     }
+
+    /// Whether changes to `key` are refused (it is the policy file, a file the
+    /// policy imports, or the run's audit log).
+    pub fn guards(&self, key: Key) -> bool {
+        self.contains(key) || self.is_imported(key) || self.is_log(key)
+    }
 }
 
 impl VeilFs {

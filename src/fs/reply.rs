@@ -334,7 +334,10 @@ impl VeilFs {
             && let Some(node) = self.inodes.get(ino)
         {
             let place = node.place();
-            self.audit(req.into(), op, place.path.to_vec(), place.decision, false);
+            // A path that cannot be spelled (its parent gone) is logged empty.
+            let path = self.path_of(&self.snapshot(), &node, &place);
+            let path = path.map(|p| p.to_vec()).unwrap_or_default();
+            self.audit(req.into(), op, path, place.decision, false);
         }
     }
 

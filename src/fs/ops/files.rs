@@ -200,7 +200,8 @@ impl VeilFs {
                 && self.protected.contains(node.key)
             {
                 // A handle opened before its file became the policy file.
-                self.guard_key(node.key, &node.place().path)?;
+                let path = self.path_of(&self.snapshot(), &node, &node.place())?;
+                self.guard_key(node.key, &path)?;
             }
             return Ok(Io::Handle(h));
         }

@@ -82,7 +82,7 @@ impl VeilFs {
         };
         let asks = place.decision.action == crate::policy::Action::Ask;
         if asks && !found.as_ref().is_some_and(|l| l.approved_for(pid)) {
-            self.gate(&s, &place.path, &place.decision, Access::Read, true)?;
+            self.gate_node(&s, &node, &place, Access::Read)?;
         }
         if let Some(l) = found {
             if asks {
@@ -93,7 +93,8 @@ impl VeilFs {
             }
             // Taken under an older policy: a reader continuing it (or seeking back
             // into it) sees only what the policy in force admits now.
-            return Ok((Arc::new(self.refiltered(&s, &place, &l)), pos));
+            let path = self.path_of(&s, &node, &place)?;
+            return Ok((Arc::new(self.refiltered(&s, &place, &path, &l)), pos));
         }
         let st = sys::stat(node.dir_fd()?)?;
         let stamp = (st.st_mtime, st.st_mtime_nsec, s.epoch);
@@ -111,7 +112,12 @@ impl VeilFs {
         let listing = Listing {
             generation: self.next_listing.fetch_add(1, Ordering::Relaxed),
             stamp,
-            entries: self.read_listing(&s.policy, &node, &place)?,
+            entries: self.read_listing(
+                &s.policy,
+                &node,
+                &place,
+                &self.path_of(&s, &node, &place)?,
+            )?,
             readers: Mutex::new(if asks { vec![pid] } else { Vec::new() }),
         };
         Ok((self.keep(ino, listing), pos))
@@ -144,9 +150,8 @@ impl VeilFs {
             return;
         }
         if let Some(seat) = &self.seat
-            && seat
-                .broker
-                .session_covers(seat.root, &place.path, Access::Read)
+            && let Ok(path) = self.path_of(&self.snapshot(), &node, &place)
+            && seat.broker.session_covers(seat.root, &path, Access::Read)
         {
             return;
         }
@@ -155,13 +160,21 @@ impl VeilFs {
 
     /// `listing` (taken under an older policy) as the policy of `s` admits it: the
     /// same positions, with each entry it refuses blanked (an empty name, skipped
-    /// when served). An entry of unknown type is decided as a directory.
-    pub(super) fn refiltered(&self, s: &Snapshot, place: &Place, listing: &Listing) -> Listing {
+    /// when served). An entry of unknown type is decided as a directory. `path` is
+    /// the directory's.
+    pub(super) fn refiltered(
+        &self,
+        s: &Snapshot,
+        place: &Place,
+        path: &[u8],
+        listing: &Listing,
+    ) -> Listing {
+        let dir = path;
         let entries = listing
             .entries
             .iter()
             .map(|e| {
-                let path = join(&place.path, &e.name);
+                let path = join(dir, &e.name);
                 let as_dir = matches!(e.kind, libc::DT_DIR | libc::DT_LNK | libc::DT_UNKNOWN);
                 let d = self.decide(&s.policy, &place.decision, &path, || as_dir);
                 // A permissive mount lists everything (a name is logged when it is
@@ -185,13 +198,16 @@ impl VeilFs {
         }
     }
 
-    /// The admitted entries of a directory, read now under one policy.
+    /// The admitted entries of a directory (at its place `place`, its path
+    /// `path`), read now under one policy.
     pub(super) fn read_listing(
         &self,
         policy: &Policy,
         node: &Node,
         place: &Place,
+        path: &[u8],
     ) -> io::Result<Vec<Listed>> {
+        let dir = path;
         let reader = sys::reopen(
             self.proc_fd.as_fd(),
             node.dir_fd()?,
@@ -201,7 +217,7 @@ impl VeilFs {
         self.seam.run();
         let mut entries = Vec::new();
         for e in sys::read_dir(reader)? {
-            let path = join(&place.path, &e.name);
+            let path = join(dir, &e.name);
             let d = self.decide(policy, &place.decision, &path, || match e.kind {
                 libc::DT_DIR | libc::DT_LNK => true,
                 // Not known, or gone: read as a directory (see `unseen`).

@@ -17,7 +17,7 @@ impl VeilFs {
         let dir = self.node(parent)?;
         let dp = self.dir_visible_in(s, &dir)?;
         let cname = sys::name(name)?;
-        let (path, d) = self.child(s, &dir, &dp, &cname, kind);
+        let (path, d) = self.child(s, &dir, &dp, &cname, kind)?;
         let approved = self.gate(s, &path, &d, Access::Write, matches!(kind, Kind::Dir))?;
         let may = approved.as_ref().unwrap_or(&d);
         self.admit(&s.policy, &path, may, Change, true)?;

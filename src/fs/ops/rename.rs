@@ -30,8 +30,8 @@ impl VeilFs {
         let exchange = flags & libc::RENAME_EXCHANGE != 0;
 
         // The source as it is, and as it would be at the destination.
-        let (from_path, from_now) = self.child(&s, &from_dir, &fp, &from, kind_of(from_as_dir));
-        let (to_path, from_then) = self.child(&s, &to_dir, &tp, &to, kind_of(from_as_dir));
+        let (from_path, from_now) = self.child(&s, &from_dir, &fp, &from, kind_of(from_as_dir))?;
+        let (to_path, from_then) = self.child(&s, &to_dir, &tp, &to, kind_of(from_as_dir))?;
         let may = |path: &[u8], d: &Decision, is_dir: bool| -> io::Result<()> {
             let approved = self.gate(&s, path, d, Access::Write, is_dir)?;
             let d = approved.as_ref().unwrap_or(d);
@@ -63,12 +63,12 @@ impl VeilFs {
             self.guard_key(crate::fs::inode::key_of(st), &to_path)?;
             let to_is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
             let to_as_dir = decided_as_dir(st.st_mode);
-            let (_, to_now) = self.child(&s, &to_dir, &tp, &to, kind_of(to_as_dir));
+            let (_, to_now) = self.child(&s, &to_dir, &tp, &to, kind_of(to_as_dir))?;
             may(&to_path, &to_now, to_as_dir)?;
             if exchange {
                 // What sat at the destination comes into existence at the source.
                 self.guard_head(&from_path, st.st_mode)?;
-                let (_, to_then) = self.child(&s, &from_dir, &fp, &from, kind_of(to_as_dir));
+                let (_, to_then) = self.child(&s, &from_dir, &fp, &from, kind_of(to_as_dir))?;
                 may(&from_path, &to_then, to_as_dir)?;
                 if to_is_dir {
                     let fd =
