@@ -47,6 +47,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             allow_socket,
             share_tmp,
             without_landlock,
+            notices,
             command,
         } => {
             let mut mount = crate::mount::MountOptions::default();
@@ -65,6 +66,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 allow_socket,
                 share_tmp,
                 without_landlock,
+                notices,
                 command,
                 mount,
             })

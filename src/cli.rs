@@ -116,6 +116,12 @@ pub enum Command {
         /// through.
         #[arg(long)]
         without_landlock: bool,
+        /// Write the refusal notices to FILE while CMD runs (appended; default: a
+        /// file in veilfs's runtime directory, named in the start-up line). They
+        /// never go to the terminal, which is CMD's; `run` prints a summary when CMD
+        /// ends.
+        #[arg(long, value_name = "FILE")]
+        notices: Option<PathBuf>,
         /// The command and its arguments (one that starts with `-` after `--`).
         #[arg(trailing_var_arg = true, value_name = "CMD")]
         command: Vec<std::ffi::OsString>,

@@ -332,9 +332,9 @@ impl VeilFs {
         ))
     }
 
-    /// Says refusal notices through `log` instead of on stderr (see [`notice`]).
-    pub fn set_quiet_notices(&self, quiet: bool) {
-        self.notices.set_quiet(quiet);
+    /// Where refusal notices go (see [`notice`]).
+    pub fn set_notices(&self, to: notice::Destination) {
+        self.notices.send_to(to);
     }
 
     /// Turns FUSE passthrough off (it is on by default where the kernel allows it).

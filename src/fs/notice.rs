@@ -9,10 +9,13 @@
 //! veilfs: deploy/prod.key: create refused: rule 1 "*.key" (<built-in>:25:3): …
 //! ```
 //!
-//! Under `veilfs run` the daemon's stderr is the invoking stderr (on a terminal, not
-//! the command's: the command has a pty of its own); `run --quiet` sends them to the
-//! log instead (`-v`), so they never mix into a command's captured stderr. The audit log
-//! (`--audit`) has every refusal; these notices are for the person watching.
+//! `veilfs mount` says them on its stderr. Under `veilfs run` the terminal is the
+//! command's while it runs (a line there would be drawn over a full-screen agent or
+//! editor, or land inside the command's own messages), so they go to the session's
+//! notices file ([`Destination::Session`], named in the start-up line), and `run`
+//! prints one summary when the command has ended; `run --quiet` sends them to the
+//! log instead (`-v`). The audit log (`--audit`) has every refusal; these notices
+//! are for the person watching.
 //!
 //! Which refusals: those of the operations that make a name (create, mknod, mkdir,
 //! symlink, link, rename), and refused lookups. The kernel looks every name up before
@@ -59,9 +62,82 @@ const MAKING: [&str; 6] = ["create", "mknod", "mkdir", "symlink", "link", "renam
 #[derive(Default)]
 pub struct Notices {
     inner: Mutex<Inner>,
-    /// Said through `log` (info) instead of on stderr: `veilfs run --quiet`, whose
-    /// stderr may be the command's own.
-    quiet: std::sync::atomic::AtomicBool,
+    /// Where the lines go (stderr by default).
+    to: Mutex<Destination>,
+}
+
+/// Where refusal notices go.
+#[derive(Clone, Debug, Default)]
+pub enum Destination {
+    /// The daemon's stderr: `veilfs mount`.
+    #[default]
+    Stderr,
+    /// `log` (info): `veilfs run --quiet`.
+    Log,
+    /// A session's notices file, and its tally for the summary `run` prints when
+    /// the command ends: `veilfs run`, whose terminal is the command's while it
+    /// runs (a line there would be drawn over a full-screen program).
+    Session(std::sync::Arc<SessionNotices>),
+}
+
+/// The notices of one `veilfs run` (both its mounts): the file they are written
+/// to, and what the summary says.
+#[derive(Debug)]
+pub struct SessionNotices {
+    file: Mutex<std::fs::File>,
+    pub path: std::path::PathBuf,
+    tally: Mutex<(usize, Vec<String>)>,
+}
+
+/// How many refused paths the summary names.
+const SUMMARY_NAMES: usize = 3;
+
+impl SessionNotices {
+    /// Notices written to `path` (made, mode 0600, never through a link; an
+    /// existing file is appended to).
+    pub fn create(path: &std::path::Path) -> io::Result<SessionNotices> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)?;
+        Ok(SessionNotices {
+            file: Mutex::new(file),
+            path: path.to_path_buf(),
+            tally: Mutex::new((0, Vec::new())),
+        })
+    }
+
+    fn write(&self, shown: &str, line: &str) {
+        use std::io::Write;
+        {
+            let mut t = self.tally.lock();
+            t.0 += 1;
+            if t.1.len() < SUMMARY_NAMES {
+                t.1.push(shown.to_string());
+            }
+        }
+        let _ = writeln!(self.file.lock(), "{line}");
+    }
+
+    /// The line `run` prints when the command has ended (`None`: nothing was
+    /// refused that a notice would say).
+    pub fn summary(&self) -> Option<String> {
+        let t = self.tally.lock();
+        if t.0 == 0 {
+            return None;
+        }
+        let more = if t.0 > t.1.len() { ", …" } else { "" };
+        Some(format!(
+            "veilfs: refused {} name{} ({}{more}); each with its rule in {} (`veilfs explain PATH` says why)",
+            t.0,
+            if t.0 == 1 { "" } else { "s" },
+            t.1.join(", "),
+            self.path.display()
+        ))
+    }
 }
 
 #[derive(Default)]
@@ -81,10 +157,9 @@ impl std::fmt::Debug for Notices {
 }
 
 impl Notices {
-    /// Says notices through `log` (info) instead of on stderr.
-    pub fn set_quiet(&self, quiet: bool) {
-        self.quiet
-            .store(quiet, std::sync::atomic::Ordering::Relaxed);
+    /// Where the lines go from now on.
+    pub fn send_to(&self, to: Destination) {
+        *self.to.lock() = to;
     }
 
     /// Whether a refusal of `path` would still be said (it was not, and the limit is
@@ -100,24 +175,37 @@ impl Notices {
         if inner.full || inner.seen.contains(&digest(path)) {
             return;
         }
-        let line = if inner.seen.len() >= MAX_PATHS {
+        let (shown, line) = if inner.seen.len() >= MAX_PATHS {
             inner.full = true;
-            format!("veilfs: more than {MAX_PATHS} refused names; further ones are not said here")
+            (
+                String::new(),
+                format!(
+                    "veilfs: more than {MAX_PATHS} refused names; further ones are not said here"
+                ),
+            )
         } else {
             inner.seen.insert(digest(path));
             let (cut, shown) = match path.len().checked_sub(SHOWN_BYTES) {
                 Some(start) if start > 0 => ("…", &path[start..]),
                 _ => ("", path),
             };
-            format!(
-                "veilfs: {cut}{}: {op} refused: {}",
-                crate::printable::printable(shown),
+            let shown = format!("{cut}{}", crate::printable::printable(shown));
+            let line = format!(
+                "veilfs: {shown}: {op} refused: {}",
                 crate::printable::escape(&decision.why())
-            )
+            );
+            (shown, line)
         };
-        if self.quiet.load(std::sync::atomic::Ordering::Relaxed) {
-            log::info!("{line}");
-            return;
+        match &*self.to.lock() {
+            Destination::Stderr => {}
+            Destination::Log => {
+                log::info!("{line}");
+                return;
+            }
+            Destination::Session(s) => {
+                s.write(&shown, &line);
+                return;
+            }
         }
         if inner.tx.is_none() {
             let (tx, rx) = sync_channel::<String>(64);

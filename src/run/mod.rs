@@ -106,6 +106,8 @@ pub struct RunOptions {
     /// `--without-landlock`: run without Landlock's scopes where the kernel
     /// lacks them.
     pub without_landlock: bool,
+    /// `--notices FILE`: where refusal notices go while the command runs.
+    pub notices: Option<PathBuf>,
     pub command: Vec<OsString>,
     /// Caching and passthrough (the other fields are not used by `run`).
     pub mount: crate::mount::MountOptions,
@@ -374,6 +376,8 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     // `veilfs reload WS` from outside: bound while this process still sees the
     // caller's runtime directory as the caller does.
     let control = crate::control::bind_for_run(&ws);
+    // Where refusal notices go while the command runs (never its terminal).
+    let (notices, notices_note) = notice_destination(&opts);
 
     if let Err(e) = enter_namespaces() {
         return refuse(e);
@@ -430,7 +434,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
             return refuse(format!("cannot serve {}: {e}", ws.display()));
         }
     };
-    fs.set_quiet_notices(opts.quiet);
+    fs.set_notices(notices.clone());
     fs.guard_git();
     if let Some(base) = home_base {
         // The workspace is the home directory: every repository in it is guarded,
@@ -450,7 +454,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         (home::Layout::Separate(h), Some(fd), Some(hp)) => {
             match VeilFs::from_fd(fd, h, hp.policy, hp.path.as_deref()) {
                 Ok(mut hfs) => {
-                    hfs.set_quiet_notices(opts.quiet);
+                    hfs.set_notices(notices.clone());
                     hfs.guard_git_everywhere();
                     hfs.set_policy_after(home_after);
                     let ways = home::guarded_ways(h, &hfs.policy_handle().read().clone());
@@ -644,7 +648,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         // Paths and names from the command line and the tree: never a control
         // character raw.
         let line = format!(
-            "veilfs: running {} in {} ({found}) with policy {}{hiding}{home_note}{homes_note}{system_note}{sockets_note}{as_root}{env_note}{}",
+            "veilfs: running {} in {} ({found}) with policy {}{hiding}{home_note}{homes_note}{system_note}{sockets_note}{as_root}{env_note}{notices_note}{}",
             command[0].to_string_lossy(),
             ws.display(),
             source,
@@ -686,6 +690,15 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     // Nothing waits on a person any more.
     broker.close();
     ending::unmount(sessions, audit);
+    if let crate::fs::notice::Destination::Session(s) = &notices {
+        match s.summary() {
+            Some(line) => eprintln!("{line}"),
+            None if opts.notices.is_none() => {
+                let _ = std::fs::remove_file(&s.path);
+            }
+            None => {}
+        }
+    }
     if let Some((log, id)) = log_id
         && !confine::log_still_there(&log, id)
     {
@@ -782,6 +795,33 @@ fn home_root(layout: &home::Layout) -> Option<&std::path::Path> {
     match layout {
         home::Layout::Same(h) | home::Layout::Separate(h) => Some(h),
         home::Layout::Uncovered(_) => None,
+    }
+}
+
+/// Where refusal notices go under `run`: `--quiet`, the log; else the file
+/// `--notices FILE`, or one in the runtime directory (the person's, out of the
+/// command's view); on the terminal only when no file can be made. And what the
+/// start-up line says of it.
+fn notice_destination(opts: &RunOptions) -> (crate::fs::notice::Destination, String) {
+    use crate::fs::notice::{Destination, SessionNotices};
+    if opts.quiet {
+        return (Destination::Log, String::new());
+    }
+    let path = opts.notices.clone().unwrap_or_else(|| {
+        crate::control::runtime_dir_path().join(format!("notices-run-{}.log", std::process::id()))
+    });
+    match SessionNotices::create(&path) {
+        Ok(s) => (
+            Destination::Session(std::sync::Arc::new(s)),
+            format!("; refusal notices in {}", path.display()),
+        ),
+        Err(e) => {
+            log::warn!(
+                "{}: refusal notices stay on the terminal: {e}",
+                path.display()
+            );
+            (Destination::Stderr, String::new())
+        }
     }
 }
 
