@@ -335,7 +335,7 @@ mod tests {
     #[test]
     fn a_long_path_is_remembered_by_its_digest() {
         let n = super::Notices::default();
-        n.set_quiet(true);
+        n.send_to(super::Destination::Log);
         let long = vec![b'x'; 250 * 1024];
         assert!(n.wants(&long));
         n.refused("mkdir", &long, &crate::policy::Decision::lost());
