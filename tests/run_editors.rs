@@ -429,13 +429,7 @@ impl Home {
             c.env(k, v);
         }
         let o = c.output().unwrap();
-        for root in [&self.home, &self.ws] {
-            assert!(
-                !veilfs::mount::is_mount_point(&root.canonicalize().unwrap()),
-                "{} is a mount point outside the run",
-                root.display()
-            );
-        }
+        common::run::assert_not_mounted_outside(&[&self.home, &self.ws]);
         assert!(o.status.success(), "the probe failed:\n{}", show(&o));
         o
     }

@@ -852,13 +852,7 @@ impl Home {
             .env_remove("XDG_STATE_HOME")
             .output()
             .unwrap();
-        for root in [&self.home, &self.ws] {
-            assert!(
-                !veilfs::mount::is_mount_point(&root.canonicalize().unwrap()),
-                "{} is a mount point outside the run",
-                root.display()
-            );
-        }
+        common::run::assert_not_mounted_outside(&[&self.home, &self.ws]);
         assert!(o.status.success(), "the probe failed:\n{}", show(&o));
         o
     }

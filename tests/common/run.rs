@@ -52,3 +52,15 @@ pub fn chown_r(user: &str, path: &Path) {
         .unwrap();
     assert!(st.success());
 }
+
+/// Asserts that none of `roots` (a run's workspace and home) is a mount point here,
+/// outside the run.
+pub fn assert_not_mounted_outside(roots: &[&Path]) {
+    for root in roots {
+        assert!(
+            !veilfs::mount::is_mount_point(&root.canonicalize().unwrap()),
+            "{} is a mount point outside the run",
+            root.display()
+        );
+    }
+}
