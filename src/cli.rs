@@ -23,6 +23,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Mount SRC at MNT through the policy, in the foreground.
+    ///
     /// Mount SRC at MNT through the policy, in the foreground. Prints one line on
     /// stderr once the mount is live; SIGINT, SIGTERM or `umount MNT` unmount it and
     /// exit 0. Refuses to start (exit 2, nothing mounted) on a bad policy, a missing
@@ -46,6 +48,8 @@ pub enum Command {
         /// Where to mount it (an existing, empty directory outside SRC).
         mnt: PathBuf,
     },
+    /// Run CMD with the workspace (and home) seen through the policy.
+    ///
     /// Run CMD (default: $SHELL, else /bin/sh) with the workspace seen through the
     /// policy at its usual path: veilfs is mounted over DIR in a private mount
     /// namespace, CMD starts in the current directory, and nothing outside ever sees
@@ -126,6 +130,8 @@ pub enum Command {
         #[arg(trailing_var_arg = true, value_name = "CMD")]
         command: Vec<std::ffi::OsString>,
     },
+    /// Ask the sessions serving PATH to reload their policy now.
+    ///
     /// Ask every session serving PATH (the `veilfs mount` at mount point PATH, each
     /// `veilfs run` of workspace PATH) to reload its policy file now, and print each
     /// outcome. Only the user who started a session (or root) may ask, and never a
@@ -137,6 +143,8 @@ pub enum Command {
         #[arg(value_name = "PATH")]
         mnt: PathBuf,
     },
+    /// Answer the questions of `ask` paths.
+    ///
     /// Answer the questions of `ask` paths: shows each request that waits (the
     /// path, the operation, the process and its command line, the rule) and takes
     /// one key: y allow once, p allow this path for the session, d allow its
@@ -149,6 +157,8 @@ pub enum Command {
         #[arg(value_name = "PATH")]
         paths: Vec<PathBuf>,
     },
+    /// Write a starting `.veilfs.toml` for the workspace.
+    ///
     /// Write a starting `.veilfs.toml` for the workspace: the built-in default's
     /// rules (`extends = "default"`), the ignore files found in the tree
     /// (`.cursorignore`, `.aiexclude`, ...) and Claude Code's settings imported, and
@@ -164,10 +174,14 @@ pub enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// Check what this machine offers veilfs, and say what to change.
+    ///
     /// Check this machine: /dev/fuse, fusermount3, the kernel and FUSE passthrough,
     /// user namespaces (for `run` without root), --allow-other, the open-file limit.
     /// Says what to change; exit 0 when mounting will work.
     Doctor,
+    /// Print a shell completion script.
+    ///
     /// Print a shell completion script on stdout, e.g.
     /// `veilfs completions bash > ~/.local/share/bash-completion/completions/veilfs`.
     Completions {
@@ -175,12 +189,16 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    /// Write the manual pages into DIR.
+    ///
     /// Print the manual pages (roff) of veilfs and of each subcommand into DIR, as
     /// `veilfs.1`, `veilfs-mount.1`, ... (the repository keeps them in `doc/man`).
     Man {
         /// An existing directory.
         dir: PathBuf,
     },
+    /// Parse and lint a policy.
+    ///
     /// Parse and lint a policy: exit 0 when it is usable (warnings are printed), 1 with
     /// its errors (file:line:col and what was expected).
     Check {
@@ -198,6 +216,8 @@ pub enum Command {
         #[arg(long, conflicts_with_all = ["policy", "print_default"])]
         print_default_env: bool,
     },
+    /// Say what the policy does with each PATH, and why.
+    ///
     /// Say, for each PATH, the action the policy takes (allow, read-only, deny) and
     /// the rule (file:line:col) or other reason that decided it. A path in the home
     /// directory outside the workspace is decided by the home policy of `veilfs
