@@ -351,3 +351,24 @@ fn run_refuses_an_unknown_option_and_passes_the_commands_own() {
     );
     assert_eq!(text(&o.stdout), "ok -n -x\n", "{}", show(&["run"], &o));
 }
+
+/// `veilfs --help` gives each subcommand one short line; the paragraphs are in
+/// each subcommand's `--help` (and the man pages).
+#[test]
+fn the_top_level_help_is_one_short_line_per_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = veilfs(dir.path(), &["--help"]);
+    let help = text(&o.stdout);
+    let commands: Vec<&str> = help
+        .lines()
+        .skip_while(|l| *l != "Commands:")
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    assert!(commands.len() >= 10, "{help}");
+    for line in commands {
+        assert!(line.len() <= 80, "too long: {line}");
+    }
+    let o = veilfs(dir.path(), &["run", "--help"]);
+    assert!(text(&o.stdout).contains("(128+N when it dies of signal N)"));
+}
