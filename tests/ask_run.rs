@@ -237,3 +237,44 @@ wait; {bin} reload {m} 2>&1; echo reload-rc=$?",
     );
     assert!(out.contains("another PID namespace"), "{out}");
 }
+
+/// A question asked while nobody answers is refused at once; when the command has
+/// ended, `run` says so once, and what to start next time (never on the
+/// command's terminal while it runs).
+#[test]
+fn questions_nobody_answered_are_said_once_at_the_end() {
+    let t = Tree::new();
+    let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
+        .env("VEILFS_RUNTIME_DIR", t.p("rt"))
+        .env("HOME", t.p("home"))
+        .args(["run", "--notices"])
+        .arg(t.p("notices.log"))
+        .arg("--policy")
+        .arg(t.p("pol.toml"))
+        .arg("--workspace")
+        .arg(t.p("ws"))
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "cat mig/001.sql; cat mig/001.sql; echo rc=$?",
+        ])
+        .current_dir(t.p("ws"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert!(
+        out.contains("rc=1") && !out.contains(SECRET.trim()),
+        "{out}{err}"
+    );
+    let hint = format!("start `veilfs prompt {}`", t.p("ws").display());
+    assert_eq!(err.matches(&hint).count(), 1, "{err}");
+    assert!(
+        err.contains("2 questions of `ask` paths were refused"),
+        "{err}"
+    );
+}

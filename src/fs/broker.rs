@@ -90,6 +90,9 @@ pub struct Broker {
     audit: Mutex<Option<crate::audit::Audit>>,
     state: Mutex<State>,
     wake: Condvar,
+    /// Questions refused because no approver was connected (said once, when the
+    /// session ends: see [`Broker::unheard`]).
+    unheard: std::sync::atomic::AtomicUsize,
 }
 
 impl std::fmt::Debug for Broker {
@@ -118,6 +121,7 @@ impl Broker {
                 ..State::default()
             }),
             wake: Condvar::new(),
+            unheard: std::sync::atomic::AtomicUsize::new(0),
         });
         let weak = Arc::downgrade(&b);
         let spawned = std::thread::Builder::new()
@@ -196,6 +200,8 @@ impl Broker {
         let refused = if st.closed {
             Some("unmounted")
         } else if st.subscribers.is_empty() {
+            self.unheard
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             Some("no-approver")
         } else if st.pending.len() >= MAX_OPEN {
             Some("too-many-questions")
@@ -359,6 +365,12 @@ impl Broker {
         }
         release(run);
         Ok(())
+    }
+
+    /// How many questions were refused because nobody was answering (no
+    /// `veilfs prompt` connected).
+    pub fn unheard(&self) -> usize {
+        self.unheard.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Subscribes an approver: every open question is sent now, each new one as it

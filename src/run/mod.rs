@@ -690,6 +690,17 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     // Nothing waits on a person any more.
     broker.close();
     ending::unmount(sessions, audit);
+    // Said once, now that the terminal is the person's again.
+    let unheard = broker.unheard();
+    if unheard > 0 && !opts.quiet {
+        eprintln!(
+            "veilfs: {unheard} question{} of `ask` paths {} refused: nobody was \
+             answering; start `veilfs prompt {}` in another terminal before the command asks",
+            if unheard == 1 { "" } else { "s" },
+            if unheard == 1 { "was" } else { "were" },
+            crate::printable::escape(&ws.display().to_string())
+        );
+    }
     if let crate::fs::notice::Destination::Session(s) = &notices {
         match s.summary() {
             Some(line) => eprintln!("{line}"),
