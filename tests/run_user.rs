@@ -75,18 +75,10 @@ impl Person {
     /// `veilfs run --user TEST-USER --workspace WS -- sh -c script` in `cwd`, with
     /// the person's `HOME`.
     fn run(&self, ws: &Path, cwd: &Path, script: &str) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_veilfs"))
-            .args(["run", "--user", test_user(), "--workspace"])
-            .arg(ws)
-            .args(["--", "sh", "-c", script])
-            .current_dir(cwd)
-            .env("HOME", &self.home)
-            .output()
-            .unwrap()
+        let ws = ws.to_string_lossy();
+        self.run_found(&["--user", test_user(), "--workspace", &ws], cwd, script)
     }
-}
 
-impl Person {
     /// `veilfs run ARGS -- sh -c script` in `cwd`, the workspace found from there,
     /// with the person's `HOME`.
     fn run_found(&self, args: &[&str], cwd: &Path, script: &str) -> Output {

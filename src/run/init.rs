@@ -40,10 +40,6 @@ pub(super) fn init_main(
     confinement: Confinement<'_>,
     stops: OwnedFd,
 ) -> ! {
-    let fail = |what: &str, e: std::io::Error| -> ! {
-        eprintln!("veilfs run: {what}: {e}");
-        sys::exit_now(126)
-    };
     let _ = sys::die_with_parent(libc::SIGKILL);
     // This process is a fork of `veilfs run`: its memory still holds the caller's
     // whole environment (the command gets only `env`). The strings `/proc/1/environ`
@@ -83,55 +79,7 @@ pub(super) fn init_main(
         _ => sys::exit_now(1),
     }
     drop(ready);
-    if let Err(e) = sys::unshare(libc::CLONE_NEWNS) {
-        fail("cannot create the command's mount namespace", e);
-    }
-    if let Err(e) = sys::make_mounts_private() {
-        fail("cannot make mounts private", e);
-    }
-    if let Err(e) = super::sockets::private_ipc() {
-        fail("cannot give the command an IPC namespace", e);
-    }
-    if let Err(e) = sys::mount_proc() {
-        fail("cannot mount /proc for the command", e);
-    }
-    if let Err(e) = super::confine::kernel_knobs_read_only(real_root) {
-        fail(
-            "cannot make the kernel's settings read-only for the command",
-            e,
-        );
-    }
-    if let Some(system) = confinement.system
-        && let Err(e) = super::confine::system_read_only(system, real_root)
-    {
-        fail("cannot make the system read-only for the command", e);
-    }
-    let private = confinement.private;
-    let covered = match super::private::make_private(private) {
-        Ok(c) => c,
-        Err(e) => fail("cannot keep the host's sockets from the command", e),
-    };
-    if let Err(e) = super::sockets::cover_listed_sockets(&private.sockets) {
-        fail("cannot keep the host's sockets from the command", e);
-    }
-    let rules = super::supervise::Rules {
-        mounts: super::supervise::mount_ids(
-            &covered
-                .iter()
-                .chain(&private.roots)
-                .cloned()
-                .collect::<Vec<_>>(),
-        ),
-        allowed: private.sockets.clone(),
-        user,
-    };
-    let handover = match start_supervisor(rules) {
-        Ok(h) => h,
-        Err(e) => fail(
-            "cannot start the supervisor of the command's connections",
-            e,
-        ),
-    };
+    let handover = command_namespace(real_root, &confinement, user);
     const FORWARD: [i32; 6] = [
         libc::SIGTERM,
         libc::SIGHUP,
@@ -153,52 +101,7 @@ pub(super) fn init_main(
         Err(e) => fail("cannot start the command", e),
     };
     if child == 0 {
-        // No controlling terminal but its pty, if any, so no terminal outside can
-        // be written into (TIOCSTI): on a pty, init's session (whose terminal the
-        // pty is) with a group of its own in the foreground; else a session of its
-        // own, without a terminal.
-        let session = match tty {
-            Some(t) => t.take_foreground(),
-            None => nix::unistd::setsid().map(drop).map_err(Into::into),
-        };
-        if let Err(e) = session {
-            fail("cannot start a session", e);
-        }
-        sys::reset_signals();
-        if let Err(e) = sys::chdir(cwd) {
-            fail(&format!("cannot enter {}", cwd.display()), e);
-        }
-        // The bounding set first, while root: then a command run as another user
-        // cannot regain them either (a set-user-ID root binary is already stopped
-        // by `no_new_privs`).
-        let confined = sys::drop_capabilities(&DROPPED_CAPS).and_then(|_| match user {
-            Some((uid, gid)) => sys::become_user(uid, gid),
-            None => Ok(()),
-        });
-        if let Err(e) = confined.and_then(|_| sys::set_no_new_privs()) {
-            fail("cannot drop privileges", e);
-        }
-        if confinement.scope
-            && let Err(e) = super::sockets::scope_self()
-        {
-            fail(
-                "cannot scope the command's sockets and signals (Landlock)",
-                e,
-            );
-        }
-        if let Err(e) = handover.give() {
-            fail("cannot put the command's connections under supervision", e);
-        }
-        let (command, env) = (program.argv, program.env);
-        // SAFETY: the command's process has one thread and is about to exec.
-        #[allow(unsafe_code)]
-        let e = unsafe { sys::execvpe(command, env) };
-        eprintln!("veilfs run: {}: {e}", command[0].to_string_lossy());
-        sys::exit_now(if e.kind() == std::io::ErrorKind::NotFound {
-            127
-        } else {
-            126
-        });
+        start_command(cwd, program, user, tty, confinement.scope, handover);
     }
 
     loop {
@@ -309,4 +212,126 @@ fn take_listener(from: std::os::fd::BorrowedFd<'_>) -> std::io::Result<OwnedFd> 
         fd as i32,
         rustix::process::PidfdGetfdFlags::empty(),
     )?)
+}
+
+/// Never returns: says what failed, and leaves with 126 (the command did not run).
+fn fail(what: &str, e: std::io::Error) -> ! {
+    eprintln!("veilfs run: {what}: {e}");
+    sys::exit_now(126)
+}
+
+/// In init, once the mounts are up: the command's mount and IPC namespaces, a
+/// fresh `/proc`, the kernel's knobs and the system read-only, the private places
+/// and the covered sockets, and the supervisor of the command's connections.
+fn command_namespace(
+    real_root: bool,
+    confinement: &Confinement<'_>,
+    user: Option<(u32, u32)>,
+) -> Handover {
+    if let Err(e) = sys::unshare(libc::CLONE_NEWNS) {
+        fail("cannot create the command's mount namespace", e);
+    }
+    if let Err(e) = sys::make_mounts_private() {
+        fail("cannot make mounts private", e);
+    }
+    if let Err(e) = super::sockets::private_ipc() {
+        fail("cannot give the command an IPC namespace", e);
+    }
+    if let Err(e) = sys::mount_proc() {
+        fail("cannot mount /proc for the command", e);
+    }
+    if let Err(e) = super::confine::kernel_knobs_read_only(real_root) {
+        fail(
+            "cannot make the kernel's settings read-only for the command",
+            e,
+        );
+    }
+    if let Some(system) = confinement.system
+        && let Err(e) = super::confine::system_read_only(system, real_root)
+    {
+        fail("cannot make the system read-only for the command", e);
+    }
+    let private = confinement.private;
+    let covered = match super::private::make_private(private) {
+        Ok(c) => c,
+        Err(e) => fail("cannot keep the host's sockets from the command", e),
+    };
+    if let Err(e) = super::sockets::cover_listed_sockets(&private.sockets) {
+        fail("cannot keep the host's sockets from the command", e);
+    }
+    let rules = super::supervise::Rules {
+        mounts: super::supervise::mount_ids(
+            &covered
+                .iter()
+                .chain(&private.roots)
+                .cloned()
+                .collect::<Vec<_>>(),
+        ),
+        allowed: private.sockets.clone(),
+        user,
+    };
+    match start_supervisor(rules) {
+        Ok(h) => h,
+        Err(e) => fail(
+            "cannot start the supervisor of the command's connections",
+            e,
+        ),
+    }
+}
+
+/// The command's process, forked by init: its session and terminal, its
+/// directory, its privileges dropped, Landlock's scopes (`scope`), its
+/// connections handed to the supervisor; then `exec`. Never returns.
+fn start_command(
+    cwd: &Path,
+    program: Program<'_>,
+    user: Option<(u32, u32)>,
+    tty: Option<CommandTty>,
+    scope: bool,
+    handover: Handover,
+) -> ! {
+    // No controlling terminal but its pty, if any, so no terminal outside can
+    // be written into (TIOCSTI): on a pty, init's session (whose terminal the
+    // pty is) with a group of its own in the foreground; else a session of its
+    // own, without a terminal.
+    let session = match tty {
+        Some(t) => t.take_foreground(),
+        None => nix::unistd::setsid().map(drop).map_err(Into::into),
+    };
+    if let Err(e) = session {
+        fail("cannot start a session", e);
+    }
+    sys::reset_signals();
+    if let Err(e) = sys::chdir(cwd) {
+        fail(&format!("cannot enter {}", cwd.display()), e);
+    }
+    // The bounding set first, while root: then a command run as another user
+    // cannot regain them either (a set-user-ID root binary is already stopped
+    // by `no_new_privs`).
+    let confined = sys::drop_capabilities(&DROPPED_CAPS).and_then(|_| match user {
+        Some((uid, gid)) => sys::become_user(uid, gid),
+        None => Ok(()),
+    });
+    if let Err(e) = confined.and_then(|_| sys::set_no_new_privs()) {
+        fail("cannot drop privileges", e);
+    }
+    if scope && let Err(e) = super::sockets::scope_self() {
+        fail(
+            "cannot scope the command's sockets and signals (Landlock)",
+            e,
+        );
+    }
+    if let Err(e) = handover.give() {
+        fail("cannot put the command's connections under supervision", e);
+    }
+    let (command, env) = (program.argv, program.env);
+    // SAFETY: the command's process has one thread and is about to exec.
+    #[allow(unsafe_code)]
+    let e = unsafe { sys::execvpe(command, env) };
+    eprintln!("veilfs run: {}: {e}", command[0].to_string_lossy());
+    sys::exit_now(if e.kind() == std::io::ErrorKind::NotFound {
+        127
+    } else {
+        126
+    });
 }
