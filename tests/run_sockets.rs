@@ -588,8 +588,10 @@ fn without_root_the_command_reaches_no_host_socket() {
         .args(names(&services))
         .output()
         .unwrap();
+    // Each connection counted (its service's thread may take it a moment later).
     for svc in &services {
         assert_eq!(outcome(&o, &svc.name), "CONNECTED", "{}", show(&o));
+        wait_for(|| svc.accepted() >= 2, &svc.name);
     }
     let before: Vec<usize> = services.iter().map(Service::accepted).collect();
     let o = Command::new("setpriv")

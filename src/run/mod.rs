@@ -330,30 +330,15 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         command_env.retain(|(k, _)| k != "XDG_RUNTIME_DIR");
         command_env.push(("XDG_RUNTIME_DIR".into(), format!("/run/user/{uid}").into()));
     }
-    let homes = match opts.user {
-        Some((uid, _)) => person_homes(&ws, uid),
-        None => Vec::new(),
-    };
-    let private = private::Private {
-        kept: kept_in_view(&ws, &layout, &opts, &writable, &homes),
-        kept_read_only: path_dirs(&command_env, opts.share_tmp)
-            .into_iter()
-            .chain(cwd_in_view(&cwd, &ws, opts.share_tmp, &homes))
-            .collect(),
-        sockets: allowed_sockets,
-        share_tmp: opts.share_tmp,
-        made: ["XDG_RUNTIME_DIR", "TMPDIR"]
-            .iter()
-            .filter_map(|name| command_env.iter().find(|(k, _)| k == name))
-            .map(|(_, v)| PathBuf::from(v))
-            .filter(|p| p.is_absolute())
-            .collect(),
-        owner: opts.user.unwrap_or((0, 0)),
-        homes,
-        roots: std::iter::once(ws.clone())
-            .chain(home_root(&layout).map(|h| h.to_path_buf()))
-            .collect(),
-    };
+    let private = private_places_for(
+        &opts,
+        &ws,
+        &layout,
+        &writable,
+        &cwd,
+        &command_env,
+        allowed_sockets,
+    );
     let homes_note = homes_note(&private.homes, &ws);
     let sockets_note = sockets_note(&private, opts.without_landlock);
 
@@ -690,26 +675,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     // Nothing waits on a person any more.
     broker.close();
     ending::unmount(sessions, audit);
-    // Said once, now that the terminal is the person's again.
-    let unheard = broker.unheard();
-    if unheard > 0 && !opts.quiet {
-        eprintln!(
-            "veilfs: {unheard} question{} of `ask` paths {} refused: nobody was \
-             answering; start `veilfs prompt {}` in another terminal before the command asks",
-            if unheard == 1 { "" } else { "s" },
-            if unheard == 1 { "was" } else { "were" },
-            crate::printable::escape(&ws.display().to_string())
-        );
-    }
-    if let crate::fs::notice::Destination::Session(s) = &notices {
-        match s.summary() {
-            Some(line) => eprintln!("{line}"),
-            None if opts.notices.is_none() => {
-                let _ = std::fs::remove_file(&s.path);
-            }
-            None => {}
-        }
-    }
+    say_at_end(&opts, &ws, &broker, &notices);
     if let Some((log, id)) = log_id
         && !confine::log_still_there(&log, id)
     {
@@ -833,6 +799,73 @@ fn notice_destination(opts: &RunOptions) -> (crate::fs::notice::Destination, Str
             );
             (Destination::Stderr, String::new())
         }
+    }
+}
+
+/// What `run` says once the command has ended and the terminal is the person's
+/// again: the questions nobody answered, and the summary of the refusal notices
+/// (whose file goes when it holds none, unless the person named it).
+fn say_at_end(
+    opts: &RunOptions,
+    ws: &std::path::Path,
+    broker: &crate::fs::ask::Broker,
+    notices: &crate::fs::notice::Destination,
+) {
+    let unheard = broker.unheard();
+    if unheard > 0 && !opts.quiet {
+        eprintln!(
+            "veilfs: {unheard} question{} of `ask` paths {} refused: nobody was \
+             answering; start `veilfs prompt {}` in another terminal before the command asks",
+            if unheard == 1 { "" } else { "s" },
+            if unheard == 1 { "was" } else { "were" },
+            crate::printable::escape(&ws.display().to_string())
+        );
+    }
+    if let crate::fs::notice::Destination::Session(s) = notices {
+        match s.summary() {
+            Some(line) => eprintln!("{line}"),
+            None if opts.notices.is_none() => {
+                let _ = std::fs::remove_file(&s.path);
+            }
+            None => {}
+        }
+    }
+}
+
+/// What the command's private places keep and make (see [`private`]), from what
+/// the session was given.
+fn private_places_for(
+    opts: &RunOptions,
+    ws: &std::path::Path,
+    layout: &home::Layout,
+    writable: &[PathBuf],
+    cwd: &std::path::Path,
+    command_env: &[(OsString, OsString)],
+    allowed_sockets: Vec<PathBuf>,
+) -> private::Private {
+    let homes = match opts.user {
+        Some((uid, _)) => person_homes(ws, uid),
+        None => Vec::new(),
+    };
+    private::Private {
+        kept: kept_in_view(ws, layout, opts, writable, &homes),
+        kept_read_only: path_dirs(command_env, opts.share_tmp)
+            .into_iter()
+            .chain(cwd_in_view(cwd, ws, opts.share_tmp, &homes))
+            .collect(),
+        sockets: allowed_sockets,
+        share_tmp: opts.share_tmp,
+        made: ["XDG_RUNTIME_DIR", "TMPDIR"]
+            .iter()
+            .filter_map(|name| command_env.iter().find(|(k, _)| k == name))
+            .map(|(_, v)| PathBuf::from(v))
+            .filter(|p| p.is_absolute())
+            .collect(),
+        owner: opts.user.unwrap_or((0, 0)),
+        homes,
+        roots: std::iter::once(ws.to_path_buf())
+            .chain(home_root(layout).map(|h| h.to_path_buf()))
+            .collect(),
     }
 }
 
