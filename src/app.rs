@@ -56,6 +56,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 policy,
                 workspace,
                 quiet,
+                verbose: cli.verbose > 0,
                 user,
                 home_policy,
                 no_home,
@@ -143,6 +144,7 @@ fn init_logging(verbose: u8, run: bool) {
     let default = match verbose {
         0 if run => "veilfs=error",
         0 => "veilfs=error,fuser=warn",
+        1 if run => "veilfs=info,fuser=warn",
         1 => "info",
         2 => "debug",
         _ => "trace",

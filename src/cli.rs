@@ -11,10 +11,10 @@ use clap::{Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "veilfs", version, about)]
 pub struct Cli {
-    /// More diagnostics on stderr: -v info, -vv debug (every FUSE request), -vvv
-    /// trace. `RUST_LOG` (e.g. `RUST_LOG=fuser=debug`) takes precedence. Without
-    /// either, veilfs's errors and fuser's warnings are printed (under `run`, only
-    /// veilfs's errors).
+    /// More diagnostics on stderr: -v info (under `run`, the start-up lines in full
+    /// too), -vv debug (every FUSE request), -vvv trace. `RUST_LOG` (e.g.
+    /// `RUST_LOG=fuser=debug`) takes precedence. Without either, veilfs's errors and
+    /// fuser's warnings are printed (under `run`, only veilfs's errors).
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
     #[command(subcommand)]
@@ -64,7 +64,8 @@ pub enum Command {
         /// the top of the git work tree, else the current directory.
         #[arg(long, value_name = "DIR")]
         workspace: Option<PathBuf>,
-        /// Do not print the start-up line.
+        /// Print nothing of veilfs's own: no start-up lines, no summary of refusals
+        /// at the end (refusal notices go to the log, `-v`).
         #[arg(long, short)]
         quiet: bool,
         /// The home policy (paths relative to the home directory). Default:

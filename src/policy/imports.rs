@@ -379,6 +379,7 @@ impl ImportRule {
             why: self.why.clone(),
             imported: true,
             backup: false,
+            routine: false,
         };
         (line.line(), Arc::new(p))
     }
