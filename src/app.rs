@@ -88,7 +88,13 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Reload { mnt } => Ok(crate::control::reload_command(&mnt)),
-        Command::Prompt { paths } => Ok(crate::prompt::prompt(&paths)),
+        Command::Prompt { all, paths } => match crate::prompt::Scope::from_args(all, paths) {
+            Ok(scope) => Ok(crate::prompt::prompt(&scope)),
+            Err(e) => {
+                eprintln!("veilfs prompt: {e}");
+                Ok(ExitCode::from(2))
+            }
+        },
         Command::Check {
             policy,
             print_default,
