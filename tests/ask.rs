@@ -734,9 +734,7 @@ fn one_prompt_answers_several_sessions_also_those_started_later() {
         prompt.type_keys(b"y");
     }
     tags.sort();
-    let want: Vec<String> = ["mnt", "mnt2"]
-        .map(|m| t.p(m).display().to_string())
-        .into();
+    let want: Vec<String> = ["mnt", "mnt2"].map(|m| t.p(m).display().to_string()).into();
     assert_eq!(tags, want);
     assert_eq!(finish(c2).1, "second\n");
     assert_eq!(finish(c1).1, SECRET);
@@ -770,14 +768,20 @@ fn a_prompt_answers_only_the_sessions_of_its_workspace() {
     assert_eq!(finish(ca).1, SECRET);
     // B's question is still open, and A's prompt goes on to A's next question,
     // never B's.
-    assert!(still_running(&mut cb), "B's read ended before B's prompt answered");
+    assert!(
+        still_running(&mut cb),
+        "B's read ended before B's prompt answered"
+    );
     let ca = t.spawn("exec cat mnt/mig/002.sql");
     let shown = pa.out.expect("deny with a reason");
     assert!(shown.contains("/mnt/mig/002.sql"), "{shown}");
     assert!(!shown.contains("mnt2"), "{shown}");
     pa.type_keys(b"n");
     assert_ne!(finish(ca).0, 0);
-    assert!(still_running(&mut cb), "B's read ended before B's prompt answered");
+    assert!(
+        still_running(&mut cb),
+        "B's read ended before B's prompt answered"
+    );
     pb.type_keys(b"n");
     let (code, out, err) = finish(cb);
     assert_ne!(code, 0, "{out}");
@@ -801,7 +805,8 @@ fn a_prompt_started_first_waits_for_the_session_and_stays_for_the_next() {
     p.err.expect(&waiting);
     for round in 1..=2 {
         let d = t.mount(&["--ask-timeout", "600"]);
-        p.out.expect(&format!("-- [{mnt}] answering for veilfs mount"));
+        p.out
+            .expect(&format!("-- [{mnt}] answering for veilfs mount"));
         let c = t.spawn("exec cat mnt/mig/001.sql");
         let shown = p.out.expect("deny with a reason");
         assert!(
@@ -816,7 +821,53 @@ fn a_prompt_started_first_waits_for_the_session_and_stays_for_the_next() {
     }
     assert_eq!(p.close(), 0);
     p.err.take_for(Duration::from_millis(100));
-    assert!(!p.err.seen.contains("waiting"), "said twice: {}", p.err.seen);
+    assert!(
+        !p.err.seen.contains("waiting"),
+        "said twice: {}",
+        p.err.seen
+    );
+}
+
+/// A socket in the runtime directory whose server runs as another user (here a
+/// listener that became `nobody` before `listen`) is never subscribed to: the
+/// prompt says so and sends it nothing.
+#[test]
+fn a_prompt_never_subscribes_to_a_session_of_another_user() {
+    let t = Tree::new();
+    let script = "
+import os, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1])
+os.setgroups([])
+os.setresgid(65534, 65534, 65534)
+os.setresuid(65534, 65534, 65534)
+s.listen(4)
+print('listening', flush=True)
+s.settimeout(20)
+c, _ = s.accept()
+c.settimeout(10)
+print('got', repr(c.recv(100)), flush=True)
+";
+    let mut server = Command::new("python3")
+        .args(["-c", script])
+        .arg(t.p("rt/00000000000000aa.sock"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut heard = common::daemon::Said::new(server.stdout.take().unwrap());
+    heard.expect("listening");
+    let mut p = t.prompt_in(t.tmp.path(), &[OsStr::new("--all")]);
+    let said = p
+        .out
+        .expect("not subscribed: the socket is served by uid 65534");
+    assert!(!said.contains("answering"), "{said}");
+    let got = heard.expect("got ");
+    assert!(got.contains("got b''"), "{got}");
+    let (code, _, err) = finish(server);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(p.close(), 0);
 }
 
 /// `veilfs prompt PATH` for a path that does not exist ends at once (exit 2),

@@ -257,7 +257,9 @@ fn a_prompt_started_in_the_workspace_first_answers_the_run_there() {
         t.p("ws").display()
     ));
     let run = t.run(&format!("{WAIT_FOR_GO} cat mig/001.sql; echo rc=$?"));
-    prompt.out.expect("-- [~/ws] answering for veilfs run (pid ");
+    prompt
+        .out
+        .expect("-- [~/ws] answering for veilfs run (pid ");
     t.go();
     let shown = prompt.out.expect("deny with a reason");
     assert!(
@@ -266,7 +268,11 @@ fn a_prompt_started_in_the_workspace_first_answers_the_run_there() {
     );
     prompt.type_keys(b"y");
     let (code, out, err) = finish(run);
-    assert_eq!((code, out.as_str()), (0, format!("{SECRET}rc=0\n").as_str()), "{err}");
+    assert_eq!(
+        (code, out.as_str()),
+        (0, format!("{SECRET}rc=0\n").as_str()),
+        "{err}"
+    );
     prompt.out.expect("-- waiting for a session of ");
     assert_eq!(prompt.close(), 0);
 }
