@@ -607,7 +607,7 @@ fn mount(
     if let Err(e) = &control {
         eprintln!("veilfs: no control socket (`veilfs reload` will not reach this mount): {e}");
     }
-    let asks = opts.mode_note(reloader.policy_asks(), false);
+    let asks = opts.mode_note(reloader.policy_asks(), false, &absolute(mnt));
     // Paths from the command line and the tree: never a control character raw.
     let line = format!(
         "veilfs: mounted {} at {} with policy {source}{hiding}{asks}",

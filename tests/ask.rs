@@ -805,6 +805,8 @@ fn a_prompt_started_first_waits_for_the_session_and_stays_for_the_next() {
     p.err.expect(&waiting);
     for round in 1..=2 {
         let d = t.mount(&["--ask-timeout", "600"]);
+        let hint = format!("answer with `veilfs prompt {mnt}` in another terminal");
+        assert!(d.said.contains(&hint), "{}", d.said);
         p.out
             .expect(&format!("-- [{mnt}] answering for veilfs mount"));
         let c = t.spawn("exec cat mnt/mig/001.sql");

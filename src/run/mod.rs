@@ -638,7 +638,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
             ws.display(),
             source,
             opts.mount
-                .mode_note(asks, matches!(layout, home::Layout::Separate(_)))
+                .mode_note(asks, matches!(layout, home::Layout::Separate(_)), &ws)
         );
         eprintln!("{}", crate::printable::escape(&line));
     }
