@@ -168,8 +168,9 @@ struct Conn {
     /// The path it serves, as shown (`~/project`): the one it says in its hello,
     /// else the one it was looked for by.
     place: String,
-    w: UnixStream,
-    alive: bool,
+    /// Where answers go; `None` once the session has ended (its descriptor is
+    /// closed then: a prompt left running for days holds none of ended sessions).
+    w: Option<UnixStream>,
     /// Its hello came: it answers.
     greeted: bool,
 }
@@ -327,8 +328,7 @@ fn attach(conns: &mut Vec<Conn>, found: Found, tx: &mpsc::Sender<Event>) {
         conns.push(Conn {
             session,
             place,
-            w,
-            alive: true,
+            w: Some(w),
             greeted: false,
         });
     }
@@ -400,7 +400,7 @@ impl Ui {
     /// one, the person is told that the prompt waits for the next.
     fn gone(&mut self, conns: &mut [Conn], i: usize, awaited: &str) {
         let Some(c) = conns.get_mut(i) else { return };
-        c.alive = false;
+        c.w = None;
         // One that never answered (its daemon ending as it was reached) was
         // never said to be answered for either.
         if !c.greeted {
@@ -412,7 +412,7 @@ impl Ui {
             self.shown = None;
             self.reason = None;
         }
-        if conns.iter().all(|c| !c.alive) {
+        if conns.iter().all(|c| c.w.is_none()) {
             say(&format!("-- waiting for {awaited}"));
         }
     }
@@ -515,7 +515,11 @@ impl Ui {
             v["reason"] = r.into();
         }
         let line = format!("{v}\n");
-        if let Err(e) = conns[i].w.write_all(line.as_bytes()) {
+        let sent = match &mut conns[i].w {
+            Some(w) => w.write_all(line.as_bytes()),
+            None => Err(io::Error::new(io::ErrorKind::NotConnected, "it has ended")),
+        };
+        if let Err(e) = sent {
             say(&format!("-- {}: answer not sent: {e}", conns[i].tag()));
         } else {
             say(&format!("-> {answer}"));
