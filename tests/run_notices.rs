@@ -302,3 +302,54 @@ fn a_refused_checkout_says_the_rule_to_add_and_that_rule_works() {
         show(&o)
     );
 }
+
+/// The names in the summary are the command's choice: a control character in one
+/// reaches the person's terminal escaped, in the names and in the rule offered.
+#[test]
+fn the_summary_escapes_the_names_the_command_chose() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let notices = tmp.path().join("notices.log");
+    let o = run_in(
+        &ws,
+        &notices,
+        &[],
+        "touch \"$(printf 'a\\033]0;owned\\007.pem')\" 2>/dev/null; touch 'b\u{202e}mep.x.pem' 2>/dev/null; exit 0",
+    );
+    let err = text(&o.stderr);
+    assert!(err.contains("refused 2 names"), "{}", show(&o));
+    assert!(err.contains("a\\x1b]0;owned\\x07.pem"), "{}", show(&o));
+    assert!(
+        !err.contains('\u{1b}') && !err.contains('\u{202e}'),
+        "{}",
+        show(&o)
+    );
+    assert!(!ws.join("b\u{202e}mep.x.pem").exists());
+}
+
+/// A notices file inside the workspace is refused before anything runs: the
+/// command could rewrite what the person reads.
+#[test]
+fn a_notices_file_inside_the_workspace_is_refused() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let marker = ws.join("ran");
+    for inside in [ws.join("n.log"), ws.join("sub/../n.log")] {
+        let o = run_in(&ws, &inside, &[], "touch ran");
+        assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+        assert!(
+            text(&o.stderr).contains("is inside the workspace"),
+            "{}",
+            show(&o)
+        );
+        assert!(
+            !marker.exists() && !ws.join("n.log").exists(),
+            "{}",
+            show(&o)
+        );
+    }
+}

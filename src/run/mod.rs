@@ -264,6 +264,17 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     {
         return refuse(e);
     }
+    // The notices file likewise: the person reads it, the command must not write it.
+    if let Some(n) = &opts.notices
+        && crate::audit::check_outside(n, &ws).is_err()
+    {
+        return refuse(format!(
+            "the notices file {} is inside the workspace {}: the command could rewrite \
+             it; write it outside",
+            n.display(),
+            ws.display()
+        ));
+    }
     if let Err(e) = crate::mount::check_fuse_device() {
         return refuse(e);
     }
@@ -842,7 +853,10 @@ fn say_at_end(
     }
     if let crate::fs::notice::Destination::Session(s) = notices {
         match s.summary() {
-            Some(line) => eprintln!("{line}"),
+            // Names the command chose: never a control character raw.
+            Some(said) => said
+                .lines()
+                .for_each(|l| eprintln!("{}", crate::printable::escape(l))),
             None if opts.notices.is_none() => {
                 let _ = std::fs::remove_file(&s.path);
             }
