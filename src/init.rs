@@ -161,21 +161,24 @@ pub fn policy_text(s: &Survey, decide: impl Fn(&str) -> Decision) -> String {
         // Every name, not only those found: an imported name is read-only at every
         // depth whether or not such a file exists, so the command can plant none,
         // and one the person adds later counts.
-        let _ = write!(
+        let _ = writeln!(
             t,
             "# Every ignore file name is imported, found or not: each is read-only at\n\
              # every depth (the confined command can neither change nor plant one), and\n\
-             # one you add later counts. Their `!` lines are not applied\n\
-             # (`negation = false`), so that no file re-includes what another hides;\n\
-             # once you have read the files above, remove that line to have git's\n\
-             # exact semantics.\n\
-             [[rules]]\n\
-             action = \"deny\"\n\
-             import = {:?}\n\
-             negation = false\n\
-             why = \"listed in an ignore file of this workspace\"\n",
-            ignore::NAMES,
+             # one you add later counts. Each is read as its tool reads it, `!` lines\n\
+             # included; a rule of its own per name, so that a `!` line only narrows\n\
+             # what files of its name hide (add `negation = false` to a rule to leave\n\
+             # its `!` lines unapplied)."
         );
+        for name in ignore::NAMES {
+            let _ = write!(
+                t,
+                "\n[[rules]]\n\
+                 action = \"deny\"\n\
+                 import = {name:?}\n\
+                 why = \"listed in an ignore file of this workspace\"\n"
+            );
+        }
     }
     if !s.settings.is_empty() {
         let _ = write!(

@@ -84,7 +84,9 @@ fn init_writes_a_policy_that_loads_and_hides_what_it_says() {
     for want in [
         "extends = \"default\"\n",
         "# directory of each file and below, with gitignore syntax. Found:\n#   .cursorignore\n#   sub/deep/.aiexclude\n",
-        "[[rules]]\naction = \"deny\"\nimport = [\".cursorignore\", \".aiexclude\", \".geminiignore\", \".claudeignore\", \".agentignore\", \".aiderignore\", \".codeiumignore\"]\nnegation = false\n",
+        // One rule per ignore file name, `!` lines applied, as the built-in default.
+        "\n[[rules]]\naction = \"deny\"\nimport = \".cursorignore\"\nwhy = \"listed in an ignore file of this workspace\"\n\n[[rules]]\naction = \"deny\"\nimport = \".aiexclude\"\n",
+        "\n[[rules]]\naction = \"deny\"\nimport = \".codeiumignore\"\n",
         "[[rules]]\nimport = [\".claude/settings.json\"]\n",
         "# Held by the rules above already:\n#   deny      .env\n#   deny      .env.production\n#   deny      certs/server.pem\n",
         "# [[rules]]\n# action = \"deny\"\n# paths = [\n#   \"/config/credentials.json\",\n#   \"/sub/api_token.json\",\n# ]\n",
@@ -258,4 +260,49 @@ fn a_planted_name_never_writes_policy() {
     let o = veilfs(t.path(), &["explain", ".env"]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("deny      .env"), "{}", text(&o));
+}
+
+/// The policy `init` writes decides each path as the built-in default it replaces:
+/// a `!` line of an ignore file re-includes what that file hides, and nothing more.
+#[test]
+fn the_written_policy_means_what_the_built_in_default_meant() {
+    let t = tempfile::tempdir().unwrap();
+    let ws = t.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::write(ws.join(".cursorignore"), "*.log\n!keep.log\n!.env\n").unwrap();
+    std::fs::write(ws.join(".geminiignore"), "notes/\n!creds.txt\n").unwrap();
+    std::fs::write(ws.join(".aiexclude"), "creds.txt\n").unwrap();
+    let paths = [
+        "keep.log",
+        "x.log",
+        ".env",
+        "creds.txt",
+        "notes/a.txt",
+        "other.txt",
+    ];
+    let decide = |t: &Path| {
+        let mut args = vec!["explain"];
+        args.extend(paths);
+        let o = veilfs(t, &args);
+        text(&o)
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| l.split_whitespace().take(2).collect::<Vec<_>>().join(" "))
+            .collect::<Vec<_>>()
+    };
+    let before = decide(t.path());
+    assert_eq!(
+        before,
+        [
+            "allow keep.log",
+            "deny x.log",
+            "deny .env",
+            "deny creds.txt",
+            "deny notes/a.txt",
+            "allow other.txt"
+        ]
+    );
+    let o = veilfs(t.path(), &["init"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(decide(t.path()), before);
 }
