@@ -44,7 +44,7 @@ fn an_env_table_is_accepted_and_ignored() {
 fn unknown_rule_key() {
     assert_eq!(
         errors("[[rules]]\naction = \"deny\"\npaths = [\"a\"]\ncomment = \"x\"\n"),
-        "bad.toml:4:1: error: unknown key `comment`, expected one of `action`, `paths`, `import`, `why`, `negation`, `backups`"
+        "bad.toml:4:1: error: unknown key `comment`, expected one of `action`, `paths`, `import`, `why`, `negation`, `backups`, `routine`"
     );
 }
 
