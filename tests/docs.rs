@@ -22,6 +22,8 @@
 //!   `veilfs` on `PATH` is the binary under test; the environment is a clean one
 //!   (`PATH`, `HOME`, `USER`, `SHELL`, `LANG`, `TERM=dumb`, a git identity), stdin
 //!   is empty, so `veilfs run` has no terminal.
+//! * `VEILFS_DOCS_SHOW=1 cargo test --test docs -- --nocapture` prints what every
+//!   command printed, to write the expected output from.
 //! * Output is compared after the scratch home is replaced by `~` and the numbers
 //!   of run ids (`notices-run-123.log`) and pids (`pid 4242`) by `N`.
 //!
@@ -50,6 +52,7 @@ const PAGES: &[&str] = &[
     "doc/guarantees.md",
     "doc/conformance.md",
     "doc/performance.md",
+    "doc/development.md",
 ];
 
 /// How long one block may take before it is killed and fails.
@@ -378,6 +381,9 @@ fn check_page(page: &str) {
                     Ok(outputs) => {
                         for (i, s) in steps.iter().enumerate() {
                             let actual = outputs.get(i).map(String::as_str).unwrap_or_default();
+                            if std::env::var_os("VEILFS_DOCS_SHOW").is_some() {
+                                eprintln!("{page}:{}: $ {}\n{actual}", b.line, s.command);
+                            }
                             if !matches(&s.expected, actual) {
                                 failures.push(format!(
                                     "{page}:{}: $ {}\n--- expected:\n{}\n--- actual:\n{}",
@@ -446,6 +452,7 @@ pages! {
     guarantees_examples: "doc/guarantees.md";
     conformance_examples: "doc/conformance.md";
     performance_examples: "doc/performance.md";
+    development_examples: "doc/development.md";
 }
 
 #[test]
