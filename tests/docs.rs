@@ -92,7 +92,11 @@ fn blocks(text: &str) -> Vec<Block> {
             body.push(lines[i].to_string());
             i += 1;
         }
-        assert!(i < lines.len(), "line {}: a block is never closed", start + 1);
+        assert!(
+            i < lines.len(),
+            "line {}: a block is never closed",
+            start + 1
+        );
         out.push(Block {
             line: start + 1,
             tag: tag.trim().to_string(),
@@ -137,9 +141,9 @@ fn steps(b: &Block) -> Vec<Step> {
             continued = c.ends_with('\\');
             here_end = here_doc_end(c);
         } else {
-            let s = out.last_mut().unwrap_or_else(|| {
-                panic!("line {}: a console block starts with output", b.line)
-            });
+            let s = out
+                .last_mut()
+                .unwrap_or_else(|| panic!("line {}: a console block starts with output", b.line));
             s.expected.push_str(l);
             s.expected.push('\n');
         }
@@ -216,10 +220,7 @@ fn number_to_n(s: &str, prefix: &str) -> String {
     while let Some(at) = rest.find(prefix) {
         let after = at + prefix.len();
         out.push_str(&rest[..after]);
-        let digits = rest[after..]
-            .bytes()
-            .take_while(u8::is_ascii_digit)
-            .count();
+        let digits = rest[after..].bytes().take_while(u8::is_ascii_digit).count();
         if digits > 0 {
             out.push('N');
         }
@@ -285,7 +286,10 @@ impl Scratch {
             .env_clear()
             .env("PATH", path)
             .env("HOME", &self.home)
-            .env("USER", std::env::var("USER").unwrap_or_else(|_| "root".into()))
+            .env(
+                "USER",
+                std::env::var("USER").unwrap_or_else(|_| "root".into()),
+            )
             .env("SHELL", "/bin/bash")
             .env("LANG", "C.UTF-8")
             .env("TERM", "dumb")
@@ -471,7 +475,10 @@ fn every_page_is_listed() {
         );
     }
     for page in PAGES {
-        assert!(found.iter().any(|f| f == page), "{page} is listed but missing");
+        assert!(
+            found.iter().any(|f| f == page),
+            "{page} is listed but missing"
+        );
     }
 }
 
@@ -594,14 +601,9 @@ fn the_ellipsis_matches_any_text_and_nothing_else_does() {
     );
     assert_eq!(
         anchors("# Sockets and /tmp\n## `veilfs run`: a b\n## x\n## x\n"),
-        [
-            "sockets-and-tmp",
-            "veilfs-run-a-b",
-            "x",
-            "x-1"
-        ]
-        .into_iter()
-        .map(String::from)
-        .collect()
+        ["sockets-and-tmp", "veilfs-run-a-b", "x", "x-1"]
+            .into_iter()
+            .map(String::from)
+            .collect()
     );
 }

@@ -76,7 +76,11 @@ fn unmounts_when_interrupted() {
 
 /// A script of the repository, given the built binary (so it does not build).
 fn repo_script(name: &str) -> Command {
-    let mut c = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts").join(name));
+    let mut c = Command::new(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("scripts")
+            .join(name),
+    );
     c.env("VEILFS", env!("CARGO_BIN_EXE_veilfs"));
     c
 }
@@ -124,7 +128,14 @@ fn veilfs_script_runs_veilfs_with_its_arguments() {
     let home = f.tmp.path().join("home");
     std::fs::create_dir(&home).unwrap();
     let o = repo_script("veilfs")
-        .args(["run", "-q", "--", "sh", "-c", "ls -A; cat .env 2>&1; exit 3"])
+        .args([
+            "run",
+            "-q",
+            "--",
+            "sh",
+            "-c",
+            "ls -A; cat .env 2>&1; exit 3",
+        ])
         .current_dir(&f.src)
         .env("HOME", &home)
         .env_remove("XDG_CONFIG_HOME")
