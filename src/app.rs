@@ -89,7 +89,13 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Reload { mnt } => Ok(crate::control::reload_command(&mnt)),
-        Command::Prompt { paths } => Ok(crate::prompt::prompt(&paths)),
+        Command::Prompt { all, paths } => match crate::prompt::Scope::from_args(all, paths) {
+            Ok(scope) => Ok(crate::prompt::prompt(&scope)),
+            Err(e) => {
+                eprintln!("veilfs prompt: {e}");
+                Ok(ExitCode::from(2))
+            }
+        },
         Command::Check {
             policy,
             print_default,
@@ -648,7 +654,7 @@ fn mount(
     if let Err(e) = &control {
         eprintln!("veilfs: no control socket (`veilfs reload` will not reach this mount): {e}");
     }
-    let asks = opts.mode_note(reloader.policy_asks(), false);
+    let asks = opts.mode_note(reloader.policy_asks(), false, &absolute(mnt));
     // Paths from the command line and the tree: never a control character raw.
     let line = format!(
         "veilfs: mounted {} at {} with policy {source}{hiding}{asks}",

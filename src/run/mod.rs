@@ -643,7 +643,11 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
                 sockets_note,
                 env_note,
             ],
-            person: vec![startup::ask_note(asks, &opts.mount), as_root, notices_note],
+            person: vec![
+                startup::ask_note(asks, &opts.mount, &ws),
+                as_root,
+                notices_note,
+            ],
         };
         if let Some(w) = &walk.warning {
             eprintln!("veilfs: warning: {}", crate::printable::escape(w));

@@ -135,9 +135,19 @@ pub(super) fn mode_note(mount: &crate::mount::MountOptions, layout: &super::home
 }
 
 /// Some paths ask a person (and the mount enforces).
-pub(super) fn ask_note(asks: bool, mount: &crate::mount::MountOptions) -> Note {
+/// `ws`: the workspace, which `veilfs prompt` is given (or started in).
+pub(super) fn ask_note(
+    asks: bool,
+    mount: &crate::mount::MountOptions,
+    ws: &std::path::Path,
+) -> Note {
     match asks && !mount.permissive {
-        true => Note::same("some paths ask: answer with `veilfs prompt` in another terminal"),
+        true => Note::same(
+            mount
+                .mode_note(true, false, ws)
+                .trim_start_matches("; ")
+                .to_string(),
+        ),
         false => Note::default(),
     }
 }
