@@ -56,6 +56,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 policy,
                 workspace,
                 quiet,
+                verbose: cli.verbose > 0,
                 user,
                 home_policy,
                 no_home,
@@ -88,7 +89,13 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Reload { mnt } => Ok(crate::control::reload_command(&mnt)),
-        Command::Prompt { paths } => Ok(crate::prompt::prompt(&paths)),
+        Command::Prompt { all, paths } => match crate::prompt::Scope::from_args(all, paths) {
+            Ok(scope) => Ok(crate::prompt::prompt(&scope)),
+            Err(e) => {
+                eprintln!("veilfs prompt: {e}");
+                Ok(ExitCode::from(2))
+            }
+        },
         Command::Check {
             policy,
             print_default,
@@ -143,6 +150,7 @@ fn init_logging(verbose: u8, run: bool) {
     let default = match verbose {
         0 if run => "veilfs=error",
         0 => "veilfs=error,fuser=warn",
+        1 if run => "veilfs=info,fuser=warn",
         1 => "info",
         2 => "debug",
         _ => "trace",
@@ -528,21 +536,66 @@ fn explain_one(
             ""
         }
     );
+    let re_included = if rel.bytes.is_empty() {
+        Vec::new()
+    } else {
+        policy.re_included_by(&rel.bytes, is_dir)
+    };
     Ok(if json {
         let mut v = decision.to_json(&rel.bytes);
         v["dir"] = is_dir.into();
         if !prefix.is_empty() {
             v["root"] = "home".into();
         }
+        if !re_included.is_empty() {
+            v["re_included_by"] = re_included
+                .iter()
+                .map(|p| {
+                    serde_json::json!({
+                        "rule": p.rule,
+                        "pattern": p.text,
+                        "location": p.location(),
+                    })
+                })
+                .collect();
+        }
         crate::printable::json(&v)
     } else {
         format!(
-            "{:<9} {prefix}{}  ({})",
+            "{:<9} {prefix}{}  ({}{})",
             decision.action.as_str(),
             if shown.is_empty() { "." } else { &shown },
-            decision.why()
+            decision.why(),
+            re_inclusion_note(&decision, &re_included)
         )
     })
+}
+
+/// What `explain` adds for the `!` lines that take a path out of their import
+/// rules (see [`Policy::re_included_by`]): each takes it out of its own rule only,
+/// and never out from beneath a directory that is hidden.
+fn re_inclusion_note(
+    decision: &crate::Decision,
+    lines: &[std::sync::Arc<crate::policy::Pattern>],
+) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    for p in lines {
+        let _ = write!(s, "; {:?} ({}) ", p.text, p.location());
+        match &decision.reason {
+            crate::Reason::Ancestor { path, .. } if decision.action == crate::Action::Deny => {
+                let _ = write!(
+                    s,
+                    "cannot re-include it beneath `{}`, which is hidden (as in git)",
+                    String::from_utf8_lossy(path)
+                );
+            }
+            _ => {
+                let _ = write!(s, "takes it out of rule {} only", p.rule);
+            }
+        }
+    }
+    s
 }
 
 /// `veilfs mount`: serve in the foreground until a signal or an outside unmount.
@@ -601,7 +654,7 @@ fn mount(
     if let Err(e) = &control {
         eprintln!("veilfs: no control socket (`veilfs reload` will not reach this mount): {e}");
     }
-    let asks = opts.mode_note(reloader.policy_asks(), false);
+    let asks = opts.mode_note(reloader.policy_asks(), false, &absolute(mnt));
     // Paths from the command line and the tree: never a control character raw.
     let line = format!(
         "veilfs: mounted {} at {} with policy {source}{hiding}{asks}",

@@ -7,7 +7,7 @@
 //! confined command cannot approve its own requests. The daemon then writes:
 //!
 //! ```text
-//! {"type":"hello","session":"veilfs mount","timeout_ms":60000,"version":1}
+//! {"type":"hello","session":"veilfs mount","path":"/mnt/ws","timeout_ms":60000,"version":1}
 //! {"type":"question","id":7,"session":"veilfs mount","root":"","mount":"/mnt/ws",
 //!  "path":"migrations/001.sql","directory":"migrations","is_dir":false,"op":"open",
 //!  "access":"read","pid":4242,"uid":1000,"comm":"cat",
@@ -16,7 +16,9 @@
 //! {"type":"closed","id":7,"outcome":"allow-once","by":{"pid":99,"uid":1000,"comm":"veilfs"}}
 //! ```
 //!
-//! one `question` per open question (those already open when the client
+//! (`path`: the canonical path the session serves, the one its control socket is
+//! named after: the mount point of a `veilfs mount`, the workspace of a `veilfs
+//! run`), one `question` per open question (those already open when the client
 //! subscribes come first), and one `closed` when a question is answered (by any
 //! approver: `allow-once`, `allow-path`, `allow-dir`, `deny`) or ends unanswered
 //! (`timeout`). The client answers with
@@ -32,6 +34,7 @@
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -49,11 +52,12 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Serves one approver on `conn` (whose peer is `cred`) until it disconnects, or
 /// until the daemon shuts the connection down (a newer approver of its uid took
-/// its slot, see [`crate::control`]).
+/// its slot, see [`crate::control`]). `served`: the path the session serves.
 pub fn subscribe(
     conn: &UnixStream,
     broker: &Arc<Broker>,
     cred: &UnixCredentials,
+    served: &Path,
 ) -> io::Result<()> {
     let approver = Approver {
         pid: cred.pid(),
@@ -71,6 +75,7 @@ pub fn subscribe(
     let hello = serde_json::json!({
         "type": "hello",
         "session": broker.label(),
+        "path": served.to_string_lossy(),
         "timeout_ms": broker.timeout().as_millis() as u64,
         "version": 1,
     });

@@ -11,10 +11,10 @@ use clap::{Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "veilfs", version, about)]
 pub struct Cli {
-    /// More diagnostics on stderr: -v info, -vv debug (every FUSE request), -vvv
-    /// trace. `RUST_LOG` (e.g. `RUST_LOG=fuser=debug`) takes precedence. Without
-    /// either, veilfs's errors and fuser's warnings are printed (under `run`, only
-    /// veilfs's errors).
+    /// More diagnostics on stderr: -v info (under `run`, the start-up lines in full
+    /// too), -vv debug (every FUSE request), -vvv trace. `RUST_LOG` (e.g.
+    /// `RUST_LOG=fuser=debug`) takes precedence. Without either, veilfs's errors and
+    /// fuser's warnings are printed (under `run`, only veilfs's errors).
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
     #[command(subcommand)]
@@ -64,7 +64,8 @@ pub enum Command {
         /// the top of the git work tree, else the current directory.
         #[arg(long, value_name = "DIR")]
         workspace: Option<PathBuf>,
-        /// Do not print the start-up line.
+        /// Print nothing of veilfs's own: no start-up lines, no summary of refusals
+        /// at the end (refusal notices go to the log, `-v`).
         #[arg(long, short)]
         quiet: bool,
         /// The home policy (paths relative to the home directory). Default:
@@ -143,17 +144,34 @@ pub enum Command {
         #[arg(value_name = "PATH")]
         mnt: PathBuf,
     },
-    /// Answer the questions of `ask` paths.
+    /// Answer the questions of `ask` paths in this workspace's sessions.
     ///
     /// Answer the questions of `ask` paths: shows each request that waits (the
-    /// path, the operation, the process and its command line, the rule) and takes
-    /// one key: y allow once, p allow this path for the session, d allow its
-    /// directory for the session, n deny, r deny with a reason (written to the audit
-    /// log). Without PATH, every session of this user (`veilfs mount` and `veilfs
-    /// run`, also those started later); with PATH, the sessions serving it. While no
-    /// approver is connected, a question is refused at once.
+    /// session's workspace or mount point, as `[~/project]`; the path, the
+    /// operation, the process and its command line, the rule) and takes one key: y
+    /// allow once, p allow this path for the session, d allow its directory for the
+    /// session, n deny, r deny with a reason (written to the audit log). While no
+    /// approver is connected to a session, its questions are refused at once.
+    ///
+    /// Without PATH, it answers for the sessions of the workspace of the current
+    /// directory (found as `veilfs run` finds it: the nearest directory holding a
+    /// `.veilfs.toml`, else the top of the git work tree, else the current
+    /// directory); with PATH, for the sessions serving each PATH (the `veilfs mount`
+    /// at mount point PATH, each `veilfs run` of workspace PATH); with --all, for
+    /// every session of this user. Never for another user's.
+    ///
+    /// Sessions that start later are answered too: while none has started it says
+    /// on stderr what it waits for, and it stays when they end, for the next one of
+    /// the same workspace. It ends when stdin closes, or on q, Ctrl-C or Ctrl-D
+    /// (exit 0); exit 2 when a PATH does not exist or the runtime directory is
+    /// refused.
     Prompt {
-        /// Mount points or workspaces.
+        /// Answer for every session of this user (`veilfs mount` and `veilfs run`),
+        /// whatever it serves.
+        #[arg(long, conflicts_with = "paths")]
+        all: bool,
+        /// Mount points or workspaces. Default: the workspace of the current
+        /// directory.
         #[arg(value_name = "PATH")]
         paths: Vec<PathBuf>,
     },

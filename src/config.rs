@@ -187,10 +187,8 @@ fn builtin_for(workspace: &Path) -> Result<Policy, ConfigError> {
         Ok(fd) => crate::policy_imports::present_at(std::os::fd::AsFd::as_fd(&fd)),
         Err(_) => Vec::new(),
     };
-    Ok(match crate::policy_imports::builtin_text(&present) {
-        Some(text) => Policy::parse(crate::policy::BUILTIN_NAME, &text)?,
-        None => Policy::builtin(),
-    })
+    let text = crate::policy_imports::builtin_text(&present);
+    Ok(Policy::parse(crate::policy::BUILTIN_NAME, &text)?)
 }
 
 /// A policy file found, not named: `None` when `candidate` does not exist;
@@ -520,17 +518,15 @@ fn source_text(
     builtin: (&str, &str),
 ) -> Result<(String, String), ConfigError> {
     match &loaded.path {
-        // The built-in default honouring the workspace's ignore files.
-        None if builtin.0 == crate::policy::BUILTIN_NAME
-            && !loaded.policy.import_names().is_empty() =>
-        {
+        // The built-in default of a workspace, honouring its ignore files.
+        None if builtin.0 == crate::policy::BUILTIN_NAME => {
             let names: Vec<&str> = loaded
                 .policy
                 .import_names()
                 .iter()
                 .map(String::as_str)
                 .collect();
-            let text = crate::policy_imports::builtin_text(&names).unwrap_or_default();
+            let text = crate::policy_imports::builtin_text(&names);
             Ok((builtin.0.to_string(), text))
         }
         None => Ok((builtin.0.to_string(), builtin.1.to_string())),

@@ -221,15 +221,20 @@ fn annotate(path: &Path, e: io::Error) -> io::Error {
     io::Error::new(e.kind(), format!("{}: {e}", path.display()))
 }
 
-/// A stable name for a canonical path (FNV-1a: stable across builds, unlike std's
-/// hasher).
+/// A stable name for a path, canonicalized first (see [`canonical_hash`]).
 fn path_hash(path: &Path) -> io::Result<String> {
     let canon = path.canonicalize().map_err(|e| annotate(path, e))?;
+    Ok(canonical_hash(&canon))
+}
+
+/// A stable name for a canonical path (FNV-1a: stable across builds, unlike std's
+/// hasher).
+fn canonical_hash(canon: &Path) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for &b in canon.as_os_str().as_bytes() {
         h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
     }
-    Ok(format!("{h:016x}"))
+    format!("{h:016x}")
 }
 
 /// The socket `session` would use for `path`, in the runtime directory as named
@@ -253,6 +258,9 @@ pub struct Guard {
 pub struct Listener {
     sock: UnixListener,
     control: Control,
+    /// The canonical path the session serves (the socket is named after it): told
+    /// to each approver, so that it can say which session asks.
+    served: Arc<Path>,
 }
 
 /// Removes the socket file when dropped.
@@ -272,7 +280,8 @@ impl Drop for Control {
 /// [`Listener::serve`].
 pub fn bind(path: &Path, session: Session) -> io::Result<Listener> {
     let dir = RuntimeDir::open(true)?;
-    let name = session.socket_name(&path_hash(path)?);
+    let served: Arc<Path> = path.canonicalize().map_err(|e| annotate(path, e))?.into();
+    let name = session.socket_name(&canonical_hash(&served));
     let at = dir.entry(&name);
     match UnixStream::connect(&at) {
         Ok(_) => {
@@ -295,6 +304,7 @@ pub fn bind(path: &Path, session: Session) -> io::Result<Listener> {
             dir: Arc::new(dir),
             name,
         },
+        served,
     })
 }
 
@@ -358,7 +368,11 @@ impl Listener {
         broker: Arc<Broker>,
         guard: Guard,
     ) -> io::Result<Control> {
-        let Listener { sock, control } = self;
+        let Listener {
+            sock,
+            control,
+            served,
+        } = self;
         std::thread::Builder::new()
             .name("veilfs-control".into())
             .spawn(move || {
@@ -369,7 +383,8 @@ impl Listener {
                     let Some((cred, slot)) = admit(&conn, &slots, guard, &mut refusals) else {
                         continue;
                     };
-                    let (reloader, broker) = (reloader.clone(), broker.clone());
+                    let (reloader, broker, served) =
+                        (reloader.clone(), broker.clone(), served.clone());
                     let spawned = std::thread::Builder::new()
                         .name("veilfs-control-client".into())
                         .spawn(move || {
@@ -378,6 +393,7 @@ impl Listener {
                                 slot: &slot,
                                 cred,
                                 deadline: accepted + REQUEST_TIMEOUT,
+                                served: &served,
                             };
                             if let Err(e) = answer(asked, &reloader, &broker, guard) {
                                 log::info!("control socket: {e}");
@@ -486,6 +502,8 @@ struct Asked<'a> {
     cred: UnixCredentials,
     /// When its request line must be in by (counted from accept).
     deadline: Instant,
+    /// The path the session serves.
+    served: &'a Path,
 }
 
 fn answer(asked: Asked, reloader: &Reloader, broker: &Arc<Broker>, guard: Guard) -> io::Result<()> {
@@ -494,6 +512,7 @@ fn answer(asked: Asked, reloader: &Reloader, broker: &Arc<Broker>, guard: Guard)
         slot,
         cred,
         deadline,
+        served,
     } = asked;
     // The request is read before any answer, so that the client sees the answer
     // (closing on unread data would reset the connection).
@@ -502,7 +521,7 @@ fn answer(asked: Asked, reloader: &Reloader, broker: &Arc<Broker>, guard: Guard)
         if !slot.approve() {
             return Ok(());
         }
-        return crate::ask_socket::subscribe(conn, broker, &cred);
+        return crate::ask_socket::subscribe(conn, broker, &cred, served);
     }
     if !slot.start_work() {
         // Evicted for a newer request of its uid.
@@ -712,50 +731,107 @@ pub fn request_reload(path: &Path) -> Result<Vec<Answer>, String> {
 /// A session's socket, connected, or why it could not be.
 pub(crate) type Reached = Result<UnixStream, String>;
 
+/// Which sessions a client is after: those serving one path, or every session in
+/// this user's runtime directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Wanted {
+    /// The hash the socket names of the sessions serving the path start with;
+    /// `None`: any.
+    hash: Option<String>,
+}
+
+impl Wanted {
+    /// The sessions serving `path` (the mount point of a `veilfs mount`, the
+    /// workspace of a `veilfs run`), however it is spelled; `Err` when it cannot be
+    /// canonicalized.
+    pub(crate) fn serving(path: &Path) -> io::Result<Wanted> {
+        Ok(Wanted {
+            hash: Some(path_hash(path)?),
+        })
+    }
+
+    /// Every session of this user.
+    pub(crate) fn any() -> Wanted {
+        Wanted { hash: None }
+    }
+
+    /// The session `name` (a file name in the runtime directory) stands for, if it
+    /// is one of these.
+    fn session(&self, name: &str) -> Option<Session> {
+        let h = match &self.hash {
+            Some(h) => h.as_str(),
+            None => name.get(..16)?,
+        };
+        if !h.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        Session::from_socket_name(name, h)
+    }
+}
+
+/// The sockets a client has reached already, by name and by the identity of the
+/// socket file (a session started later under the same name, such as a new
+/// `veilfs mount` at the same mount point, binds a new file, and is new).
+pub(crate) type Known = std::collections::HashMap<String, SocketFile>;
+
+/// A socket file's identity: its inode and when it was made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SocketFile {
+    ino: u64,
+    ctime: (i64, i64),
+}
+
 /// Connects to every live session serving `path` (every session of this user's
 /// runtime directory when `None`), mounts first, then `run` sessions by pid; a
 /// session that cannot be reached comes with why. Stale sockets are removed.
 pub(crate) fn connect(path: Option<&Path>) -> Result<Vec<(Session, Reached)>, String> {
-    Ok(connect_new(path, &mut std::collections::HashSet::new())?
+    let wanted = match path {
+        Some(p) => Wanted::serving(p).map_err(|e| e.to_string())?,
+        None => Wanted::any(),
+    };
+    Ok(connect_new(&wanted, &mut Known::new())?
         .into_iter()
         .map(|(s, _, c)| (s, c))
         .collect())
 }
 
-/// [`connect`], skipping the socket names in `known` and adding the ones it
-/// reaches (so that a caller looking again finds only new sessions). Each comes
-/// with its socket's name.
+/// [`connect`] to the sessions `wanted`, skipping the sockets in `known` and
+/// adding the ones it reaches (so that a caller looking again finds only new
+/// sessions); names no longer in the runtime directory are forgotten. Each comes
+/// with its socket's name. No runtime directory yet: no session.
 pub(crate) fn connect_new(
-    path: Option<&Path>,
-    known: &mut std::collections::HashSet<String>,
+    wanted: &Wanted,
+    known: &mut Known,
 ) -> Result<Vec<(Session, String, Reached)>, String> {
-    let hash = match path {
-        Some(p) => Some(path_hash(p).map_err(|e| e.to_string())?),
-        None => None,
-    };
     let dir = match RuntimeDir::open(false) {
         Ok(d) => d,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e.to_string()),
     };
-    let names = std::fs::read_dir(dir.entry(""))
+    let names: std::collections::HashSet<String> = std::fs::read_dir(dir.entry(""))
         .map_err(|e| annotate(&dir.path, e).to_string())?
         .flatten()
-        .filter_map(|e| e.file_name().to_str().map(str::to_string));
-    let mut sessions: Vec<(Session, String)> = names
-        .filter(|n| !known.contains(n))
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .collect();
+    known.retain(|n, _| names.contains(n));
+    // A name whose file is gone meanwhile is left out.
+    let identity = |name: &str| {
+        nix::sys::stat::fstatat(&dir.fd, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
+            .ok()
+            .map(|st| SocketFile {
+                ino: st.st_ino,
+                ctime: (st.st_ctime, st.st_ctime_nsec),
+            })
+    };
+    let mut sessions: Vec<(Session, String, SocketFile)> = names
+        .into_iter()
         .filter_map(|n| {
-            let h = match &hash {
-                Some(h) => h.clone(),
-                None => n.get(..16)?.to_string(),
-            };
-            if !h.bytes().all(|b| b.is_ascii_hexdigit()) {
-                return None;
-            }
-            Session::from_socket_name(&n, &h).map(|s| (s, n))
+            let s = wanted.session(&n)?;
+            let id = identity(&n)?;
+            (known.get(&n) != Some(&id)).then_some((s, n, id))
         })
         .collect();
-    sessions.sort_by_key(|(s, n)| {
+    sessions.sort_by_key(|(s, n, _)| {
         (
             match s {
                 Session::Mount => 0,
@@ -765,7 +841,7 @@ pub(crate) fn connect_new(
         )
     });
     let mut out = Vec::new();
-    for (session, name) in sessions {
+    for (session, name, id) in sessions {
         let conn = match UnixStream::connect(dir.entry(&name)) {
             Ok(c) => Ok(c),
             Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
@@ -776,7 +852,7 @@ pub(crate) fn connect_new(
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => Err(format!("cannot reach it: {e}")),
         };
-        known.insert(name.clone());
+        known.insert(name.clone(), id);
         out.push((session, name, conn));
     }
     Ok(out)
@@ -879,6 +955,29 @@ mod tests {
             "0123456789abcdef-other.sock",
         ] {
             assert_eq!(Session::from_socket_name(other, h), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn wanted_sessions_are_those_of_the_path_or_any() {
+        let h = "0123456789abcdef";
+        let of_h = Wanted {
+            hash: Some(h.into()),
+        };
+        let run = format!("{h}-run-7.sock");
+        assert_eq!(of_h.session(&run), Some(Session::Run { pid: 7 }));
+        assert_eq!(of_h.session("fedcba9876543210.sock"), None);
+        assert_eq!(
+            Wanted::any().session("fedcba9876543210.sock"),
+            Some(Session::Mount)
+        );
+        for other in [
+            "notes.txt",
+            "0123456789abcdeg.sock",
+            "012.sock",
+            "veilfs.log",
+        ] {
+            assert_eq!(Wanted::any().session(other), None, "{other}");
         }
     }
 

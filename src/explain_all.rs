@@ -172,40 +172,79 @@ pub const STARTUP_DIRS: usize = 5_000;
 /// directories (a tree of 30,000 files takes about twice this on a warm cache).
 pub const STARTUP_TIME: Duration = Duration::from_millis(60);
 
-/// What the start-up line of `mount` and `run` adds about the workspace `root`
-/// under `policy`: how much it hides (from a walk of at most [`STARTUP_DIRS`]
-/// directories), and the denied paths its git repository tracks (readable through
-/// history). Each part begins with `; `.
-pub fn startup_note(policy: &Policy, root: &Path) -> String {
-    let deadline = Instant::now() + STARTUP_TIME;
-    let mut note = match walk_within(policy, root, STARTUP_DIRS, Some(deadline)) {
-        Ok((held, complete)) => {
+/// What the start-up lines of `mount` and `run` say about the workspace `root`
+/// under `policy`, from a walk of at most [`STARTUP_DIRS`] directories.
+#[derive(Debug, Default)]
+pub struct StartupWalk {
+    /// `hiding 41 paths in 7 places` (`hiding at least …` when the walk stopped
+    /// early); `None` when the walk failed.
+    pub hiding: Option<String>,
+    /// The walk stopped early: the count is a floor.
+    pub partial: bool,
+    /// Denied paths its git repository tracks (readable through history).
+    pub warning: Option<String>,
+}
+
+impl StartupWalk {
+    /// The walk of `root` under `policy`, and the tracked denied paths.
+    pub fn of(policy: &Policy, root: &Path) -> StartupWalk {
+        let deadline = Instant::now() + STARTUP_TIME;
+        let mut walk = StartupWalk::default();
+        match walk_within(policy, root, STARTUP_DIRS, Some(deadline)) {
+            Ok((held, complete)) => {
+                walk.partial = !complete;
+                walk.hiding = Some(format!(
+                    "hiding {}{}",
+                    if complete { "" } else { "at least " },
+                    hiding(&held)
+                ));
+            }
+            Err(e) => log::info!("start-up walk of {}: {e}", root.display()),
+        }
+        let (tracked, _) =
+            crate::check_workspace::tracked_denied_within(policy, root, STARTUP_TIME);
+        if let Some(first) = tracked.first() {
+            let mut w = crate::check_workspace::tracked_message(first);
+            if tracked.len() > 1 {
+                w.push_str(&format!(
+                    " ({} more denied paths are tracked: `veilfs check` names them)",
+                    tracked.len() - 1
+                ));
+            }
+            walk.warning = Some(w);
+        }
+        walk
+    }
+
+    /// The hiding count with where to see the list: `hiding 4 paths in 4 places
+    /// (`veilfs explain --all` lists them)`.
+    pub fn hiding_in_full(&self) -> Option<String> {
+        self.hiding.as_ref().map(|h| {
             format!(
-                "; hiding {}{} (`veilfs explain --all` lists {})",
-                if complete { "" } else { "at least " },
-                hiding(&held),
-                if complete {
-                    "them"
-                } else {
+                "{h} (`veilfs explain --all` lists {})",
+                if self.partial {
                     "them all: this count stopped early"
+                } else {
+                    "them"
                 }
             )
-        }
-        Err(e) => {
-            log::info!("start-up walk of {}: {e}", root.display());
-            String::new()
-        }
-    };
-    let (tracked, _) = crate::check_workspace::tracked_denied_within(policy, root, STARTUP_TIME);
-    if let Some(first) = tracked.first() {
+        })
+    }
+}
+
+/// What the start-up line of `mount` adds about the workspace `root` under
+/// `policy`: how much it hides, and the denied paths its git repository tracks.
+/// Each part begins with `; `.
+pub fn startup_note(policy: &Policy, root: &Path) -> String {
+    let walk = StartupWalk::of(policy, root);
+    let mut note = String::new();
+    if let Some(h) = walk.hiding_in_full() {
+        note.push_str("; ");
+        note.push_str(&h);
+    }
+    if let Some(w) = &walk.warning {
         note.push_str("; warning: ");
-        note.push_str(&crate::check_workspace::tracked_message(first));
-        if tracked.len() > 1 {
-            note.push_str(&format!(
-                " ({} more denied paths are tracked: `veilfs check` names them)",
-                tracked.len() - 1
-            ));
-        }
+        note.push_str(w);
     }
     note
 }

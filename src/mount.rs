@@ -65,8 +65,9 @@ pub struct MountOptions {
 impl MountOptions {
     /// What the start-up line says of the modes that change what is refused: in
     /// permissive mode, that nothing is (in the workspace, when a `home` mount
-    /// beside it enforces its own policy); else, when `asks`, how to answer.
-    pub fn mode_note(&self, asks: bool, home: bool) -> String {
+    /// beside it enforces its own policy); else, when `asks`, how to answer (with
+    /// `veilfs prompt` for `served`, the path the session's control socket serves).
+    pub fn mode_note(&self, asks: bool, home: bool, served: &Path) -> String {
         match &self.audit {
             Some(log) if self.permissive => format!(
                 "; PERMISSIVE: nothing {}is refused, what the policy would refuse is logged \
@@ -79,7 +80,10 @@ impl MountOptions {
                 log.display(),
                 log.display()
             ),
-            _ if asks => "; some paths ask: answer with `veilfs prompt` in another terminal".into(),
+            _ if asks => format!(
+                "; some paths ask: answer with `veilfs prompt {}` in another terminal",
+                served.display()
+            ),
             _ => String::new(),
         }
     }

@@ -25,31 +25,37 @@ use crate::sys;
 pub const MAX_DIRS: usize = 1_000_000;
 
 /// The built-in default policy's text for a workspace whose root holds the files
-/// `names` (see [`present_at`]): the default's rules, then, when some are ignore
-/// files, every ignore file name read-only at every depth and one rule denying
-/// what those files list, wherever they are in the workspace; then, when some are
-/// Claude Code's settings, one rule taking their `Read`/`Edit` deny and ask
-/// entries. `None` when there are none: the built-in default as it is.
-pub fn builtin_text(names: &[&str]) -> Option<String> {
-    if names.is_empty() {
-        return None;
-    }
+/// `names` (see [`present_at`]): the default's rules, then every ignore file name
+/// read-only at every depth (whatever the root holds), then one rule per ignore
+/// file name held, denying what the files of that name list wherever they are in
+/// the workspace; then, when some are Claude Code's settings, one rule taking
+/// their `Read`/`Edit` deny and ask entries.
+///
+/// The files are read as the tools that read them do, `!` lines included (see
+/// [`crate::policy::ignore`]): a `!` line takes a path out of its own rule, so it
+/// can only narrow what files of its own name hide, never what another rule hides
+/// (the default's secrets, another tool's file, Claude Code's deny entries).
+pub fn builtin_text(names: &[&str]) -> String {
     let mut text = crate::policy::DEFAULT_POLICY.to_string();
     let (settings, ignores): (Vec<&str>, Vec<&str>) =
         names.iter().copied().partition(|n| claude::is_name(n));
-    if !ignores.is_empty() {
-        let why =
-            "listed in an ignore file of this workspace: what you told your tools not to read";
-        // Every ignore file name, present or not, is read-only at every depth, and no
-        // `!` line is applied (`negation = false`): a file the command planted where
-        // none was (in a subdirectory, say, before the person adds one at the root)
-        // could then only hide more, never re-include what another file hides.
-        let all = crate::policy::ignore::NAMES;
-        let guard = "an ignore file name: the built-in default reads rules from these, so \
-                     the command can neither plant nor change one";
+    // Every ignore file name is read-only at every depth, whether or not the root
+    // holds one: a `!` line planted where none was (in a subdirectory, say, before
+    // the person adds a file of that name at the root) would re-include what the
+    // person's file hides from the next start on. So the command can plant none.
+    let all = crate::policy::ignore::NAMES;
+    let guard = "an ignore file name: the built-in default reads rules from these, so \
+                 the command can neither plant nor change one";
+    text.push_str(&format!(
+        "\n[[rules]]\naction = \"read-only\"\npaths = {all:?}\nwhy = {guard:?}\n"
+    ));
+    // One rule per name: in one rule, a later name's `!` line would re-include what
+    // an earlier name's file hides (see `crate::policy` imports), and no tool reads
+    // another tool's file.
+    let why = "listed in an ignore file of this workspace: what you told your tools not to read";
+    for name in &ignores {
         text.push_str(&format!(
-            "\n[[rules]]\naction = \"read-only\"\npaths = {all:?}\nwhy = {guard:?}\n\n\
-             [[rules]]\naction = \"deny\"\nimport = {ignores:?}\nnegation = false\nwhy = {why:?}\n"
+            "\n[[rules]]\naction = \"deny\"\nimport = {name:?}\nwhy = {why:?}\n"
         ));
     }
     if !settings.is_empty() {
@@ -61,7 +67,7 @@ pub fn builtin_text(names: &[&str]) -> Option<String> {
             "\n[[rules]]\nimport = {settings:?}\nwhy = {why:?}\n"
         ));
     }
-    Some(text)
+    text
 }
 
 /// The ignore files (of [`crate::policy::ignore::NAMES`]) and Claude Code settings

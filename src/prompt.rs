@@ -1,20 +1,152 @@
 //! `veilfs prompt`: a person answers the questions of `ask` paths, one key each.
 //!
-//! It subscribes on the control socket of every session it finds (see
-//! [`crate::ask_socket`] for the JSON lines), shows one open question at a time
-//! (the oldest first) and sends the answer for the key pressed. With a terminal on
-//! stdin the keys are read one by one (no Enter); otherwise (a pipe, in tests) one
-//! byte at a time all the same, so `printf 'y'` answers "allow once".
+//! Which sessions it answers for is its [`Scope`]: by default those of the
+//! workspace of the current directory (found as `veilfs run` finds it), or those
+//! serving the paths named, or (`--all`) every session of this user. It subscribes
+//! on the control socket of each such session (see [`crate::ask_socket`] for the
+//! JSON lines), shows one open question at a time (the oldest first), each named
+//! by the workspace or mount point of its session (`[~/project]`), and sends the
+//! answer for the key pressed. With a terminal on stdin the keys are read one by
+//! one (no Enter); otherwise (a pipe, in tests) one byte at a time all the same,
+//! so `printf 'y'` answers "allow once".
+//!
+//! What stays true:
+//! * **Only this user's sessions.** Sessions are found in this user's runtime
+//!   directory (checked as [`crate::control`] says), and one is subscribed to only
+//!   when the daemon behind its socket runs as this user or root.
+//! * **It waits and keeps serving.** The runtime directory is looked at again every
+//!   [`SCAN_EVERY`]: a session of the scope that starts later (before the first,
+//!   or after every earlier one ended, or beside them) is answered too. The prompt
+//!   ends only when stdin closes, or on `q`, Ctrl-C or Ctrl-D.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use crate::control::{self, Session};
+use crate::control::{self, Known, Session, Wanted};
+
+/// How often the runtime directory is looked at for sessions started since.
+pub const SCAN_EVERY: Duration = Duration::from_millis(500);
+
+/// Which sessions `veilfs prompt` answers for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    /// The sessions of the workspace found from the current directory (a `veilfs
+    /// run` there, or a `veilfs mount` whose mount point it is).
+    Workspace(PathBuf),
+    /// The sessions serving each path: the `veilfs mount` at that mount point, the
+    /// `veilfs run` sessions of that workspace.
+    Paths(Vec<PathBuf>),
+    /// Every session of this user.
+    All,
+}
+
+impl Scope {
+    /// The scope of `veilfs prompt [--all] [PATH...]`: without either, the
+    /// workspace is found from the current directory as `veilfs run` finds it
+    /// (warnings about markers passed over go to stderr).
+    pub fn from_args(all: bool, paths: Vec<PathBuf>) -> Result<Scope, String> {
+        if all {
+            return Ok(Scope::All);
+        }
+        if !paths.is_empty() {
+            return Ok(Scope::Paths(paths));
+        }
+        let cwd = std::env::current_dir()
+            .and_then(|d| d.canonicalize())
+            .map_err(|e| format!("the current directory: {e}"))?;
+        let (ws, _, warnings) = crate::config::find_workspace(&cwd, None)?;
+        for w in warnings {
+            eprintln!("veilfs prompt: {w}");
+        }
+        Ok(Scope::Workspace(ws))
+    }
+
+    /// What to look for in the runtime directory: the sessions of each path (with
+    /// the path, to name them by until they say what they serve).
+    fn targets(&self) -> Result<Vec<Target>, String> {
+        let serving = |p: &PathBuf| {
+            Ok(Target {
+                wanted: Wanted::serving(p).map_err(|e| e.to_string())?,
+                place: Some(p.clone()),
+            })
+        };
+        match self {
+            Scope::Workspace(ws) => serving(ws).map(|t| vec![t]),
+            Scope::Paths(ps) => ps.iter().map(serving).collect(),
+            Scope::All => Ok(vec![Target {
+                wanted: Wanted::any(),
+                place: None,
+            }]),
+        }
+    }
+
+    /// What is waited for while no session of this scope is found.
+    fn awaited(&self, place: Option<&Path>) -> String {
+        match (self, place) {
+            (Scope::Workspace(_), Some(p)) => format!(
+                "a session of {} (start `veilfs run` there)",
+                show_path(p, false)
+            ),
+            (_, Some(p)) => format!(
+                "a session of {} (a `veilfs run` of that workspace, or a `veilfs mount` \
+                 on that mount point)",
+                show_path(p, false)
+            ),
+            (_, None) => {
+                "a session of this user (start `veilfs run` or `veilfs mount`)".to_string()
+            }
+        }
+    }
+
+    /// What is waited for when every session served has ended.
+    fn awaited_again(&self) -> String {
+        match self {
+            Scope::Workspace(p) => self.awaited(Some(p)),
+            Scope::Paths(ps) if ps.len() == 1 => self.awaited(Some(&ps[0])),
+            Scope::Paths(ps) => {
+                let ps: Vec<String> = ps.iter().map(|p| show_path(p, false)).collect();
+                format!("a session of {}", ps.join(", "))
+            }
+            Scope::All => self.awaited(None),
+        }
+    }
+}
+
+/// Sessions to look for, and the path they serve when it is known beforehand.
+#[derive(Debug, Clone)]
+struct Target {
+    wanted: Wanted,
+    place: Option<PathBuf>,
+}
+
+/// A session found: what it is, the path it was looked for by, its connection.
+struct Found {
+    session: Session,
+    place: Option<PathBuf>,
+    conn: control::Reached,
+}
+
+/// Looks for new sessions of each target: those found (each once), or why the
+/// runtime directory could not be read.
+fn scan(targets: &[Target], known: &mut Known) -> Result<Vec<Found>, String> {
+    let mut out = Vec::new();
+    for t in targets {
+        for (session, _, conn) in control::connect_new(&t.wanted, known)? {
+            out.push(Found {
+                session,
+                place: t.place.clone(),
+                conn,
+            });
+        }
+    }
+    Ok(out)
+}
 
 /// What the main loop hears about.
 enum Event {
@@ -23,7 +155,7 @@ enum Event {
     /// Session `usize` closed its socket.
     Gone(usize),
     /// A session found since the start.
-    New(Session, UnixStream),
+    New(Found),
     /// A byte typed.
     Key(u8),
     /// Stdin is closed.
@@ -33,117 +165,145 @@ enum Event {
 /// One session subscribed to.
 struct Conn {
     session: Session,
-    w: UnixStream,
-    alive: bool,
+    /// The path it serves, as shown (`~/project`): the one it says in its hello,
+    /// else the one it was looked for by.
+    place: String,
+    /// Where answers go; `None` once the session has ended (its descriptor is
+    /// closed then: a prompt left running for days holds none of ended sessions).
+    w: Option<UnixStream>,
+    /// Its hello came: it answers.
+    greeted: bool,
 }
 
-/// `veilfs prompt [PATH...]`: exit 0 when stdin closes or every session has ended,
-/// 2 when no session is found at the start.
-pub fn prompt(paths: &[PathBuf]) -> ExitCode {
+impl Conn {
+    /// How each line about this session names it: `[~/project] veilfs run (pid 7)`.
+    fn tag(&self) -> String {
+        format!("[{}] {}", self.place, self.session)
+    }
+}
+
+/// `veilfs prompt`: answers for the sessions of `scope`, waiting for them when
+/// none has started yet. Exit 0 when stdin closes (or `q`, Ctrl-C, Ctrl-D); 2
+/// when the scope cannot be looked for (a path that does not exist, a runtime
+/// directory refused).
+pub fn prompt(scope: &Scope) -> ExitCode {
+    let targets = match scope.targets() {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("veilfs prompt: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut known = Known::new();
     let (tx, rx) = mpsc::channel();
-    let mut known = HashSet::new();
-    let mut found = Vec::new();
-    if paths.is_empty() {
-        match control::connect_new(None, &mut known) {
-            Ok(f) => found.extend(f.into_iter().map(|(s, _, c)| (s, c))),
+    for t in &targets {
+        match scan(std::slice::from_ref(t), &mut known) {
+            Ok(found) if found.is_empty() => eprintln!(
+                "veilfs prompt: waiting for {}",
+                scope.awaited(t.place.as_deref())
+            ),
+            Ok(found) => {
+                for f in found {
+                    let _ = tx.send(Event::New(f));
+                }
+            }
             Err(e) => {
                 eprintln!("veilfs prompt: {e}");
                 return ExitCode::from(2);
             }
         }
-    } else {
-        for p in paths {
-            match control::connect(Some(p)) {
-                Ok(f) if f.is_empty() => {
-                    eprintln!("veilfs prompt: no veilfs session serves {}", p.display());
-                }
-                Ok(f) => found.extend(f),
-                Err(e) => eprintln!("veilfs prompt: {}: {e}", p.display()),
-            }
-        }
     }
-    let mut conns: Vec<Conn> = Vec::new();
-    for (session, conn) in found {
-        match conn {
-            Ok(c) => attach(&mut conns, session, c, &tx),
-            Err(e) => eprintln!("veilfs prompt: {session}: {e}"),
-        }
-    }
-    if conns.is_empty() {
-        eprintln!(
-            "veilfs prompt: no veilfs session to answer for (start `veilfs mount` or \
-             `veilfs run` first)"
-        );
-        return ExitCode::from(2);
-    }
-    let rescan = paths.is_empty();
-    if rescan {
-        // Sessions started later are answered too.
-        let tx = tx.clone();
-        let _ = std::thread::Builder::new()
-            .name("veilfs-prompt-scan".into())
-            .spawn(move || {
-                loop {
-                    std::thread::sleep(Duration::from_secs(1));
-                    let Ok(found) = control::connect_new(None, &mut known) else {
-                        continue;
-                    };
-                    for (s, _, c) in found {
-                        if let Ok(c) = c
-                            && tx.send(Event::New(s, c)).is_err()
-                        {
-                            return;
-                        }
-                    }
-                }
-            });
-    }
+    start_scanning(targets, known, tx.clone());
     let _raw = RawTerminal::enter();
-    {
-        let tx = tx.clone();
-        let _ = std::thread::Builder::new()
-            .name("veilfs-prompt-keys".into())
-            .spawn(move || {
-                let mut stdin = io::stdin().lock();
-                let mut b = [0u8; 1];
-                loop {
-                    match stdin.read(&mut b) {
-                        Ok(1) => {
-                            if tx.send(Event::Key(b[0])).is_err() {
+    read_keys(tx.clone());
+    Ui::default().run(rx, tx, scope.awaited_again())
+}
+
+/// Looks for new sessions every [`SCAN_EVERY`], on a thread of its own, until the
+/// prompt ends.
+fn start_scanning(targets: Vec<Target>, mut known: Known, tx: mpsc::Sender<Event>) {
+    let spawned = std::thread::Builder::new()
+        .name("veilfs-prompt-scan".into())
+        .spawn(move || {
+            let mut said = None;
+            loop {
+                std::thread::sleep(SCAN_EVERY);
+                match scan(&targets, &mut known) {
+                    Ok(found) => {
+                        for f in found {
+                            if tx.send(Event::New(f)).is_err() {
                                 return;
                             }
                         }
-                        Ok(_) => {
-                            let _ = tx.send(Event::Eof);
-                            return;
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                        Err(_) => {
-                            let _ = tx.send(Event::Eof);
+                    }
+                    // Once per new reason: the directory may come right again.
+                    Err(e) if said.as_ref() != Some(&e) => {
+                        log::warn!("prompt: looking for sessions: {e}");
+                        said = Some(e);
+                    }
+                    Err(_) => {}
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        log::warn!("prompt: sessions started later will not be answered: {e}");
+    }
+}
+
+/// Sends each byte typed, then [`Event::Eof`], from a thread of its own.
+fn read_keys(tx: mpsc::Sender<Event>) {
+    let _ = std::thread::Builder::new()
+        .name("veilfs-prompt-keys".into())
+        .spawn(move || {
+            let mut stdin = io::stdin().lock();
+            let mut b = [0u8; 1];
+            loop {
+                match stdin.read(&mut b) {
+                    Ok(1) => {
+                        if tx.send(Event::Key(b[0])).is_err() {
                             return;
                         }
                     }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Ok(_) | Err(_) => {
+                        let _ = tx.send(Event::Eof);
+                        return;
+                    }
                 }
-            });
-    }
-    Ui::default().run(conns, rx, tx, rescan)
+            }
+        });
 }
 
-/// Subscribes on `conn` and starts the thread reading its lines.
-fn attach(conns: &mut Vec<Conn>, session: Session, conn: UnixStream, tx: &mpsc::Sender<Event>) {
+/// Subscribes on the connection of `found` and starts the thread reading its
+/// lines; says why when it cannot.
+fn attach(conns: &mut Vec<Conn>, found: Found, tx: &mpsc::Sender<Event>) {
+    let Found {
+        session,
+        place,
+        conn,
+    } = found;
+    let place = place.map_or_else(|| "?".to_string(), |p| show_path(&p, true));
+    let tag = format!("[{place}] {session}");
+    let conn = match conn {
+        Ok(c) => c,
+        Err(e) => {
+            say(&format!("-- {tag}: {e}"));
+            return;
+        }
+    };
     if let Err(e) = control::trusted_daemon(&conn) {
-        eprintln!("veilfs prompt: {session}: not subscribed: {e}");
+        say(&format!("-- {tag}: not subscribed: {e}"));
         return;
     }
     let mut w = match conn.try_clone() {
         Ok(w) => w,
         Err(e) => {
-            eprintln!("veilfs prompt: {session}: {e}");
+            say(&format!("-- {tag}: {e}"));
             return;
         }
     };
     if let Err(e) = w.write_all(b"subscribe\n") {
-        eprintln!("veilfs prompt: {session}: {e}");
+        say(&format!("-- {tag}: {e}"));
         return;
     }
     let i = conns.len();
@@ -167,10 +327,30 @@ fn attach(conns: &mut Vec<Conn>, session: Session, conn: UnixStream, tx: &mpsc::
     if spawned.is_ok() {
         conns.push(Conn {
             session,
-            w,
-            alive: true,
+            place,
+            w: Some(w),
+            greeted: false,
         });
     }
+}
+
+/// `path` as the prompt shows it: escaped, and (when `home`) under the home
+/// directory (`$HOME`) as `~/...`.
+fn show_path(path: &Path, home: bool) -> String {
+    let home_dir = std::env::var_os("HOME").map(PathBuf::from);
+    short_path(path, home_dir.as_deref().filter(|_| home))
+}
+
+/// `path`, escaped, as `~/...` when it lies in `home` (an absolute path other
+/// than `/`).
+fn short_path(path: &Path, home: Option<&Path>) -> String {
+    let home = home.filter(|h| h.is_absolute() && h.parent().is_some());
+    let short = match home.map(|h| path.strip_prefix(h)) {
+        Some(Ok(rest)) if rest.as_os_str().is_empty() => PathBuf::from("~"),
+        Some(Ok(rest)) => Path::new("~").join(rest),
+        _ => path.to_path_buf(),
+    };
+    crate::printable::printable(short.as_os_str().as_bytes())
 }
 
 /// The prompt's state: the open questions, oldest first, and what is typed.
@@ -184,33 +364,21 @@ struct Ui {
 }
 
 impl Ui {
-    /// Runs until stdin closes, `q`, or (for named sessions) every session ended.
-    /// `tx` is for the readers of sessions found later.
+    /// Runs until stdin closes, `q`, Ctrl-C or Ctrl-D. `tx` is for the readers of
+    /// sessions found later; `awaited` says what is waited for when every session
+    /// has ended.
     fn run(
         mut self,
-        mut conns: Vec<Conn>,
         rx: mpsc::Receiver<Event>,
         tx: mpsc::Sender<Event>,
-        rescan: bool,
+        awaited: String,
     ) -> ExitCode {
+        let mut conns: Vec<Conn> = Vec::new();
         while let Ok(ev) = rx.recv() {
             match ev {
-                Event::Line(i, v) => self.line(&conns, i, v),
-                Event::Gone(i) => {
-                    if let Some(c) = conns.get_mut(i) {
-                        c.alive = false;
-                        say(&format!("-- {} ended", c.session));
-                    }
-                    self.queue.retain(|(s, _)| *s != i);
-                    if self.shown.is_some_and(|(s, _)| s == i) {
-                        self.shown = None;
-                        self.reason = None;
-                    }
-                    if !rescan && conns.iter().all(|c| !c.alive) {
-                        return ExitCode::SUCCESS;
-                    }
-                }
-                Event::New(s, c) => attach(&mut conns, s, c, &tx),
+                Event::Line(i, v) => self.line(&mut conns, i, v),
+                Event::Gone(i) => self.gone(&mut conns, i, &awaited),
+                Event::New(f) => attach(&mut conns, f, &tx),
                 Event::Key(k) => {
                     if !self.key(&mut conns, k) {
                         return ExitCode::SUCCESS;
@@ -222,16 +390,46 @@ impl Ui {
                 && let Some((i, q)) = self.queue.front()
             {
                 self.shown = Some((*i, q["id"].as_u64().unwrap_or(0)));
-                show(&conns[*i].session, q, self.queue.len());
+                show(&conns[*i], q, self.queue.len());
             }
         }
         ExitCode::SUCCESS
     }
 
-    fn line(&mut self, conns: &[Conn], i: usize, v: serde_json::Value) {
-        let session = &conns[i].session;
+    /// Session `i` closed its socket: its questions go, and when it was the last
+    /// one, the person is told that the prompt waits for the next.
+    fn gone(&mut self, conns: &mut [Conn], i: usize, awaited: &str) {
+        let Some(c) = conns.get_mut(i) else { return };
+        c.w = None;
+        // One that never answered (its daemon ending as it was reached) was
+        // never said to be answered for either.
+        if !c.greeted {
+            return;
+        }
+        say(&format!("-- {} ended", c.tag()));
+        self.queue.retain(|(s, _)| *s != i);
+        if self.shown.is_some_and(|(s, _)| s == i) {
+            self.shown = None;
+            self.reason = None;
+        }
+        if conns.iter().all(|c| c.w.is_none()) {
+            say(&format!("-- waiting for {awaited}"));
+        }
+    }
+
+    fn line(&mut self, conns: &mut [Conn], i: usize, v: serde_json::Value) {
+        let Some(conn) = conns.get_mut(i) else { return };
         match v["type"].as_str() {
-            Some("hello") => say(&format!("-- answering for {session}")),
+            Some("hello") => {
+                if let Some(p) = v["path"].as_str() {
+                    conn.place = show_path(Path::new(p), true);
+                }
+                conn.greeted = true;
+                say(&format!(
+                    "-- [{}] answering for {}",
+                    conn.place, conn.session
+                ));
+            }
             Some("question") => self.queue.push_back((i, v)),
             Some("closed") => {
                 let id = v["id"].as_u64();
@@ -243,14 +441,16 @@ impl Ui {
                     self.shown = None;
                     self.reason = None;
                     say(&format!(
-                        "-- question {id} closed: {}",
-                        v["outcome"].as_str().unwrap_or("?")
+                        "-- [{}] question {id} closed: {}",
+                        conn.place,
+                        crate::printable::escape(v["outcome"].as_str().unwrap_or("?"))
                     ));
                 }
             }
             Some("error") => say(&format!(
-                "-- {session}: {}",
-                v["message"].as_str().unwrap_or("error")
+                "-- {}: {}",
+                conn.tag(),
+                crate::printable::escape(v["message"].as_str().unwrap_or("error"))
             )),
             _ => {}
         }
@@ -315,8 +515,12 @@ impl Ui {
             v["reason"] = r.into();
         }
         let line = format!("{v}\n");
-        if let Err(e) = conns[i].w.write_all(line.as_bytes()) {
-            say(&format!("-- {}: answer not sent: {e}", conns[i].session));
+        let sent = match &mut conns[i].w {
+            Some(w) => w.write_all(line.as_bytes()),
+            None => Err(io::Error::new(io::ErrorKind::NotConnected, "it has ended")),
+        };
+        if let Err(e) = sent {
+            say(&format!("-- {}: answer not sent: {e}", conns[i].tag()));
         } else {
             say(&format!("-> {answer}"));
         }
@@ -332,8 +536,8 @@ fn say(s: &str) {
     let _ = io::stdout().flush();
 }
 
-/// Shows one question.
-fn show(session: &Session, q: &serde_json::Value, open: usize) {
+/// Shows one question of the session `conn`.
+fn show(conn: &Conn, q: &serde_json::Value, open: usize) {
     let s = |k: &str| q[k].as_str().unwrap_or("").to_string();
     let path = s("path");
     let full = match (s("root").as_str(), s("mount")) {
@@ -366,7 +570,10 @@ fn show(session: &Session, q: &serde_json::Value, open: usize) {
         String::new()
     };
     say("");
-    say(&format!("? [{}] {session}{more}", q["id"]));
+    say(&format!(
+        "? [{}] question {} from {}{more}",
+        conn.place, q["id"], conn.session
+    ));
     say(&format!(
         "  {} (pid {}, uid {}): {cmd}",
         crate::printable::escape(&s("comm")),
@@ -421,6 +628,28 @@ impl Drop for RawTerminal {
         if let Some(t) = &self.saved {
             let _ =
                 nix::sys::termios::tcsetattr(io::stdin(), nix::sys::termios::SetArg::TCSANOW, t);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::short_path;
+    use std::path::Path;
+
+    #[test]
+    fn a_session_is_named_by_its_path_short_under_home() {
+        let home = Some(Path::new("/home/ann"));
+        for (path, home, want) in [
+            ("/home/ann/project", home, "~/project"),
+            ("/home/ann", home, "~"),
+            ("/home/annex/p", home, "/home/annex/p"),
+            ("/srv/ws", home, "/srv/ws"),
+            ("/home/ann/p", None, "/home/ann/p"),
+            ("/p", Some(Path::new("/")), "/p"),
+            ("/home/ann/a\x1b]0;x", home, "~/a\\x1b]0;x"),
+        ] {
+            assert_eq!(short_path(Path::new(path), home), want, "{path}");
         }
     }
 }

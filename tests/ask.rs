@@ -5,11 +5,12 @@
 
 mod common;
 
-use std::path::PathBuf;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::daemon::{Approver, Daemon};
+use common::daemon::{Approver, Daemon, Prompt};
 use common::wait_until;
 
 const SECRET: &str = "ask-secret-0f3a\n";
@@ -101,22 +102,41 @@ impl Tree {
         (d, a, c, q)
     }
 
-    /// `veilfs prompt PATHS`, once it answers for a first session: the process,
-    /// its stdin (the keys) and what it says.
-    fn prompt(&self, paths: &[PathBuf]) -> (Child, std::process::ChildStdin, Said) {
-        let mut prompt = self
-            .veilfs()
-            .arg("prompt")
-            .args(paths)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let keys = prompt.stdin.take().unwrap();
-        let mut said = Said::new(prompt.stdout.take().unwrap());
-        said.expect("answering for veilfs mount");
-        (prompt, keys, said)
+    /// `veilfs prompt ARGS`, started in `cwd`.
+    fn prompt_in(&self, cwd: &Path, args: &[&OsStr]) -> Prompt {
+        let mut c = self.veilfs();
+        c.arg("prompt").args(args).current_dir(cwd);
+        Prompt::start(c)
+    }
+
+    /// `veilfs prompt PATHS`, once it answers for a first session.
+    fn prompt(&self, paths: &[PathBuf]) -> Prompt {
+        let paths: Vec<&OsStr> = paths.iter().map(|p| p.as_os_str()).collect();
+        let mut p = self.prompt_in(self.tmp.path(), &paths);
+        p.out.expect("answering for veilfs mount");
+        p
+    }
+
+    /// `veilfs mount` of `ws` at `mnt` (both in the tree) with the policy and a
+    /// long timeout for questions.
+    fn mount_at(&self, ws: &str, mnt: &str) -> Daemon {
+        let mut c = self.veilfs();
+        c.arg("mount")
+            .arg("--policy")
+            .arg(self.p("pol.toml"))
+            .args(["--ask-timeout", "600"])
+            .arg(self.p(ws))
+            .arg(self.p(mnt));
+        Daemon::start(c, &self.p(mnt))
+    }
+
+    /// A second workspace `ws2` (its `mig/001.sql` holds `second`), mounted at
+    /// `mnt2`.
+    fn second_mount(&self) -> Daemon {
+        std::fs::create_dir_all(self.p("ws2/mig")).unwrap();
+        std::fs::create_dir_all(self.p("mnt2")).unwrap();
+        std::fs::write(self.p("ws2/mig/001.sql"), "second\n").unwrap();
+        self.mount_at("ws2", "mnt2")
     }
 
     /// The audit log's lines about questions.
@@ -153,45 +173,6 @@ fn audit_shows(t: &Tree, what: &str, f: impl Fn(&[serde_json::Value]) -> bool) {
         "the audit log never showed {what}:\n{:#?}",
         t.asked()
     );
-}
-
-/// What `veilfs prompt` prints, read on a thread of its own.
-struct Said {
-    rx: std::sync::mpsc::Receiver<String>,
-    seen: String,
-}
-
-impl Said {
-    fn new(out: std::process::ChildStdout) -> Said {
-        let (tx, rx) = std::sync::mpsc::channel::<String>();
-        std::thread::spawn(move || {
-            use std::io::BufRead;
-            for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
-                let _ = tx.send(l);
-            }
-        });
-        Said {
-            rx,
-            seen: String::new(),
-        }
-    }
-
-    /// Everything said since the last call, up to `want` (within 20 s).
-    #[track_caller]
-    fn expect(&mut self, want: &str) -> String {
-        let end = Instant::now() + Duration::from_secs(20);
-        while !self.seen.contains(want) {
-            let left = end.saturating_duration_since(Instant::now());
-            match self.rx.recv_timeout(left) {
-                Ok(l) => {
-                    self.seen += &l;
-                    self.seen += "\n";
-                }
-                Err(_) => panic!("the prompt never said {want:?}:\n{}", self.seen),
-            }
-        }
-        std::mem::take(&mut self.seen)
-    }
 }
 
 #[test]
@@ -681,10 +662,9 @@ fn unmounting_refuses_what_waits() {
 fn veilfs_prompt_shows_the_question_and_answers_with_one_key() {
     let t = Tree::new();
     let _d = t.mount(&["--ask-timeout", "600"]);
-    let (mut prompt, mut keys, mut said) = t.prompt(&[t.p("mnt")]);
-    let mut expect = |want: &str| said.expect(want);
+    let mut prompt = t.prompt(&[t.p("mnt")]);
     let c = t.spawn("exec cat mnt/mig/001.sql");
-    let shown = expect("deny with a reason");
+    let shown = prompt.out.expect("deny with a reason");
     assert!(shown.contains("wants to read"), "{shown}");
     assert!(
         shown.contains(&format!("{}/mig/001.sql", t.p("mnt").display())),
@@ -693,26 +673,16 @@ fn veilfs_prompt_shows_the_question_and_answers_with_one_key() {
     assert!(shown.contains(&format!("pid {}", c.id())), "{shown}");
     assert!(shown.contains("cat mnt/mig/001.sql"), "{shown}");
     assert!(shown.contains("rule 1 \"mig/\""), "{shown}");
-    use std::io::Write;
-    keys.write_all(b"y").unwrap();
-    keys.flush().unwrap();
+    prompt.type_keys(b"y");
     assert_eq!(finish(c).1, SECRET);
     let c = t.spawn("cat mnt/mig/002.sql");
-    expect("deny with a reason");
-    keys.write_all(b"rnot today\n").unwrap();
-    keys.flush().unwrap();
+    prompt.out.expect("deny with a reason");
+    prompt.type_keys(b"rnot today\n");
     assert_ne!(finish(c).0, 0);
     audit_shows(&t, "the prompt's reason", |v| {
         v.iter().any(|e| e["ask"]["reason"] == "not today")
     });
-    drop(keys);
-    assert!(
-        wait_until(Duration::from_secs(10), || prompt
-            .try_wait()
-            .unwrap()
-            .is_some()),
-        "the prompt did not end when its stdin closed"
-    );
+    assert_eq!(prompt.close(), 0);
 }
 
 #[test]
@@ -732,42 +702,199 @@ fn an_answer_for_an_unknown_question_or_a_bad_answer_is_an_error() {
     assert_ne!(finish(c).0, 0);
 }
 
+/// With `--all` (without it, the prompt would answer only for the workspace of
+/// its current directory), one prompt answers every session of the user, also
+/// those started later, and each question names the session's mount point.
 #[test]
 fn one_prompt_answers_several_sessions_also_those_started_later() {
     let t = Tree::new();
     let _d1 = t.mount(&["--ask-timeout", "600"]);
-    let (mut prompt, mut keys, mut said) = t.prompt(&[]);
-    let mut expect = |want: &str| said.expect(want);
+    let mut prompt = t.prompt_in(t.tmp.path(), &[OsStr::new("--all")]);
+    prompt.out.expect("answering for veilfs mount");
     // A second mount, started after the prompt.
-    std::fs::create_dir_all(t.p("ws2/mig")).unwrap();
-    std::fs::create_dir_all(t.p("mnt2")).unwrap();
-    std::fs::write(t.p("ws2/mig/001.sql"), "second\n").unwrap();
-    let mut c = t.veilfs();
-    c.arg("mount")
-        .arg("--policy")
-        .arg(t.p("pol.toml"))
-        .args(["--ask-timeout", "600"])
-        .arg(t.p("ws2"))
-        .arg(t.p("mnt2"));
-    let _d2 = Daemon::start(c, &t.p("mnt2"));
-    expect("answering for veilfs mount");
-    use std::io::Write;
-    for (path, want) in [
-        ("mnt2/mig/001.sql", "second\n"),
-        ("mnt/mig/001.sql", SECRET),
-    ] {
-        let c = t.spawn(&format!("exec cat {path}"));
-        let shown = expect("deny with a reason");
-        assert!(shown.contains(&format!("/{path}")), "{shown}");
-        keys.write_all(b"y").unwrap();
-        keys.flush().unwrap();
-        assert_eq!(finish(c).1, want);
+    let _d2 = t.second_mount();
+    prompt
+        .out
+        .expect(&format!("-- [{}] answering for", t.p("mnt2").display()));
+    // Both ask at once: each question is named by its own mount point.
+    let c2 = t.spawn("exec cat mnt2/mig/001.sql");
+    let c1 = t.spawn("exec cat mnt/mig/001.sql");
+    let mut tags = Vec::new();
+    for _ in 0..2 {
+        let shown = prompt.out.expect("deny with a reason");
+        let head = shown.lines().find(|l| l.starts_with("? [")).unwrap_or("");
+        let tag = head
+            .strip_prefix("? [")
+            .and_then(|h| h.split_once("] question "))
+            .map(|(tag, _)| tag.to_string())
+            .unwrap_or_else(|| panic!("no question line: {shown}"));
+        let wants = format!("wants to read {tag}/mig/001.sql");
+        assert!(shown.contains(&wants), "{wants}\n{shown}");
+        tags.push(tag);
+        prompt.type_keys(b"y");
     }
-    drop(keys);
-    assert!(wait_until(Duration::from_secs(10), || prompt
-        .try_wait()
-        .unwrap()
-        .is_some()));
+    tags.sort();
+    let want: Vec<String> = ["mnt", "mnt2"].map(|m| t.p(m).display().to_string()).into();
+    assert_eq!(tags, want);
+    assert_eq!(finish(c2).1, "second\n");
+    assert_eq!(finish(c1).1, SECRET);
+    assert_eq!(prompt.close(), 0);
+}
+
+/// Without PATH, `veilfs prompt` answers for the sessions of the workspace of its
+/// current directory: here the mount point `mnt` (a `veilfs mount` is known by
+/// its mount point). Another session's question, asked at the same time, is not
+/// its to answer: it stays open for a prompt of that session (without one, it
+/// would be refused at once).
+#[test]
+fn a_prompt_answers_only_the_sessions_of_its_workspace() {
+    let t = Tree::new();
+    let _a = t.mount(&["--ask-timeout", "600"]);
+    let _b = t.second_mount();
+    let mnt = t.p("mnt").display().to_string();
+    let mut pa = t.prompt_in(&t.p("mnt"), &[]);
+    let hello = pa.out.expect("answering for veilfs mount");
+    assert!(hello.contains(&format!("-- [{mnt}] answering")), "{hello}");
+    let mut pb = t.prompt(&[t.p("mnt2")]);
+    // Both ask at once.
+    let mut cb = t.spawn("exec cat mnt2/mig/001.sql");
+    let ca = t.spawn("exec cat mnt/mig/001.sql");
+    let shown_b = pb.out.expect("deny with a reason");
+    assert!(shown_b.contains("/mnt2/mig/001.sql"), "{shown_b}");
+    let shown = pa.out.expect("deny with a reason");
+    assert!(shown.contains(&format!("? [{mnt}] question ")), "{shown}");
+    assert!(shown.contains("/mnt/mig/001.sql"), "{shown}");
+    pa.type_keys(b"y");
+    assert_eq!(finish(ca).1, SECRET);
+    // B's question is still open, and A's prompt goes on to A's next question,
+    // never B's.
+    assert!(
+        still_running(&mut cb),
+        "B's read ended before B's prompt answered"
+    );
+    let ca = t.spawn("exec cat mnt/mig/002.sql");
+    let shown = pa.out.expect("deny with a reason");
+    assert!(shown.contains("/mnt/mig/002.sql"), "{shown}");
+    assert!(!shown.contains("mnt2"), "{shown}");
+    pa.type_keys(b"n");
+    assert_ne!(finish(ca).0, 0);
+    assert!(
+        still_running(&mut cb),
+        "B's read ended before B's prompt answered"
+    );
+    pb.type_keys(b"n");
+    let (code, out, err) = finish(cb);
+    assert_ne!(code, 0, "{out}");
+    assert!(err.contains("Permission denied"), "{err}");
+    assert_eq!(pa.close(), 0);
+    assert_eq!(pb.close(), 0);
+    pa.out.take_for(Duration::from_millis(100));
+    assert!(!pa.out.seen.contains("mnt2"), "{}", pa.out.seen);
+}
+
+/// `veilfs prompt` started before any session of its workspace waits for one
+/// (saying so once, on stderr), answers it, and stays when it ends: the next
+/// session of the same mount point (a new socket under the same name) is
+/// answered too.
+#[test]
+fn a_prompt_started_first_waits_for_the_session_and_stays_for_the_next() {
+    let t = Tree::new();
+    let mnt = t.p("mnt").display().to_string();
+    let mut p = t.prompt_in(&t.p("mnt"), &[]);
+    let waiting = format!("veilfs prompt: waiting for a session of {mnt}");
+    p.err.expect(&waiting);
+    for round in 1..=2 {
+        let d = t.mount(&["--ask-timeout", "600"]);
+        let hint = format!("answer with `veilfs prompt {mnt}` in another terminal");
+        assert!(d.said.contains(&hint), "{}", d.said);
+        p.out
+            .expect(&format!("-- [{mnt}] answering for veilfs mount"));
+        let c = t.spawn("exec cat mnt/mig/001.sql");
+        let shown = p.out.expect("deny with a reason");
+        assert!(
+            shown.contains(&format!("? [{mnt}] question ")),
+            "round {round}: {shown}"
+        );
+        p.type_keys(b"y");
+        assert_eq!(finish(c).1, SECRET, "round {round}");
+        drop(d);
+        let said = p.out.expect(&format!("-- waiting for a session of {mnt}"));
+        assert!(said.contains("veilfs mount ended"), "round {round}: {said}");
+    }
+    assert_eq!(p.close(), 0);
+    p.err.take_for(Duration::from_millis(100));
+    assert!(
+        !p.err.seen.contains("waiting"),
+        "said twice: {}",
+        p.err.seen
+    );
+}
+
+/// A socket in the runtime directory whose server runs as another user (here a
+/// listener that became `nobody` before `listen`) is never subscribed to: the
+/// prompt says so and sends it nothing.
+#[test]
+fn a_prompt_never_subscribes_to_a_session_of_another_user() {
+    let t = Tree::new();
+    let script = "
+import os, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1])
+os.setgroups([])
+os.setresgid(65534, 65534, 65534)
+os.setresuid(65534, 65534, 65534)
+s.listen(4)
+print('listening', flush=True)
+s.settimeout(20)
+c, _ = s.accept()
+c.settimeout(10)
+print('got', repr(c.recv(100)), flush=True)
+";
+    let mut server = Command::new("python3")
+        .args(["-c", script])
+        .arg(t.p("rt/00000000000000aa.sock"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut heard = common::daemon::Said::new(server.stdout.take().unwrap());
+    heard.expect("listening");
+    let mut p = t.prompt_in(t.tmp.path(), &[OsStr::new("--all")]);
+    let said = p
+        .out
+        .expect("not subscribed: the socket is served by uid 65534");
+    assert!(!said.contains("answering"), "{said}");
+    let got = heard.expect("got ");
+    assert!(got.contains("got b''"), "{got}");
+    let (code, _, err) = finish(server);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(p.close(), 0);
+}
+
+/// `veilfs prompt PATH` for a path that does not exist ends at once (exit 2),
+/// and `--all` with a PATH is refused.
+#[test]
+fn a_prompt_for_a_missing_path_or_all_and_a_path_is_refused() {
+    let t = Tree::new();
+    let o = t
+        .veilfs()
+        .arg("prompt")
+        .arg(t.p("nowhere"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("nowhere"), "{err}");
+    let o = t
+        .veilfs()
+        .args(["prompt", "--all"])
+        .arg(t.p("ws"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
 }
 
 /// Lists directory descriptors with `getdents64` (offsets included) from Python.

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::daemon::Approver;
+use common::daemon::{Approver, Prompt};
 use common::wait_until;
 
 const SECRET: &str = "run-ask-secret-77\n";
@@ -236,6 +236,45 @@ wait; {bin} reload {m} 2>&1; echo reload-rc=$?",
         "{out}"
     );
     assert!(out.contains("another PID namespace"), "{out}");
+}
+
+/// `veilfs prompt` started in the workspace before `veilfs run` there waits for
+/// the session, then answers its questions, each named by the workspace (under
+/// the home directory, as `~/...`).
+#[test]
+fn a_prompt_started_in_the_workspace_first_answers_the_run_there() {
+    let t = Tree::new();
+    let mut prompt = {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_veilfs"));
+        c.env("VEILFS_RUNTIME_DIR", t.p("rt"))
+            .env("HOME", t.tmp.path())
+            .arg("prompt")
+            .current_dir(t.p("ws"));
+        Prompt::start(c)
+    };
+    prompt.err.expect(&format!(
+        "veilfs prompt: waiting for a session of {} (start `veilfs run` there)",
+        t.p("ws").display()
+    ));
+    let run = t.run(&format!("{WAIT_FOR_GO} cat mig/001.sql; echo rc=$?"));
+    prompt
+        .out
+        .expect("-- [~/ws] answering for veilfs run (pid ");
+    t.go();
+    let shown = prompt.out.expect("deny with a reason");
+    assert!(
+        shown.contains("? [~/ws] question ") && shown.contains("from veilfs run (pid "),
+        "{shown}"
+    );
+    prompt.type_keys(b"y");
+    let (code, out, err) = finish(run);
+    assert_eq!(
+        (code, out.as_str()),
+        (0, format!("{SECRET}rc=0\n").as_str()),
+        "{err}"
+    );
+    prompt.out.expect("-- waiting for a session of ");
+    assert_eq!(prompt.close(), 0);
 }
 
 /// A question asked while nobody answers is refused at once; when the command has

@@ -455,7 +455,7 @@ fn check_and_explain_report_the_settings() {
     assert!(out.contains(r#"deny      .env  (rule 1 ".env""#), "{out}");
     assert!(
         out.contains(
-            r#"deny      vault/db.txt  (rule 6 "Read(./vault/**)" (.claude/settings.json:1)"#
+            r#"deny      vault/db.txt  (rule 7 "Read(./vault/**)" (.claude/settings.json:1)"#
         ),
         "{out}"
     );
@@ -565,7 +565,7 @@ fn an_outside_edit_of_the_settings_reloads() {
 /// can only tighten, never show what a rule before it hides.
 #[test]
 fn planted_settings_never_loosen_the_rules_before_them() {
-    let text = veilfs::policy_imports::builtin_text(&[".claude/settings.json"]).unwrap();
+    let text = veilfs::policy_imports::builtin_text(&[".claude/settings.json"]);
     let planted = [
         settings(&["Edit"], &[], &[]),
         settings(

@@ -86,11 +86,11 @@ fn exit_status_is_the_commands() {
 }
 
 #[test]
-fn prints_one_line_unless_quiet() {
+fn prints_three_lines_unless_quiet() {
     let ws = Ws::new();
     let o = ws.veilfs(&ws.dir, &["--", "true"]).output().unwrap();
     let err = text(&o.stderr);
-    assert_eq!(err.lines().count(), 1, "{err}");
+    assert_eq!(err.lines().count(), 3, "{err}");
     assert!(err.starts_with("veilfs: running true in "), "{err}");
     assert!(err.contains("built-in default policy"), "{err}");
     let o = ws.veilfs(&ws.dir, &["-q", "--", "true"]).output().unwrap();

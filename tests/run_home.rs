@@ -413,7 +413,10 @@ fn workspace_outside_the_home_directory() {
 fn workspace_equal_to_the_home_directory() {
     let h = Home::with_ws("home");
     let start = check_layout(&h, "");
-    assert!(start.contains("stacked on the home policy"), "{start}");
+    assert!(
+        start.contains("the workspace is home: stacked on built-in default home policy"),
+        "{start}"
+    );
     // The configuration directory is guarded in the one mount as well.
     let o = h.sh("mkdir -p \"$HOME\"/.config/veilfs || echo REFUSED");
     assert!(text(&o.stdout).contains("REFUSED"), "{}", show(&o));
@@ -1347,9 +1350,9 @@ fn a_permissive_run_waives_the_workspace_and_enforces_the_home_policy() {
     // The start-up line says so.
     let o = h.sh_with(&["--permissive", "--audit", log_arg], "true");
     assert!(
-        text(&o.stderr).contains(
-            "; PERMISSIVE: nothing in the workspace (the home policy is enforced) is refused"
-        ),
+        text(&o.stderr).contains(&format!(
+            "; PERMISSIVE: nothing in the workspace is refused, only logged to {log_arg}\n"
+        )),
         "{}",
         show(&o)
     );
@@ -1515,7 +1518,10 @@ fn both_configuration_directories_are_guarded_whatever_xdg_config_home_says() {
         .unwrap();
     assert!(!text(&o.stdout).contains(SECRET), "{}", show(&o));
     assert!(
-        text(&o.stderr).contains("with policy built-in default home policy"),
+        text(&o.stderr).contains(&format!(
+            "home {}: built-in default home policy",
+            home.display()
+        )),
         "{}",
         show(&o)
     );

@@ -102,3 +102,203 @@ fn notices_never_reach_the_commands_screen() {
         "{screen}"
     );
 }
+
+/// `veilfs run -- sh -c SCRIPT` in `dir`, with the notices in `notices`: its output.
+fn run_in(dir: &Path, notices: &Path, args: &[&str], script: &str) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_veilfs"))
+        .arg("run")
+        .arg("--notices")
+        .arg(notices)
+        .args(args)
+        .args(["--", "sh", "-c", script])
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+/// A repository at `dir` holding `files` (path, body), committed.
+fn repository(dir: &Path, files: &[(&str, &str)]) {
+    std::fs::create_dir_all(dir).unwrap();
+    common::git(dir, &["init", "-q"]);
+    for (path, body) in files {
+        let p = dir.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, body).unwrap();
+    }
+    common::git(dir, &["add", "-A"]);
+    common::git(dir, &["commit", "-qm", "files"]);
+}
+
+/// The start-up lines are at most three short ones; `-v` says each thing in full.
+#[test]
+fn the_start_up_lines_are_three_short_ones() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::write(ws.join(".env"), SECRET).unwrap();
+    let notices = tmp.path().join("notices.log");
+    let o = run_in(&ws, &notices, &[], "true");
+    assert!(o.status.success(), "{}", show(&o));
+    let err = text(&o.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 3, "{}", show(&o));
+    assert!(
+        lines[0].starts_with(&format!(
+            "veilfs: running sh in {} (the current directory) with the built-in default \
+             policy, hiding 1 path in 1 place",
+            ws.display()
+        )),
+        "{}",
+        show(&o)
+    );
+    assert!(lines[1].contains("system read-only"), "{}", show(&o));
+    assert!(lines[2].contains("`-v` says more"), "{}", show(&o));
+    for l in &lines {
+        let width = l.chars().count() - ws.display().to_string().len();
+        assert!(width <= 130, "a long start-up line ({width}): {l}");
+    }
+    // In full: one line per thing set up.
+    let o = run_in(&ws, &notices, &["-v"], "true");
+    let err = text(&o.stderr);
+    for said in [
+        "veilfs:   policy: built-in default policy; hiding 1 path in 1 place (`veilfs explain --all` lists them)",
+        "veilfs:   system read-only but /tmp",
+        "veilfs:   no host socket (private /run, /tmp)",
+        &format!("veilfs:   refusal notices in {}", notices.display()),
+    ] {
+        assert!(err.contains(said), "no {said:?} in\n{}", show(&o));
+    }
+}
+
+/// Refusals that tools meet every time they start (a shell's history) are counted
+/// in the summary, not named; the others are named.
+#[test]
+fn routine_refusals_are_counted_not_named() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::write(ws.join(".env"), SECRET).unwrap();
+    let notices = tmp.path().join("notices.log");
+    let o = run_in(
+        &ws,
+        &notices,
+        &["-q"],
+        "cat \"$HOME/.bash_history\"; cat .env; exit 0",
+    );
+    assert!(o.status.success(), "{}", show(&o));
+    assert!(
+        text(&o.stderr).contains("Permission denied"),
+        "{}",
+        show(&o)
+    );
+    // -q: no summary, no file.
+    assert!(!text(&o.stderr).contains("veilfs:"), "{}", show(&o));
+    let o = run_in(
+        &ws,
+        &notices,
+        &[],
+        "cat \"$HOME/.bash_history\" 2>/dev/null; cat .env 2>/dev/null; exit 0",
+    );
+    let err = text(&o.stderr);
+    assert!(
+        err.contains(&format!(
+            "veilfs: refused 2 names (.env; 1 routine: histories and the like); each with \
+             its rule in {}",
+            notices.display()
+        )),
+        "{}",
+        show(&o)
+    );
+    assert!(!err.contains("bash_history"), "{}", show(&o));
+    // The file has both, with their rules.
+    let logged = std::fs::read_to_string(&notices).unwrap();
+    assert!(logged.contains(".bash_history: lookup refused"), "{logged}");
+}
+
+/// A clone inside the workspace's repository is refused (its hooks would run as the
+/// person); the summary says to clone outside, and nothing was made.
+#[test]
+fn a_refused_clone_says_to_clone_outside() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    repository(&ws, &[("README", "ws")]);
+    repository(&ws.join("upstream"), &[("a.txt", "a")]);
+    let notices = tmp.path().join("notices.log");
+    let o = run_in(&ws, &notices, &[], "git clone -q upstream fixclone");
+    assert!(!o.status.success(), "{}", show(&o));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("veilfs: refused 1 name (fixclone/.git)"),
+        "{}",
+        show(&o)
+    );
+    assert!(
+        err.contains(
+            "veilfs: fixclone/.git: no repository is made inside the workspace's own under \
+             `veilfs run` (git would later run its hooks and config as you): clone it \
+             outside the workspace, in a shell outside `veilfs run`"
+        ),
+        "{}",
+        show(&o)
+    );
+    assert!(!ws.join("fixclone/.git").exists());
+}
+
+/// A checkout that meets a denied name fails; the summary names the rule and the
+/// `allow` rule to add, and with that rule in the policy the same clone succeeds.
+#[test]
+fn a_refused_checkout_says_the_rule_to_add_and_that_rule_works() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    repository(
+        &ws.join("upstream"),
+        &[("a.txt", "a"), ("certs/server.pem", "a test certificate")],
+    );
+    let notices = tmp.path().join("notices.log");
+    let clone = "git clone -q upstream c2 && cat c2/certs/server.pem";
+    let o = run_in(&ws, &notices, &[], clone);
+    assert!(!o.status.success(), "{}", show(&o));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("Clone succeeded, but checkout failed"),
+        "{}",
+        show(&o)
+    );
+    let said = "veilfs: c2/certs/server.pem: create refused by rule 1 \"*.pem\" (<built-in>:";
+    let Some(at) = err.find(said) else {
+        panic!("no {said:?} in\n{}", show(&o));
+    };
+    assert!(
+        err[at..].contains("put in a .veilfs.toml at the workspace's root (outside `veilfs run`):"),
+        "{}",
+        show(&o)
+    );
+    // The rule given, as the person would paste it.
+    let rule: String = err[at..]
+        .lines()
+        .skip(1)
+        .take_while(|l| l.starts_with("    "))
+        .map(|l| format!("{}\n", &l[4..]))
+        .collect();
+    assert_eq!(
+        rule,
+        "extends = \"default\"\n[[rules]]\naction = \"allow\"\npaths = [\"/c2/certs/server.pem\"]\n"
+    );
+    std::fs::remove_dir_all(ws.join("c2")).unwrap();
+    std::fs::write(ws.join(".veilfs.toml"), &rule).unwrap();
+    let o = run_in(&ws, &notices, &["-q"], clone);
+    assert!(o.status.success(), "{}", show(&o));
+    assert_eq!(text(&o.stdout), "a test certificate");
+    // Only that path: another .pem stays denied.
+    let o = run_in(&ws, &notices, &["-q"], "cat upstream/certs/server.pem");
+    assert!(
+        text(&o.stderr).contains("Permission denied"),
+        "{}",
+        show(&o)
+    );
+}

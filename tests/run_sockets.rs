@@ -488,7 +488,8 @@ fn variables_that_name_sockets_are_dropped() {
 
     // Said on the start-up line (names only).
     let mut c = Command::new(env!("CARGO_BIN_EXE_veilfs"));
-    c.args(["run", "--", "true"])
+    // In full (-v): why each was dropped.
+    c.args(["run", "-v", "--", "true"])
         .current_dir(&s.ws)
         .env("VEILFS_RUNTIME_DIR", s.tmp.path().join("rt"))
         .env("TMUX", "/tmp/x,1,0");

@@ -397,9 +397,19 @@ t("etc", lambda: write({etc:?}, os.O_WRONLY | os.O_CREAT))
     assert!(!s.outside.join("beside").exists());
     assert!(!Path::new(&etc).exists());
 
-    // The start-up line names it.
+    // The start-up lines name it, with the scratch places in full (-v).
     let o = s
         .veilfs(&["--writable", w.to_str().unwrap()])
+        .arg("true")
+        .output()
+        .unwrap();
+    assert!(
+        text(&o.stderr).contains(&format!("; system read-only but {};", w.display())),
+        "{}",
+        show(&o)
+    );
+    let o = s
+        .veilfs(&["-v", "--writable", w.to_str().unwrap()])
         .arg("true")
         .output()
         .unwrap();
@@ -446,11 +456,15 @@ fn system_writable_opts_out() {
         .output()
         .unwrap();
     let err = text(&o.stderr);
-    assert!(err.contains("; --system-writable"), "{}", show(&o));
+    assert!(
+        err.contains("; system writable: --system-writable;"),
+        "{}",
+        show(&o)
+    );
     assert!(!err.contains("read-only"), "{}", show(&o));
     let o = s.veilfs(&[]).arg("true").output().unwrap();
     assert!(
-        text(&o.stderr).contains("; system read-only but /tmp"),
+        text(&o.stderr).contains("; system read-only;"),
         "{}",
         show(&o)
     );

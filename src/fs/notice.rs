@@ -47,6 +47,9 @@ use std::os::unix::ffi::OsStrExt;
 use super::VeilFs;
 use super::ops::Refusal;
 
+mod session;
+pub use session::SessionNotices;
+
 use crate::policy::Decision;
 
 /// How many distinct paths are said at most during one mount.
@@ -78,66 +81,6 @@ pub enum Destination {
     /// the command ends: `veilfs run`, whose terminal is the command's while it
     /// runs (a line there would be drawn over a full-screen program).
     Session(std::sync::Arc<SessionNotices>),
-}
-
-/// The notices of one `veilfs run` (both its mounts): the file they are written
-/// to, and what the summary says.
-#[derive(Debug)]
-pub struct SessionNotices {
-    file: Mutex<std::fs::File>,
-    pub path: std::path::PathBuf,
-    tally: Mutex<(usize, Vec<String>)>,
-}
-
-/// How many refused paths the summary names.
-const SUMMARY_NAMES: usize = 3;
-
-impl SessionNotices {
-    /// Notices written to `path` (made, mode 0600, never through a link; an
-    /// existing file is appended to).
-    pub fn create(path: &std::path::Path) -> io::Result<SessionNotices> {
-        use std::os::unix::fs::OpenOptionsExt;
-        let file = std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(path)?;
-        Ok(SessionNotices {
-            file: Mutex::new(file),
-            path: path.to_path_buf(),
-            tally: Mutex::new((0, Vec::new())),
-        })
-    }
-
-    fn write(&self, shown: &str, line: &str) {
-        use std::io::Write;
-        {
-            let mut t = self.tally.lock();
-            t.0 += 1;
-            if t.1.len() < SUMMARY_NAMES {
-                t.1.push(shown.to_string());
-            }
-        }
-        let _ = writeln!(self.file.lock(), "{line}");
-    }
-
-    /// The line `run` prints when the command has ended (`None`: nothing was
-    /// refused that a notice would say).
-    pub fn summary(&self) -> Option<String> {
-        let t = self.tally.lock();
-        if t.0 == 0 {
-            return None;
-        }
-        let more = if t.0 > t.1.len() { ", …" } else { "" };
-        Some(format!(
-            "veilfs: refused {} name{} ({}{more}); each with its rule in {} (`veilfs explain PATH` says why)",
-            t.0,
-            if t.0 == 1 { "" } else { "s" },
-            t.1.join(", "),
-            self.path.display()
-        ))
-    }
 }
 
 #[derive(Default)]
@@ -203,7 +146,7 @@ impl Notices {
                 return;
             }
             Destination::Session(s) => {
-                s.write(&shown, &line);
+                s.write(&shown, &line, op, path, decision);
                 return;
             }
         }

@@ -225,16 +225,10 @@ impl Reloader {
             Some(Ok(fd)) => crate::policy_imports::present_at(fd),
             _ => Vec::new(),
         };
-        let Some(text) = crate::policy_imports::builtin_text(&present) else {
-            if self.policy.read().import_names().is_empty() {
-                return Ok("built-in default policy: nothing to reload".into());
-            }
-            // The ignore files are gone: the plain default.
-            return self.put(
-                Policy::builtin(),
-                "built-in default policy: reloaded".into(),
-            );
-        };
+        if present.is_empty() && self.policy.read().import_names().is_empty() {
+            return Ok("built-in default policy: nothing to reload".into());
+        }
+        let text = crate::policy_imports::builtin_text(&present);
         let mut policy = Policy::parse_between(
             self.base.as_ref(),
             &self.after,
@@ -242,10 +236,15 @@ impl Reloader {
             &text,
         )
         .map_err(|e| e.to_string())?;
-        let mut summary = format!(
-            "built-in default policy, with the rules of {}: reloaded",
-            present.join(", ")
-        );
+        // The ignore files gone: the default with its guards alone.
+        let mut summary = if present.is_empty() {
+            "built-in default policy: reloaded".to_string()
+        } else {
+            format!(
+                "built-in default policy, with the rules of {}: reloaded",
+                present.join(", ")
+            )
+        };
         for w in self.attach_imports(&mut policy)? {
             summary.push('\n');
             summary.push_str(&w);

@@ -76,6 +76,9 @@ pub struct RawRule {
     /// `backups = true`: each pattern also names the backup copies of what it
     /// names (`.netrc~`, `.aws.bak/`, vim's swap file; the module `policy::backups`).
     pub backups: bool,
+    /// `routine = true`: tools try these paths every time they start (histories,
+    /// `.viminfo`), so `veilfs run` counts their refusals without naming them.
+    pub routine: bool,
 }
 
 /// A parsed policy file, before glob compilation.
@@ -116,6 +119,8 @@ struct RuleShape {
     negation: Option<Spanned<bool>>,
     /// With `paths`: `true` names each pattern's backup copies too.
     backups: Option<Spanned<bool>>,
+    /// `true`: refusals by this rule are expected, counted but not named by `run`.
+    routine: Option<bool>,
 }
 
 /// `import = ".cursorignore"` or `import = [".cursorignore", ".aiexclude"]`.
@@ -461,6 +466,7 @@ pub fn parse(name: &str, text: &str) -> Result<(RawPolicy, Vec<PolicyError>), Lo
             why: r.why.as_deref().map(Arc::from),
             no_negation,
             backups,
+            routine: r.routine.unwrap_or(false),
         });
     }
 

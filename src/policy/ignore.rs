@@ -10,15 +10,15 @@
 //!
 //! # The files and their documented syntax
 //!
-//! | file             | syntax      | what its tool documents |
-//! |------------------|-------------|-------------------------|
-//! | `.cursorignore`  | gitignore   | "Create a .cursorignore file in your root directory using .gitignore syntax": `*`, `**`, `?`, `!`, `#`, trailing spaces unless escaped with `\` (<https://cursor.com/docs/context/ignore-files>) |
-//! | `.geminiignore`  | gitignore   | "follows the conventions of .gitignore files": `#`, `*` `?` `[]`, trailing `/`, leading `/` anchors to the file's directory, `!` negates (<https://geminicli.com/docs/cli/gemini-ignore/>) |
-//! | `.codeiumignore` | gitignore   | "the same syntax as .gitignore" (<https://docs.windsurf.com/context-awareness/windsurf-ignore>) |
-//! | `.aiderignore`   | gitignore   | aider documents only the option (`--aiderignore`, default `.aiderignore` in the git root, <https://aider.chat/docs/config/options.html>); aider reads it with Python `pathspec`'s `GitWildMatchPattern`, i.e. gitignore syntax (`aider/repo.py`) |
-//! | `.agentignore`   | gitignore   | no single owner: the tools that read it say gitignore syntax (the `agentignore` crate parses it with ripgrep's gitignore parser, <https://docs.rs/crate/agentignore/latest>; `codebase-vis` with the `ignore` npm package, <https://github.com/Arham-Qureshi/codebase-vis/wiki/agentignore-Reference>; `azd` with a Go gitignore parser, <https://github.com/Azure/azure-dev/pull/8223>) |
-//! | `.claudeignore`  | gitignore   | Claude Code does **not** read this file (<https://github.com/anthropics/claude-code/issues/56997>: "Claude Code doesn't use this file. Use permissions.deny"); people write it in gitignore syntax expecting it to work, and veilfs makes it do what they wrote |
-//! | `.aiexclude`     | [`Syntax::AiExclude`] | see below |
+//! | file             | syntax      | `!` | what its tool documents |
+//! |------------------|-------------|-----|-------------------------|
+//! | `.cursorignore`  | gitignore   | yes | "Create a .cursorignore file in your root directory using .gitignore syntax": `*`, `**`, `?`, `!`, `#`, trailing spaces unless escaped with `\` (<https://cursor.com/docs/context/ignore-files>) |
+//! | `.geminiignore`  | gitignore   | yes | "follows the conventions of .gitignore files": `#`, `*` `?` `[]`, trailing `/`, leading `/` anchors to the file's directory, `!` negates (<https://geminicli.com/docs/cli/gemini-ignore/>) |
+//! | `.codeiumignore` | gitignore   | yes | "the same syntax as .gitignore" (<https://docs.windsurf.com/context-awareness/windsurf-ignore>) |
+//! | `.aiderignore`   | gitignore   | yes | aider documents only the option (`--aiderignore`, default `.aiderignore` in the git root, <https://aider.chat/docs/config/options.html>); aider reads it with Python `pathspec`'s `GitWildMatchPattern`, i.e. gitignore syntax (`aider/repo.py`) |
+//! | `.agentignore`   | gitignore   | yes | no single owner: the tools that read it say gitignore syntax (the `agentignore` crate parses it with ripgrep's gitignore parser, <https://docs.rs/crate/agentignore/latest>; `codebase-vis` with the `ignore` npm package, <https://github.com/Arham-Qureshi/codebase-vis/wiki/agentignore-Reference>; `azd` with a Go gitignore parser, <https://github.com/Azure/azure-dev/pull/8223>) |
+//! | `.claudeignore`  | gitignore   | yes | Claude Code does **not** read this file (<https://github.com/anthropics/claude-code/issues/56997>: "Claude Code doesn't use this file. Use permissions.deny"); people write it in gitignore syntax expecting it to work, and veilfs makes it do what they wrote |
+//! | `.aiexclude`     | [`Syntax::AiExclude`] | no | see below |
 //!
 //! ## `.aiexclude`
 //!
@@ -84,12 +84,31 @@
 //! `[:class:]`, a trailing lone `\`), is reported with its line number and skipped;
 //! the rest of the file still applies.
 //!
+//! The `!` column is what the built-in default (and an import rule without
+//! `negation = false`) applies: a `!` line re-includes where the file's tool
+//! re-includes. Cursor documents `!` ("negates a pattern (un-ignores a previously
+//! ignored path)"); Gemini CLI documents it ("`!` negates a pattern") and reads the
+//! file with the npm `ignore` package, which implements gitignore's negation
+//! (`packages/core/src/utils/geminiIgnoreParser.ts`); Windsurf, aider and the
+//! `.agentignore` readers say gitignore syntax and use gitignore parsers, `!`
+//! included; `.claudeignore` is read as the gitignore its writers mean; only
+//! `.aiexclude` documents that it has no negation.
+//!
 //! # Ancestors
 //!
-//! git never re-includes a path whose parent directory is excluded. [`IgnoreFile::decide`]
-//! answers for one path; a caller decides each ancestor directory first, outermost
-//! first, and stops at the first one that is ignored. That walk, with this module's
-//! answers, is what the tests compare against `git check-ignore`.
+//! git never re-includes a path whose parent directory is excluded ("It is not
+//! possible to re-include a file if a parent directory of that file is excluded",
+//! gitignore(5)): `logs/` then `!logs/keep.log` keeps `logs/keep.log` excluded, while
+//! `logs/*` then `!logs/keep.log` re-includes it. The tools agree: the npm `ignore`
+//! package (Gemini CLI's reader) tests a path's parent directories first and returns
+//! an ignored parent's answer for the child (`Ignore::_t`), and Cursor's own example
+//! of an allow-list (`*`, `!app/`, `!app/*/`, `!app/**/*/`, `!*.py`,
+//! <https://cursor.com/docs/context/ignore-files>) re-includes the directories
+//! explicitly because of that rule, and sends readers to `git check-ignore`.
+//! [`IgnoreFile::decide`] answers for one path; a caller decides each ancestor
+//! directory first, outermost first, and stops at the first one that is ignored.
+//! That walk, with this module's answers, is what the tests compare against
+//! `git check-ignore`.
 //!
 //! | file (in `dir`) | lines                | path                | decision            |
 //! |-----------------|----------------------|---------------------|---------------------|
@@ -112,8 +131,8 @@ pub enum Syntax {
     Gitignore,
     /// `.gitignore` without negation, and an empty file excludes everything.
     AiExclude,
-    /// `.gitignore` without negation: an import rule with `negation = false` (the
-    /// built-in default's), where no file can re-include what another hides.
+    /// `.gitignore` without negation: an import rule with `negation = false`, where
+    /// no file can re-include what another hides.
     NoNegation,
 }
 

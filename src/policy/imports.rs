@@ -19,12 +19,21 @@
 //! say the path is ignored: of the rule's files whose directory holds the path, the
 //! deepest one with a line matching it decides (a subdirectory's file overrides its
 //! parent's, as in git; in one directory, a name later in the `import` list overrides
-//! an earlier one), and a `!` line that decides means the rule does not match.
-//! Ancestors are decided first (see [`Policy::decide`]), so a path beneath a
-//! directory the rule denies is never re-included, as git never re-includes one.
+//! an earlier one), and a `!` line that decides means the rule does not match:
+//! the rules before it decide the path as if the import rule were not there, so a
+//! `!` line never re-opens what another rule denies or makes read-only; it can only
+//! narrow what its own rule does. Ancestors are decided first (see
+//! [`Policy::decide`]), so a path beneath a directory the rule denies is never
+//! re-included, as git never re-includes one.
+//!
+//! Files of different names in one rule override each other as files of one name
+//! do; the built-in default gives each name a rule of its own, so that one tool's
+//! `!` line never re-includes what another tool's file hides.
 //!
 //! A decision by an import rule names the line: `rule 4 ".env*" (.cursorignore:3)`,
-//! or `(sub/.cursorignore:2)` for a file in a subdirectory.
+//! or `(sub/.cursorignore:2)` for a file in a subdirectory;
+//! [`Policy::re_included_by`] names the `!` lines that take a path out of their
+//! rules.
 //!
 //! # The files' names
 //!
@@ -110,13 +119,29 @@ impl ImportRule {
     }
 
     /// The pattern of the line that says `path` is ignored, or `None`: no file of
-    /// this rule has a line matching it, or a `!` line decides. `is_dir` is asked
-    /// only when a directory-only line matches.
+    /// this rule has a line matching it, or a `!` line decides (the rule then does
+    /// not match: the rules before it decide, as if it were not there). `is_dir` is
+    /// asked only when a directory-only line matches.
     pub(super) fn matching(
         &self,
         path: &[u8],
         is_dir: &mut dyn FnMut() -> bool,
     ) -> Option<&Arc<Pattern>> {
+        match self.deciding(path, is_dir) {
+            Some((true, p)) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// The line that decides `path` in this rule's files, and whether it says
+    /// the path is ignored (`false`: a `!` line re-includes it). Of the files whose
+    /// directory holds the path, the deepest with a matching line decides; in one
+    /// directory, the latest name in the `import` list.
+    fn deciding(
+        &self,
+        path: &[u8],
+        is_dir: &mut dyn FnMut() -> bool,
+    ) -> Option<(bool, &Arc<Pattern>)> {
         if self.files.is_empty() {
             return None;
         }
@@ -127,11 +152,8 @@ impl ImportRule {
             if let Some(files) = self.files.get(dir) {
                 for f in files.iter().rev() {
                     if let Some(m) = f.file.decide(path, &mut *is_dir) {
-                        if !m.ignored {
-                            return None;
-                        }
                         let i = f.lines.binary_search_by_key(&m.line, |(l, _)| *l).ok()?;
-                        return Some(&f.lines[i].1);
+                        return Some((m.ignored, &f.lines[i].1));
                     }
                 }
             }
@@ -161,6 +183,23 @@ fn well_formed(dir: &[u8]) -> bool {
 }
 
 impl Policy {
+    /// The `!` lines that take `path` itself out of an import rule (one per rule
+    /// at most, in rule order): what `explain` says of a re-included path. Such a
+    /// line only makes its own rule not match; the path's decision is the
+    /// [`Policy::decide`] of the other rules (and of its ancestors, so nothing
+    /// beneath a directory an import rule hides is re-included).
+    pub fn re_included_by(&self, path: &[u8], is_dir: bool) -> Vec<Arc<Pattern>> {
+        let mut dir = || is_dir;
+        self.imports
+            .iter()
+            .filter(|r| !r.claude)
+            .filter_map(|r| match r.deciding(path, &mut dir) {
+                Some((false, p)) => Some(p.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The names of the ignore files this policy imports (each once, in rule order).
     pub fn import_names(&self) -> &[String] {
         &self.import_names
@@ -379,6 +418,7 @@ impl ImportRule {
             why: self.why.clone(),
             imported: true,
             backup: false,
+            routine: false,
         };
         (line.line(), Arc::new(p))
     }

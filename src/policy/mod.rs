@@ -30,6 +30,10 @@
 //! `.credentials.swp`). The copies are one more glob, made when the policy loads,
 //! with the pattern's rule and location (see the module `policy::backups`).
 //!
+//! A rule may take `routine = true`: the paths it refuses are ones tools try every
+//! time they start (shell histories, `.viminfo`), so `veilfs run`'s summary counts
+//! those refusals without naming them.
+//!
 //! A rule may take `import = ".cursorignore"` (or a list of such names) instead of
 //! `paths`: the lines of those ignore files, wherever they are in the workspace, are
 //! its patterns, and their names are read-only at every depth (see
@@ -228,6 +232,9 @@ pub struct Pattern {
     /// what the pattern `text` names (the module `policy::backups`); the pattern
     /// itself comes just before it.
     pub backup: bool,
+    /// Its rule has `routine = true`: a refusal it decides is expected (a tool
+    /// trying its history file), counted but not named in `run`'s summary.
+    pub routine: bool,
 }
 
 impl Pattern {
@@ -430,6 +437,7 @@ impl Policy {
                         why: rule.why.clone(),
                         imported: false,
                         backup,
+                        routine: rule.routine,
                     }));
                 }
             }

@@ -309,6 +309,7 @@ fn alias_rule(
         imports: Vec::new(),
         no_negation: false,
         backups: false,
+        routine: p.routine,
         why: Some(std::sync::Arc::from(format!(
             "{}, which {p} {}",
             if by_xdg {

@@ -43,6 +43,7 @@ mod init;
 mod private;
 mod pty;
 mod sockets;
+mod startup;
 mod supervise;
 pub use sockets::SCOPE_ABI;
 
@@ -84,6 +85,8 @@ pub struct RunOptions {
     /// `None`: found from the current directory ([`config::find_workspace`]).
     pub workspace: Option<PathBuf>,
     pub quiet: bool,
+    /// `-v`: the start-up lines in full, one per thing set up.
+    pub verbose: bool,
     pub user: Option<(u32, u32)>,
     /// The home policy file (`None`: `~/.config/veilfs/home.toml`, else the
     /// built-in default home policy).
@@ -234,10 +237,10 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         Err(e) => return refuse(e),
     }
     // Said on the start-up line: what the policy hides, read before mounting.
-    let hiding = if opts.quiet {
-        String::new()
+    let walk = if opts.quiet {
+        crate::explain_all::StartupWalk::default()
     } else {
-        crate::explain_all::startup_note(&loaded.policy, &ws)
+        crate::explain_all::StartupWalk::of(&loaded.policy, &ws)
     };
     // And those the home policy imports, in the home directory.
     if let (home::Layout::Separate(h), Some(hp)) = (&layout, &mut home_loaded) {
@@ -287,7 +290,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
             .collect(),
         runtime_dir: Some(crate::control::runtime_dir_path()),
     });
-    let system_note = system_note(system.is_some(), &writable);
+    let system_note = startup::system_note(system.is_some(), &writable);
     if !opts.without_landlock && !sockets::can_scope() {
         return refuse(format!(
             "this kernel cannot keep the command from the host's abstract sockets and \
@@ -313,7 +316,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         Err(e) => return refuse(e),
     };
     let filtered = env_policy.apply_allowing(std::env::vars_os(), &allowed_sockets);
-    let env_note = env::startup_note(&filtered.dropped);
+    let env_note = startup::env_note(&filtered.dropped);
     let mut command_env: Vec<(OsString, OsString)> = filtered.vars;
     // As another user, the command's `HOME` is that user's: the home directory the
     // home mount covers (or would).
@@ -339,14 +342,17 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         &command_env,
         allowed_sockets,
     );
-    let homes_note = homes_note(&private.homes, &ws);
-    let sockets_note = sockets_note(&private, opts.without_landlock);
+    let homes_note = startup::homes_note(&private.homes, &ws);
+    let sockets_note = startup::sockets_note(&private, opts.without_landlock);
 
     // Said before a user namespace makes us root inside it.
     let as_root = if opts.user.is_none() && sys::euid() == 0 {
-        "; as root: `--user NAME` confines it better"
+        startup::Note::new(
+            "as root: `--user NAME` confines better",
+            "as root: `--user NAME` confines it better",
+        )
     } else {
-        ""
+        startup::Note::default()
     };
     let real_root = sys::euid() == 0;
     // The real workspace, opened before anything covers it.
@@ -621,26 +627,36 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         ending::unmount(sessions, audit);
         return refuse(e);
     }
-    let home_note = match (&layout, &home_source) {
-        (home::Layout::Uncovered(why), _) => format!("; home not covered: {why}"),
-        (home::Layout::Same(_), Some(src)) => format!(" stacked on the home policy {src}"),
-        (home::Layout::Separate(h), Some(src)) => {
-            format!("; home {} with policy {src}", h.display())
-        }
-        _ => String::new(),
-    };
     if !opts.quiet {
+        let said = startup::Startup {
+            running: format!(
+                "running {} in {} ({found})",
+                command[0].to_string_lossy(),
+                ws.display()
+            ),
+            policy: startup::policy_note(&source, &walk),
+            mode: startup::mode_note(&opts.mount, &layout),
+            confined: vec![
+                startup::home_note(&layout, home_source.as_deref()),
+                homes_note,
+                system_note,
+                sockets_note,
+                env_note,
+            ],
+            person: vec![
+                startup::ask_note(asks, &opts.mount, &ws),
+                as_root,
+                notices_note,
+            ],
+        };
+        if let Some(w) = &walk.warning {
+            eprintln!("veilfs: warning: {}", crate::printable::escape(w));
+        }
         // Paths and names from the command line and the tree: never a control
         // character raw.
-        let line = format!(
-            "veilfs: running {} in {} ({found}) with policy {}{hiding}{home_note}{homes_note}{system_note}{sockets_note}{as_root}{env_note}{notices_note}{}",
-            command[0].to_string_lossy(),
-            ws.display(),
-            source,
-            opts.mount
-                .mode_note(asks, matches!(layout, home::Layout::Separate(_)))
-        );
-        eprintln!("{}", crate::printable::escape(&line));
+        for line in said.lines(opts.verbose) {
+            eprintln!("{}", crate::printable::escape(&line));
+        }
     }
 
     let _control = control.and_then(|c| c.serve_run(reloader, broker.clone(), init));
@@ -779,10 +795,10 @@ fn home_root(layout: &home::Layout) -> Option<&std::path::Path> {
 /// `--notices FILE`, or one in the runtime directory (the person's, out of the
 /// command's view); on the terminal only when no file can be made. And what the
 /// start-up line says of it.
-fn notice_destination(opts: &RunOptions) -> (crate::fs::notice::Destination, String) {
+fn notice_destination(opts: &RunOptions) -> (crate::fs::notice::Destination, startup::Note) {
     use crate::fs::notice::{Destination, SessionNotices};
     if opts.quiet {
-        return (Destination::Log, String::new());
+        return (Destination::Log, startup::Note::default());
     }
     let path = opts.notices.clone().unwrap_or_else(|| {
         crate::control::runtime_dir_path().join(format!("notices-run-{}.log", std::process::id()))
@@ -790,14 +806,17 @@ fn notice_destination(opts: &RunOptions) -> (crate::fs::notice::Destination, Str
     match SessionNotices::create(&path) {
         Ok(s) => (
             Destination::Session(std::sync::Arc::new(s)),
-            format!("; refusal notices in {}", path.display()),
+            startup::Note::new(
+                format!("refusals noted in {}", path.display()),
+                format!("refusal notices in {}", path.display()),
+            ),
         ),
         Err(e) => {
             log::warn!(
                 "{}: refusal notices stay on the terminal: {e}",
                 path.display()
             );
-            (Destination::Stderr, String::new())
+            (Destination::Stderr, startup::Note::default())
         }
     }
 }
@@ -1015,38 +1034,6 @@ fn person_homes(ws: &std::path::Path, uid: u32) -> Vec<PathBuf> {
     outermost
 }
 
-/// The start-up line's word on the person's home directories under `--user`.
-fn homes_note(homes: &[PathBuf], ws: &std::path::Path) -> String {
-    let said: Vec<String> = homes
-        .iter()
-        .map(|h| match ws.starts_with(h) {
-            true => format!("{}: only the way to the workspace", h.display()),
-            false => format!("{} hidden", h.display()),
-        })
-        .collect();
-    match said.is_empty() {
-        true => String::new(),
-        false => format!("; your home {}", said.join(", ")),
-    }
-}
-
-/// The start-up line's word on sockets.
-fn sockets_note(private: &private::Private, without_landlock: bool) -> String {
-    let mut note = if private.share_tmp {
-        "; no host socket (private /run; /tmp shared".to_string()
-    } else {
-        "; no host socket (private /run, /tmp".to_string()
-    };
-    for s in &private.sockets {
-        note.push_str(&format!("; {} allowed", s.display()));
-    }
-    if without_landlock {
-        note.push_str("; host abstract sockets reachable: --without-landlock");
-    }
-    note.push(')');
-    note
-}
-
 /// `--writable` directories: each must exist and be a directory; canonical.
 fn writable_dirs(given: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     given
@@ -1057,20 +1044,6 @@ fn writable_dirs(given: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
             Err(e) => Err(format!("--writable {}: {e}", d.display())),
         })
         .collect()
-}
-
-/// The start-up line's word on the system outside the workspace.
-fn system_note(read_only: bool, writable: &[PathBuf]) -> String {
-    if !read_only {
-        return "; --system-writable".into();
-    }
-    let mut places: Vec<String> = confine::SCRATCH
-        .iter()
-        .filter(|s| std::path::Path::new(s).exists())
-        .map(|s| s.to_string())
-        .collect();
-    places.extend(writable.iter().map(|w| w.display().to_string()));
-    format!("; system read-only but {}", places.join(", "))
 }
 
 /// A private mount namespace, inside a new user namespace (mapping the caller to

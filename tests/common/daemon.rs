@@ -187,3 +187,111 @@ impl Approver {
         q
     }
 }
+
+/// What a child prints on one stream, read line by line on a thread of its own.
+pub struct Said {
+    rx: std::sync::mpsc::Receiver<String>,
+    /// What was read and not yet returned by [`Said::expect`].
+    pub seen: String,
+}
+
+impl Said {
+    pub fn new(out: impl std::io::Read + Send + 'static) -> Said {
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+        Said {
+            rx,
+            seen: String::new(),
+        }
+    }
+
+    /// Everything said since the last call, up to `want` (within 20 s).
+    #[track_caller]
+    pub fn expect(&mut self, want: &str) -> String {
+        let end = Instant::now() + Duration::from_secs(20);
+        while !self.seen.contains(want) {
+            let left = end.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(l) => {
+                    self.seen += &l;
+                    self.seen += "\n";
+                }
+                Err(_) => panic!("never said {want:?}; said:\n{}", self.seen),
+            }
+        }
+        std::mem::take(&mut self.seen)
+    }
+
+    /// Reads what comes within `quiet` into [`Said::seen`].
+    pub fn take_for(&mut self, quiet: Duration) {
+        while let Ok(l) = self.rx.recv_timeout(quiet) {
+            self.seen += &l;
+            self.seen += "\n";
+        }
+    }
+}
+
+/// A `veilfs prompt` child: its keys (stdin) and what it says on stdout and
+/// stderr. Killed on drop if it still runs.
+pub struct Prompt {
+    pub child: Child,
+    keys: Option<std::process::ChildStdin>,
+    pub out: Said,
+    pub err: Said,
+}
+
+impl Prompt {
+    /// Starts `cmd` (a `veilfs prompt ...`), with its three streams piped.
+    pub fn start(mut cmd: Command) -> Prompt {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let keys = child.stdin.take();
+        let out = Said::new(child.stdout.take().unwrap());
+        let err = Said::new(child.stderr.take().unwrap());
+        Prompt {
+            child,
+            keys,
+            out,
+            err,
+        }
+    }
+
+    /// Types `keys`.
+    pub fn type_keys(&mut self, keys: &[u8]) {
+        let k = self.keys.as_mut().expect("stdin is open");
+        k.write_all(keys).unwrap();
+        k.flush().unwrap();
+    }
+
+    /// Closes stdin; the exit code once it ended (within 10 s).
+    #[track_caller]
+    pub fn close(&mut self) -> i32 {
+        drop(self.keys.take());
+        assert!(
+            wait_until(Duration::from_secs(10), || self
+                .child
+                .try_wait()
+                .unwrap()
+                .is_some()),
+            "the prompt did not end when its stdin closed"
+        );
+        self.child.wait().unwrap().code().unwrap_or(-1)
+    }
+}
+
+impl Drop for Prompt {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
