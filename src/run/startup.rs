@@ -126,7 +126,7 @@ pub(super) fn mode_note(mount: &crate::mount::MountOptions, layout: &super::home
                 log.display()
             ),
             mount
-                .mode_note(false, home)
+                .mode_note(false, home, std::path::Path::new(""))
                 .trim_start_matches("; ")
                 .to_string(),
         ),
