@@ -81,15 +81,19 @@ fn blocks(text: &str) -> Vec<Block> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < lines.len() {
-        let Some(tag) = lines[i].strip_prefix("```") else {
+        // A fence may be indented (in a list item); its body then is too.
+        let indent = lines[i].len() - lines[i].trim_start().len();
+        let Some(tag) = lines[i].trim_start().strip_prefix("```") else {
             i += 1;
             continue;
         };
         let start = i;
         let mut body = Vec::new();
         i += 1;
-        while i < lines.len() && !lines[i].starts_with("```") {
-            body.push(lines[i].to_string());
+        while i < lines.len() && !lines[i].trim_start().starts_with("```") {
+            let l = lines[i];
+            let strip = l.len() - l.trim_start().len();
+            body.push(l[strip.min(indent)..].to_string());
             i += 1;
         }
         assert!(
@@ -101,7 +105,7 @@ fn blocks(text: &str) -> Vec<Block> {
             line: start + 1,
             tag: tag.trim().to_string(),
             body,
-            after: lines.get(i + 1).map(|l| l.to_string()),
+            after: lines.get(i + 1).map(|l| l.trim().to_string()),
         });
         i += 1;
     }
@@ -487,7 +491,7 @@ fn anchors(text: &str) -> HashSet<String> {
     let mut seen = HashSet::new();
     let mut in_block = false;
     for l in text.lines() {
-        if l.starts_with("```") {
+        if l.trim_start().starts_with("```") {
             in_block = !in_block;
             continue;
         }
@@ -521,7 +525,7 @@ fn links(text: &str) -> Vec<(usize, String)> {
     let mut out = Vec::new();
     let mut in_block = false;
     for (n, l) in text.lines().enumerate() {
-        if l.starts_with("```") {
+        if l.trim_start().starts_with("```") {
             in_block = !in_block;
             continue;
         }
