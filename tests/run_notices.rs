@@ -274,7 +274,10 @@ fn a_refused_checkout_says_the_rule_to_add_and_that_rule_works() {
         panic!("no {said:?} in\n{}", show(&o));
     };
     assert!(
-        err[at..].contains("put in a .veilfs.toml at the workspace's root (outside `veilfs run`):"),
+        err[at..].contains(
+            "to let the command have it, run `veilfs init` in the workspace, then add to \
+             the .veilfs.toml it writes:"
+        ),
         "{}",
         show(&o)
     );
@@ -287,10 +290,18 @@ fn a_refused_checkout_says_the_rule_to_add_and_that_rule_works() {
         .collect();
     assert_eq!(
         rule,
-        "extends = \"default\"\n[[rules]]\naction = \"allow\"\npaths = [\"/c2/certs/server.pem\"]\n"
+        "[[rules]]\naction = \"allow\"\npaths = [\"/c2/certs/server.pem\"]\n"
     );
+    // Done as said, outside the run.
     std::fs::remove_dir_all(ws.join("c2")).unwrap();
-    std::fs::write(ws.join(".veilfs.toml"), &rule).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
+        .arg("init")
+        .current_dir(&ws)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    let policy = std::fs::read_to_string(ws.join(".veilfs.toml")).unwrap();
+    std::fs::write(ws.join(".veilfs.toml"), format!("{policy}\n{rule}")).unwrap();
     let o = run_in(&ws, &notices, &["-q"], clone);
     assert!(o.status.success(), "{}", show(&o));
     assert_eq!(text(&o.stdout), "a test certificate");
@@ -352,4 +363,90 @@ fn a_notices_file_inside_the_workspace_is_refused() {
             show(&o)
         );
     }
+}
+
+/// The blocks of rule lines (indented by four) that follow each line of `text`
+/// holding `after`, as the person would paste them.
+fn blocks_after(text: &str, after: &str) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        if l.contains(after) {
+            out.push(
+                lines[i + 1..]
+                    .iter()
+                    .take_while(|l| l.starts_with("    "))
+                    .map(|l| format!("{}\n", &l[4..]))
+                    .collect(),
+            );
+        }
+    }
+    out
+}
+
+/// A workspace inside the home directory is held by the home policy too: the
+/// summary says both rules to add, where, and with both the checkout succeeds.
+#[test]
+fn a_refused_checkout_in_the_home_directory_says_both_rules() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let ws = home.join("src/proj");
+    std::fs::create_dir_all(&ws).unwrap();
+    repository(
+        &ws.join("up"),
+        &[("certs/server.pem", "a test certificate")],
+    );
+    let notices = tmp.path().join("notices.log");
+    let run = |args: &[&str], script: &str| {
+        Command::new(env!("CARGO_BIN_EXE_veilfs"))
+            .arg("run")
+            .arg("--notices")
+            .arg(&notices)
+            .args(args)
+            .args(["--", "sh", "-c", script])
+            .current_dir(&ws)
+            .env("HOME", &home)
+            .env_remove("XDG_CONFIG_HOME")
+            .output()
+            .unwrap()
+    };
+    let clone = "git clone -q up c2 && cat c2/certs/server.pem";
+    let o = run(&[], clone);
+    assert!(!o.status.success(), "{}", show(&o));
+    let err = text(&o.stderr);
+    let ws_rule = blocks_after(&err, "then add to the .veilfs.toml it writes:");
+    let home_policy = home.join(".config/veilfs/home.toml");
+    let home_rule = blocks_after(
+        &err,
+        &format!(
+            "as the workspace lies in your home directory, put in {}:",
+            home_policy.display()
+        ),
+    );
+    assert_eq!(ws_rule.len(), 1, "{}", show(&o));
+    assert_eq!(
+        home_rule,
+        [
+            "extends = \"home-default\"\n[[rules]]\naction = \"allow\"\npaths = [\"/src/proj/c2/certs/server.pem\"]\n"
+        ],
+        "{}",
+        show(&o)
+    );
+    // The workspace's rule alone is not enough: the home policy holds there too.
+    std::fs::remove_dir_all(ws.join("c2")).unwrap();
+    std::fs::write(
+        ws.join(".veilfs.toml"),
+        format!("extends = \"default\"\n{}", ws_rule[0]),
+    )
+    .unwrap();
+    let o = run(&["-q"], clone);
+    assert!(!o.status.success(), "{}", show(&o));
+    // With both, as said.
+    std::fs::remove_dir_all(ws.join("c2")).unwrap();
+    std::fs::create_dir_all(home_policy.parent().unwrap()).unwrap();
+    std::fs::write(&home_policy, &home_rule[0]).unwrap();
+    let o = run(&["-q"], clone);
+    assert!(o.status.success(), "{}", show(&o));
+    assert_eq!(text(&o.stdout), "a test certificate");
 }

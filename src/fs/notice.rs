@@ -48,7 +48,7 @@ use super::VeilFs;
 use super::ops::Refusal;
 
 mod session;
-pub use session::SessionNotices;
+pub use session::{Policies, Root, SessionNotices};
 
 use crate::policy::Decision;
 
@@ -80,7 +80,17 @@ pub enum Destination {
     /// A session's notices file, and its tally for the summary `run` prints when
     /// the command ends: `veilfs run`, whose terminal is the command's while it
     /// runs (a line there would be drawn over a full-screen program).
-    Session(std::sync::Arc<SessionNotices>),
+    Session(std::sync::Arc<SessionNotices>, Root),
+}
+
+impl Destination {
+    /// The same destination, for the mount `root` of a session.
+    pub fn for_root(&self, root: Root) -> Destination {
+        match self {
+            Destination::Session(s, _) => Destination::Session(s.clone(), root),
+            other => other.clone(),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -145,8 +155,8 @@ impl Notices {
                 log::info!("{line}");
                 return;
             }
-            Destination::Session(s) => {
-                s.write(&shown, &line, op, path, decision);
+            Destination::Session(s, root) => {
+                s.write(&shown, &line, op, (*root, path), decision);
                 return;
             }
         }

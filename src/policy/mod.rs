@@ -238,6 +238,11 @@ pub struct Pattern {
 }
 
 impl Pattern {
+    /// A line of an imported ignore file (its location is `DIR/NAME:LINE`).
+    pub fn is_imported(&self) -> bool {
+        self.imported
+    }
+
     /// The glob the pattern was compiled from (its anchors and trailing `/`
     /// removed).
     pub fn glob(&self) -> &str {

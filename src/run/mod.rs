@@ -379,7 +379,19 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     // caller's runtime directory as the caller does.
     let control = crate::control::bind_for_run(&ws);
     // Where refusal notices go while the command runs (never its terminal).
-    let (notices, notices_note) = notice_destination(&opts);
+    let policies = crate::fs::notice::Policies {
+        workspace: loaded.path.clone(),
+        home: home_loaded.as_ref().and_then(|h| h.path.clone()),
+        home_place: config::config_dir().map(|d| d.join(config::HOME_POLICY)),
+        workspace_in_home: match &layout {
+            home::Layout::Separate(h) => ws.strip_prefix(h).ok().map(|p| {
+                use std::os::unix::ffi::OsStrExt;
+                p.as_os_str().as_bytes().to_vec()
+            }),
+            _ => None,
+        },
+    };
+    let (notices, notices_note) = notice_destination(&opts, policies);
 
     if let Err(e) = enter_namespaces() {
         return refuse(e);
@@ -456,7 +468,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         (home::Layout::Separate(h), Some(fd), Some(hp)) => {
             match VeilFs::from_fd(fd, h, hp.policy, hp.path.as_deref()) {
                 Ok(mut hfs) => {
-                    hfs.set_notices(notices.clone());
+                    hfs.set_notices(notices.for_root(crate::fs::notice::Root::Home));
                     hfs.guard_git_everywhere();
                     hfs.set_policy_after(home_after);
                     let ways = home::guarded_ways(h, &hfs.policy_handle().read().clone());
@@ -806,17 +818,20 @@ fn home_root(layout: &home::Layout) -> Option<&std::path::Path> {
 /// `--notices FILE`, or one in the runtime directory (the person's, out of the
 /// command's view); on the terminal only when no file can be made. And what the
 /// start-up line says of it.
-fn notice_destination(opts: &RunOptions) -> (crate::fs::notice::Destination, startup::Note) {
-    use crate::fs::notice::{Destination, SessionNotices};
+fn notice_destination(
+    opts: &RunOptions,
+    policies: crate::fs::notice::Policies,
+) -> (crate::fs::notice::Destination, startup::Note) {
+    use crate::fs::notice::{Destination, Root, SessionNotices};
     if opts.quiet {
         return (Destination::Log, startup::Note::default());
     }
     let path = opts.notices.clone().unwrap_or_else(|| {
         crate::control::runtime_dir_path().join(format!("notices-run-{}.log", std::process::id()))
     });
-    match SessionNotices::create(&path) {
+    match SessionNotices::create(&path, policies) {
         Ok(s) => (
-            Destination::Session(std::sync::Arc::new(s)),
+            Destination::Session(std::sync::Arc::new(s), Root::Workspace),
             startup::Note::new(
                 format!("refusals noted in {}", path.display()),
                 format!("refusal notices in {}", path.display()),
@@ -851,7 +866,7 @@ fn say_at_end(
             crate::printable::escape(&ws.display().to_string())
         );
     }
-    if let crate::fs::notice::Destination::Session(s) = notices {
+    if let crate::fs::notice::Destination::Session(s, _) = notices {
         match s.summary() {
             // Names the command chose: never a control character raw.
             Some(said) => said

@@ -9,15 +9,19 @@
 //! * a `.git` that git's guard refused (a repository made inside the workspace's
 //!   own, as `git clone` does): clone outside the workspace, outside `veilfs run`;
 //! * a name a deny rule refused (a checkout of `certs/server.pem`): the rule, and
-//!   the `allow` rule that lets the command make that path, in the policy file the
-//!   rule came from (or, for a built-in rule, a new one that extends the built-in).
+//!   the `allow` rule that lets the command make that path, in the policy file of
+//!   the mount that refused it (the workspace's, or `veilfs init` first where there
+//!   is none; the home policy's, `~/.config/veilfs/home.toml`, for the home
+//!   directory), and in the home policy too for a workspace inside the home
+//!   directory, whose policy holds there as well;
+//! * a name an imported ignore file's line refused: that file and line.
 
 use std::io;
 use std::path::{Path, PathBuf};
 
 use parking_lot::Mutex;
 
-use crate::policy::{Action, Decision, Pattern, Reason};
+use crate::policy::{Action, Decision, Reason};
 
 /// How many refused paths the summary names.
 const SUMMARY_NAMES: usize = 3;
@@ -31,7 +35,31 @@ const SUMMARY_HINTS: usize = 3;
 pub struct SessionNotices {
     file: Mutex<std::fs::File>,
     pub path: PathBuf,
+    policies: Policies,
     tally: Mutex<Tally>,
+}
+
+/// Where the policies of a `veilfs run` come from, for the rule a hint offers.
+#[derive(Debug, Clone, Default)]
+pub struct Policies {
+    /// The workspace's policy file (`None`: the built-in default).
+    pub workspace: Option<PathBuf>,
+    /// The home policy file (`None`: the built-in default home policy).
+    pub home: Option<PathBuf>,
+    /// Where a home policy file would be read from, when there is none
+    /// (`~/.config/veilfs/home.toml`, or in `$XDG_CONFIG_HOME`).
+    pub home_place: Option<PathBuf>,
+    /// The workspace's place in the home directory, when it lies inside it: the
+    /// home policy holds there too.
+    pub workspace_in_home: Option<Vec<u8>>,
+}
+
+/// Which mount of the session a notice comes from: its paths are relative to
+/// that mount's root.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Root {
+    Workspace,
+    Home,
 }
 
 /// What the summary says, gathered while the command runs.
@@ -59,7 +87,7 @@ enum Hint {
 impl SessionNotices {
     /// Notices written to `path` (made, mode 0600, never through a link; an
     /// existing file is appended to).
-    pub fn create(path: &Path) -> io::Result<SessionNotices> {
+    pub fn create(path: &Path, policies: Policies) -> io::Result<SessionNotices> {
         use std::os::unix::fs::OpenOptionsExt;
         let file = std::fs::OpenOptions::new()
             .append(true)
@@ -70,6 +98,7 @@ impl SessionNotices {
         Ok(SessionNotices {
             file: Mutex::new(file),
             path: path.to_path_buf(),
+            policies,
             tally: Mutex::new(Tally::default()),
         })
     }
@@ -82,7 +111,7 @@ impl SessionNotices {
         shown: &str,
         line: &str,
         op: &str,
-        path: &[u8],
+        (root, path): (Root, &[u8]),
         decision: &Decision,
     ) {
         use std::io::Write;
@@ -95,7 +124,7 @@ impl SessionNotices {
                 t.named.push(shown.to_string());
             }
             if t.hints.len() < SUMMARY_HINTS
-                && let Some((kind, text)) = hint(op, path, shown, decision)
+                && let Some((kind, text)) = self.hint(op, (root, path), shown, decision)
                 && !t.hints.iter().any(|(k, _)| *k == kind)
             {
                 t.hints.push((kind, text));
@@ -145,79 +174,126 @@ fn routine(reason: &Reason) -> bool {
     }
 }
 
-/// What to do about the refusal of `op` on `path` (shown as `shown`), if the
-/// summary has a word for it: only for an attempt to make a name.
-fn hint(op: &str, path: &[u8], shown: &str, decision: &Decision) -> Option<(Hint, String)> {
-    if !super::makes_a_name(op) {
-        return None;
-    }
-    match &decision.reason {
-        Reason::GitControl if path.ends_with(b".git") && op != "rename" => Some((
-            Hint::NestedRepository,
-            format!(
-                "veilfs: {shown}: no repository is made inside the workspace's own under \
-                 `veilfs run` (git would later run its hooks and config as you): clone it \
-                 outside the workspace, in a shell outside `veilfs run`"
-            ),
-        )),
-        Reason::Rule(p) if p.action == Action::Deny => {
-            allow_hint(op, shown, path, p).map(|h| (Hint::AllowRule, h))
+impl SessionNotices {
+    /// What to do about the refusal of `op` on `path` (shown as `shown`) in the
+    /// mount `root`, if the summary has a word for it: only for an attempt to make
+    /// a name.
+    fn hint(
+        &self,
+        op: &str,
+        (root, path): (Root, &[u8]),
+        shown: &str,
+        decision: &Decision,
+    ) -> Option<(Hint, String)> {
+        if !super::makes_a_name(op) {
+            return None;
         }
-        Reason::Ancestor { path: dir, cause } if decision.action == Action::Deny => {
-            match &**cause {
-                Reason::Rule(p) if p.action == Action::Deny => {
-                    let shown_dir = crate::printable::printable(dir);
-                    allow_hint(op, &format!("{shown_dir}/"), dir, p)
-                        .map(|h| (Hint::AllowRule, format!("veilfs: {shown}: in {h}")))
+        let (target, rule) = match &decision.reason {
+            Reason::GitControl if path.ends_with(b".git") && op != "rename" => {
+                return Some((
+                    Hint::NestedRepository,
+                    format!(
+                        "veilfs: {shown}: no repository is made inside the workspace's own \
+                         under `veilfs run` (git would later run its hooks and config as \
+                         you): clone it outside the workspace, in a shell outside `veilfs run`"
+                    ),
+                ));
+            }
+            Reason::Rule(p) if decision.action == Action::Deny => (path.to_vec(), p),
+            // A denied directory: it is the one to allow.
+            Reason::Ancestor { path: dir, cause } if decision.action == Action::Deny => {
+                match &**cause {
+                    Reason::Rule(p) => (dir.to_vec(), p),
+                    _ => return None,
                 }
-                _ => None,
+            }
+            _ => return None,
+        };
+        let dir = target.len() < path.len();
+        let said = format!(
+            "veilfs: {shown}: {op} refused by {}",
+            match rule.is_imported() {
+                true => format!("line {:?} of {}", rule.text, rule.at),
+                false => format!(
+                    "rule {} {:?} ({}:{})",
+                    rule.rule, rule.text, rule.at.file, rule.at.line
+                ),
+            }
+        );
+        if rule.is_imported() {
+            let text =
+                format!("{said}; take it out of that ignore file (a `!` line re-includes it)");
+            return Some((Hint::AllowRule, text));
+        }
+        let pattern = allow_pattern(&target, dir)?;
+        let mut text = format!("{said}; to let the command have it,");
+        let home_rule = |text: &mut String, prefix: &[u8]| {
+            let mut in_home = prefix.to_vec();
+            if !prefix.is_empty() {
+                in_home.push(b'/');
+            }
+            in_home.extend_from_slice(&target);
+            if let Some(pattern) = allow_pattern(&in_home, dir) {
+                text.push_str(&match &self.policies.home {
+                    Some(f) => format!(" add to {}:{}", f.display(), block(&pattern, None)),
+                    None => format!(
+                        " put in {}:{}",
+                        self.policies
+                            .home_place
+                            .as_ref()
+                            .map_or("~/.config/veilfs/home.toml".into(), |p| p
+                                .display()
+                                .to_string()),
+                        block(&pattern, Some("home-default"))
+                    ),
+                });
+            }
+        };
+        match root {
+            Root::Home => home_rule(&mut text, b""),
+            Root::Workspace => {
+                text.push_str(&match &self.policies.workspace {
+                    Some(f) => format!(" add to {}:{}", f.display(), block(&pattern, None)),
+                    None => format!(
+                        " run `veilfs init` in the workspace, then add to the .veilfs.toml it \
+                         writes:{}",
+                        block(&pattern, None)
+                    ),
+                });
+                if let Some(prefix) = &self.policies.workspace_in_home {
+                    text.push_str("\nveilfs:   and, as the workspace lies in your home directory,");
+                    home_rule(&mut text, prefix);
+                }
             }
         }
-        _ => None,
+        text.push_str("\nveilfs:   (outside `veilfs run`: inside, policy files are read-only)");
+        Some((Hint::AllowRule, text))
     }
 }
 
-/// "`shown`: `op` refused by rule N "PAT" (FILE:LINE); to let the command make
-/// it: …", with the rule to add. `None` for a path that cannot be written as a
-/// pattern in a policy file (not UTF-8, or holding a control character).
-fn allow_hint(op: &str, shown: &str, path: &[u8], p: &Pattern) -> Option<String> {
+/// The `paths` entry allowing exactly `path` (a directory: with a trailing `/`),
+/// anchored at the mount's root; `None` for a path that cannot be written in a
+/// policy file (not UTF-8, or holding a control character).
+fn allow_pattern(path: &[u8], dir: bool) -> Option<String> {
     let path = std::str::from_utf8(path).ok()?;
     if path.chars().any(char::is_control) {
         return None;
     }
-    let dir = shown.ends_with('/');
     let pattern = format!("/{}{}", literal_glob(path), if dir { "/" } else { "" });
-    let quoted = toml::Value::String(pattern).to_string();
-    let file: &str = &p.at.file;
-    let (where_, extends) = match file {
-        "<built-in>" => (
-            "a .veilfs.toml at the workspace's root (outside `veilfs run`)".to_string(),
-            "extends = \"default\"\n",
-        ),
-        "<built-in home>" => (
-            "~/.config/veilfs/home.toml (outside `veilfs run`)".to_string(),
-            "extends = \"home-default\"\n",
-        ),
-        f => (format!("{f} (outside `veilfs run`)"), ""),
-    };
-    let mut rule = String::new();
-    for l in format!("{extends}[[rules]]\naction = \"allow\"\npaths = [{quoted}]").lines() {
-        rule.push_str("\n    ");
-        rule.push_str(l);
+    Some(toml::Value::String(pattern).to_string())
+}
+
+/// The rule allowing `pattern` (quoted), as lines indented under a hint; after
+/// `extends = NAME` when a new file must keep the built-in rules.
+fn block(pattern: &str, extends: Option<&str>) -> String {
+    let mut text = String::new();
+    if let Some(e) = extends {
+        text.push_str(&format!("extends = {e:?}\n"));
     }
-    Some(format!(
-        "{}{op} refused by rule {} {:?} ({}:{}); to let the command have it, put in \
-         {where_}:{rule}",
-        if dir {
-            format!("{shown}: ")
-        } else {
-            format!("veilfs: {shown}: ")
-        },
-        p.rule,
-        p.text,
-        p.at.file,
-        p.at.line
-    ))
+    text.push_str(&format!(
+        "[[rules]]\naction = \"allow\"\npaths = [{pattern}]"
+    ));
+    text.lines().map(|l| format!("\n    {l}")).collect()
 }
 
 /// `path` as a glob that matches exactly it: each character special to a glob
@@ -247,28 +323,35 @@ mod tests {
         p.decide(path.as_bytes(), false)
     }
 
-    fn notices() -> (SessionNotices, PathBuf) {
-        let dir = std::env::temp_dir().join(format!(
-            "veilfs-notice-test-{}-{:?}",
-            std::process::id(),
-            std::thread::current().id()
-        ));
-        let _ = std::fs::create_dir(&dir);
-        let path = dir.join("n.log");
-        (SessionNotices::create(&path).unwrap(), dir)
+    /// Notices with `policies`, `write` (path, op, root, decision) each, and the
+    /// summary.
+    fn summary(policies: Policies, refusals: &[(&str, &str, Root, Decision)]) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let n = SessionNotices::create(&dir.path().join("n.log"), policies).unwrap();
+        for (path, op, root, d) in refusals {
+            n.write(path, "line", op, (*root, path.as_bytes()), d);
+        }
+        n.summary().unwrap()
     }
+
+    const PEM: &str = "[[rules]]\naction = \"deny\"\npaths = [\"*.pem\"]\n";
 
     #[test]
     fn routine_refusals_are_counted_not_named() {
-        let (n, dir) = notices();
         let policy = "[[rules]]\naction = \"deny\"\npaths = [\".env\"]\n\n\
                       [[rules]]\naction = \"deny\"\nroutine = true\npaths = [\".*_history\"]\n";
-        let h = decide(policy, ".bash_history");
-        let e = decide(policy, ".env");
-        n.write(".bash_history", "l1", "lookup", b".bash_history", &h);
-        n.write(".env", "l2", "lookup", b".env", &e);
-        let s = n.summary().unwrap();
-        std::fs::remove_dir_all(&dir).unwrap();
+        let s = summary(
+            Policies::default(),
+            &[
+                (
+                    ".bash_history",
+                    "lookup",
+                    Root::Home,
+                    decide(policy, ".bash_history"),
+                ),
+                (".env", "lookup", Root::Workspace, decide(policy, ".env")),
+            ],
+        );
         assert!(
             s.starts_with("veilfs: refused 2 names (.env; 1 routine"),
             "{s}"
@@ -277,57 +360,99 @@ mod tests {
     }
 
     #[test]
-    fn a_refused_create_says_the_allow_rule_to_add() {
-        let (n, dir) = notices();
-        let policy = "[[rules]]\naction = \"deny\"\npaths = [\"*.pem\"]\n";
-        let d = decide(policy, "c2/certs/s[1].pem");
-        n.write("c2/certs/s[1].pem", "l", "create", b"c2/certs/s[1].pem", &d);
-        // A lookup says nothing of what to do.
-        let e = decide(policy, "x.pem");
-        n.write("x.pem", "l", "lookup", b"x.pem", &e);
-        let s = n.summary().unwrap();
-        std::fs::remove_dir_all(&dir).unwrap();
+    fn a_refused_create_says_the_allow_rule_to_add_to_the_policy_file() {
+        let policies = Policies {
+            workspace: Some("/p/.veilfs.toml".into()),
+            ..Policies::default()
+        };
+        let s = summary(
+            policies,
+            &[
+                (
+                    "c2/certs/s[1].pem",
+                    "create",
+                    Root::Workspace,
+                    decide(PEM, "c2/certs/s[1].pem"),
+                ),
+                // A lookup says nothing of what to do.
+                ("x.pem", "lookup", Root::Workspace, decide(PEM, "x.pem")),
+            ],
+        );
         assert!(
             s.contains("create refused by rule 1 \"*.pem\" (p.toml:3)"),
             "{s}"
         );
-        assert!(s.contains("put in p.toml (outside `veilfs run`)"), "{s}");
+        assert!(s.contains("add to /p/.veilfs.toml:\n    [[rules]]"), "{s}");
         assert!(s.contains("paths = [\"/c2/certs/s[[]1[]].pem\"]"), "{s}");
         assert_eq!(s.matches("refused by rule").count(), 1, "{s}");
         // The rule given lets exactly that path be made.
-        let fixed = format!(
-            "{policy}\n[[rules]]\naction = \"allow\"\npaths = [\"/c2/certs/s[[]1[]].pem\"]\n"
-        );
+        let fixed =
+            format!("{PEM}\n[[rules]]\naction = \"allow\"\npaths = [\"/c2/certs/s[[]1[]].pem\"]\n");
         assert_eq!(decide(&fixed, "c2/certs/s[1].pem").action, Action::Allow);
         assert_eq!(decide(&fixed, "c2/certs/s1.pem").action, Action::Deny);
     }
 
     #[test]
-    fn a_built_in_rule_is_answered_with_a_policy_that_extends_it() {
-        let (n, dir) = notices();
-        let p = Policy::builtin();
-        let d = p.decide(b"certs/server.pem", false);
-        n.write("certs/server.pem", "l", "create", b"certs/server.pem", &d);
-        let s = n.summary().unwrap();
-        std::fs::remove_dir_all(&dir).unwrap();
-        assert!(s.contains("a .veilfs.toml at the workspace's root"), "{s}");
+    fn without_a_policy_file_init_comes_first() {
+        let d = Policy::builtin().decide(b"certs/server.pem", false);
+        let s = summary(
+            Policies::default(),
+            &[("certs/server.pem", "create", Root::Workspace, d)],
+        );
         assert!(
-            s.contains("\n    extends = \"default\"\n    [[rules]]"),
+            s.contains("run `veilfs init` in the workspace, then add"),
+            "{s}"
+        );
+        assert!(!s.contains("extends"), "{s}");
+    }
+
+    #[test]
+    fn a_workspace_in_the_home_directory_needs_the_home_policy_too() {
+        let d = Policy::builtin().decide(b"certs/server.pem", false);
+        let policies = Policies {
+            workspace_in_home: Some(b"src/project".to_vec()),
+            ..Policies::default()
+        };
+        let s = summary(
+            policies,
+            &[("certs/server.pem", "create", Root::Workspace, d)],
+        );
+        assert!(
+            s.contains(
+                "as the workspace lies in your home directory, put in \
+                 ~/.config/veilfs/home.toml:\n    extends = \"home-default\"\n    [[rules]]\n    \
+                 action = \"allow\"\n    paths = [\"/src/project/certs/server.pem\"]"
+            ),
             "{s}"
         );
     }
 
     #[test]
+    fn a_refusal_in_the_home_mount_is_answered_in_the_home_policy() {
+        let d = Policy::builtin_home().decide(b".env", false);
+        let policies = Policies {
+            workspace: Some("/p/.veilfs.toml".into()),
+            home: Some("/h/home.toml".into()),
+            ..Policies::default()
+        };
+        let s = summary(policies, &[(".env", "create", Root::Home, d)]);
+        assert!(s.contains("add to /h/home.toml:\n    [[rules]]"), "{s}");
+        assert!(!s.contains(".veilfs.toml"), "{s}");
+    }
+
+    #[test]
     fn a_denied_directory_is_the_one_to_allow() {
-        let (n, dir) = notices();
-        let policy = "[[rules]]\naction = \"deny\"\npaths = [\"secrets/\"]\n";
-        let p = Policy::parse("p.toml", policy).unwrap();
-        let d = p.decide(b"a/secrets/x", false);
-        n.write("a/secrets/x", "l", "mkdir", b"a/secrets/x", &d);
-        let s = n.summary().unwrap();
-        std::fs::remove_dir_all(&dir).unwrap();
+        let d = decide(
+            "[[rules]]\naction = \"deny\"\npaths = [\"secrets/\"]\n",
+            "a/secrets/x",
+        );
+        let policies = Policies {
+            workspace: Some("/p/.veilfs.toml".into()),
+            ..Policies::default()
+        };
+        let s = summary(policies, &[("a/secrets/x", "mkdir", Root::Workspace, d)]);
         assert!(
-            s.contains("veilfs: a/secrets/x: in a/secrets/: mkdir refused"),
+            s.contains("veilfs: a/secrets/x: mkdir refused by rule 1"),
             "{s}"
         );
         assert!(s.contains("paths = [\"/a/secrets/\"]"), "{s}");
