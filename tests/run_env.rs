@@ -273,17 +273,35 @@ fn a_secret_value_under_a_harmless_name_passes() {
 #[test]
 fn the_start_up_line_names_what_was_dropped_and_never_a_value() {
     let ws = Ws::new();
-    let o = ws.output({
-        let mut c = ws.veilfs(&["--", "true"]);
-        c.env(
-            std::ffi::OsStr::from_bytes(b"EVIL\x1b]0;x\x07_TOKEN"),
-            "zq-evil-value",
-        );
-        c
-    });
+    let run = |flags: &[&str]| {
+        ws.output({
+            let mut args = flags.to_vec();
+            args.extend(["--", "true"]);
+            let mut c = ws.veilfs(&args);
+            c.env(
+                std::ffi::OsStr::from_bytes(b"EVIL\x1b]0;x\x07_TOKEN"),
+                "zq-evil-value",
+            );
+            c
+        })
+    };
+    // In short: a few names, never a value.
+    let o = run(&[]);
     assert_eq!(o.status.code(), Some(0), "{}", show(&o));
     let err = text(&o.stderr);
-    assert_eq!(err.lines().count(), 1, "{err}");
+    assert_eq!(err.lines().count(), 3, "{err}");
+    assert!(err.contains("; dropped "), "{err}");
+    for (_, value) in SECRETS {
+        assert!(!err.contains(value), "a value printed: {err}");
+    }
+    assert!(
+        !err.contains('\x1b') && !err.contains("zq-evil-value"),
+        "{err:?}"
+    );
+    // In full (-v): every name.
+    let o = run(&["-v"]);
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    let err = text(&o.stderr);
     assert!(
         err.contains("variables that look like credentials ("),
         "{err}"

@@ -523,7 +523,7 @@ fn user_names_are_accepted() {
     assert!(text(&o.stderr).contains("no such user"), "{}", show(&o));
     let o = ws.run(&ws.dir, &["--", "true"]).output().unwrap();
     let err = text(&o.stderr);
-    assert_eq!(err.lines().count(), 1, "{err}");
+    assert_eq!(err.lines().count(), 3, "{err}");
     assert!(err.contains("--user"), "{err}");
 }
 
