@@ -225,26 +225,12 @@ pub fn policy_text(s: &Survey, decide: impl Fn(&str) -> Decision) -> String {
              # paths = [\n",
         );
         for p in &shown {
-            let _ = writeln!(t, "#   {:?},", format!("/{}", glob_escape(p)));
+            let pattern = format!("/{}", crate::policy::literal_glob(p));
+            let _ = writeln!(t, "#   {},", toml::Value::String(pattern));
         }
         t.push_str("# ]\n");
     }
     t
-}
-
-/// A path as a glob matching exactly it.
-fn glob_escape(p: &str) -> String {
-    let mut out = String::with_capacity(p.len());
-    for c in p.chars() {
-        if matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | '\\') {
-            out.push('[');
-            out.push(c);
-            out.push(']');
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// `veilfs init`: writes the starting policy of the workspace `given` (else the
@@ -408,14 +394,4 @@ fn report(policy: &Policy, workspace: &Path, s: &Survey) -> Result<()> {
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn escaping() {
-        assert_eq!(glob_escape("a/b*c[1].txt"), "a/b[*]c[[]1[]].txt");
-    }
 }

@@ -275,7 +275,7 @@ fn a_refused_checkout_says_the_rule_to_add_and_that_rule_works() {
     };
     assert!(
         err[at..].contains(
-            "to let the command have it, run `veilfs init` in the workspace, then add to \
+            "to let the command make it, run `veilfs init` in the workspace, then add to \
              the .veilfs.toml it writes:"
         ),
         "{}",
@@ -449,4 +449,69 @@ fn a_refused_checkout_in_the_home_directory_says_both_rules() {
     let o = run(&["-q"], clone);
     assert!(o.status.success(), "{}", show(&o));
     assert_eq!(text(&o.stdout), "a test certificate");
+}
+
+/// The command's last words cannot hide veilfs's own: text it left hidden (or
+/// coloured) on the person's terminal is reset before the summary.
+#[test]
+fn the_summary_is_never_drawn_in_the_commands_attributes() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::write(ws.join(".env"), SECRET).unwrap();
+    let notices = tmp.path().join("notices.log");
+    let sock = tmp.path().join("tmux.sock");
+    let cmd = format!(
+        "cd {ws} && {bin} run --notices {n} -- sh -c 'cat .env 2>/dev/null; printf \"fake\\033[8m\"'; sleep 30",
+        ws = ws.display(),
+        bin = env!("CARGO_BIN_EXE_veilfs"),
+        n = notices.display(),
+    );
+    let o = tmux(
+        &sock,
+        &[
+            "new-session",
+            "-d",
+            "-s",
+            "t",
+            "-x",
+            "200",
+            "-y",
+            "40",
+            &cmd,
+        ],
+    );
+    assert!(o.status.success(), "{}", show(&o));
+    struct Server<'a>(&'a Path);
+    impl Drop for Server<'_> {
+        fn drop(&mut self) {
+            tmux(self.0, &["kill-server"]);
+        }
+    }
+    let _server = Server(&sock);
+    let screen = screen_with(&sock, "veilfs: refused");
+    assert!(screen.contains("veilfs: refused 1 name (.env)"), "{screen}");
+    // With its attributes: the hidden text the command turned on is off again
+    // before veilfs's line.
+    let o = tmux(&sock, &["capture-pane", "-p", "-e", "-t", "t"]);
+    let screen = text(&o.stdout);
+    let at = screen.find("veilfs: refused").unwrap();
+    // The attributes in force at veilfs's line: those of the last SGR sequence
+    // before it (tmux says each change of attributes between cells).
+    let before = &screen[..at];
+    let last_sgr = before
+        .rmatch_indices("\x1b[")
+        .map(|(i, _)| &before[i + 2..])
+        .find_map(|rest| {
+            let end = rest.find(|c: char| !(c.is_ascii_digit() || c == ';'))?;
+            (rest[end..].starts_with('m')).then(|| rest[..end].to_string())
+        })
+        .unwrap_or_default();
+    assert!(
+        !last_sgr.split(';').any(|p| p == "8"),
+        "the summary is drawn hidden ({last_sgr:?}): {screen:?}"
+    );
+    // And the command did hide what it printed after: the attack happened.
+    assert!(screen.contains("fake"), "{screen:?}");
 }

@@ -149,9 +149,8 @@ pub struct VeilFs {
     /// The policy's rules refuse nothing; what they would refuse is logged (see
     /// [`permissive`]).
     pub(crate) permissive: bool,
-    /// The run's audit log, when this mount serves it (see
-    /// [`VeilFs::guard_audit_log`]).
-    pub(crate) log_path: Option<Vec<u8>>,
+    /// The run's own logs this mount serves (see [`VeilFs::guard_run_log`]).
+    pub(crate) log_paths: Vec<Vec<u8>>,
 }
 
 impl VeilFs {
@@ -245,7 +244,7 @@ impl VeilFs {
             seam: snapshot::Seam::default(),
             seat: None,
             permissive: false,
-            log_path: None,
+            log_paths: Vec::new(),
         })
     }
 

@@ -48,7 +48,7 @@ use super::VeilFs;
 use super::ops::Refusal;
 
 mod session;
-pub use session::{Policies, Root, SessionNotices};
+pub use session::{Places, Root, SessionNotices};
 
 use crate::policy::Decision;
 

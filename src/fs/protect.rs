@@ -41,8 +41,9 @@ pub struct ProtectedFiles {
     /// The files the policy imports rules from, as last read (see
     /// [`crate::policy::Policy::source_ids`]).
     imported: RwLock<Vec<Key>>,
-    /// The run's audit log, by identity (see [`VeilFs::guard_audit_log`]).
-    log: RwLock<Option<Key>>,
+    /// The run's own logs (its audit log, its notices file), by identity (see
+    /// [`VeilFs::guard_run_log`]).
+    logs: RwLock<Vec<Key>>,
     /// The objects opened for writing or created through the mount lately, and when
     /// (see [`ProtectedFiles::written`]).
     written: parking_lot::Mutex<Written>,
@@ -142,9 +143,9 @@ impl ProtectedFiles {
         self.get() == Some(key)
     }
 
-    /// Whether `key` is the run's audit log.
+    /// Whether `key` is one of the run's own logs.
     pub fn is_log(&self, key: Key) -> bool {
-        *self.log.read() == Some(key)
+        self.logs.read().contains(&key)
     }
 
     /// Whether `key` is a file the policy imports rules from.
@@ -154,7 +155,7 @@ impl ProtectedFiles {
     }
 
     /// Whether changes to `key` are refused (it is the policy file, a file the
-    /// policy imports, or the run's audit log).
+    /// policy imports, or one of the run's own logs).
     pub fn guards(&self, key: Key) -> bool {
         self.contains(key) || self.is_imported(key) || self.is_log(key)
     }
@@ -171,7 +172,7 @@ impl VeilFs {
     pub(crate) fn guard_policy_path(&self, path: &[u8], d: Decision) -> Decision {
         if self.policy_paths.iter().any(|p| p.as_slice() == path) {
             d.guard_policy_file()
-        } else if self.log_path.as_deref() == Some(path) {
+        } else if self.log_paths.iter().any(|p| p.as_slice() == path) {
             d.guard_audit_log()
         } else if self
             .git_guard
@@ -421,7 +422,7 @@ impl VeilFs {
             |p: &Vec<u8>| p.len() > path.len() && p.starts_with(path) && p[path.len()] == b'/';
         if !path.is_empty() && self.policy_paths.iter().any(holds) {
             Err(refuse(path, &Decision::holds_policy_file()))
-        } else if !path.is_empty() && self.log_path.as_ref().is_some_and(holds) {
+        } else if !path.is_empty() && self.log_paths.iter().any(holds) {
             Err(refuse(path, &Decision::audit_log()))
         } else if self.git_guard.holds(path) {
             Err(refuse(path, &Decision::git_control()))
@@ -478,13 +479,13 @@ impl VeilFs {
         d.stricter(od)
     }
 
-    /// Keeps the run's audit log, at `path` (relative to the mount's root) and by
-    /// identity `key`, read-only, and the directories that hold it from being
-    /// renamed or removed (see [`crate::policy::Reason::AuditLog`]). Set before
-    /// mounting.
-    pub fn guard_audit_log(&mut self, path: Vec<u8>, key: Key) {
-        *self.protected.log.write() = Some(key);
-        self.log_path = Some(path);
+    /// Keeps one of the run's own logs (its audit log, its notices file), at `path`
+    /// (relative to the mount's root) and by identity `key`, read-only, and the
+    /// directories that hold it from being renamed or removed (see
+    /// [`crate::policy::Reason::AuditLog`]). Set before mounting.
+    pub fn guard_run_log(&mut self, path: Vec<u8>, key: Key) {
+        self.protected.logs.write().push(key);
+        self.log_paths.push(path);
     }
 
     /// Keeps the directories on the way to the paths the policy hides or makes

@@ -403,8 +403,8 @@ fn write_reason(s: &mut String, action: Action, reason: &Reason) {
              it is not renamed, so no symbolic link in its place leads past the policy",
         ),
         Reason::AuditLog => s.push_str(
-            "the audit log of this run: read-only, and not moved, so the command cannot \
-             rewrite its own log",
+            "a log of this run (its audit log or its notices): read-only, and not moved, \
+             so the command cannot rewrite what it is seen to have done",
         ),
         Reason::VeilfsConfig => s.push_str(
             "veilfs's own configuration (the home policy): read-only under `veilfs run`, \

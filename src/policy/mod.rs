@@ -810,6 +810,23 @@ fn inherit(parent: &Decision, parent_path: &[u8]) -> Decision {
     }
 }
 
+/// `path` as a glob that matches exactly it: each character special to a glob
+/// (`*`, `?`, `[`, `]`, `{`, `}`, `\`) in a class of its own (`[*]`). A `!` or a `,`
+/// is special only inside a class or braces, which never remain open here.
+pub fn literal_glob(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for c in path.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | '\\') {
+            out.push('[');
+            out.push(c);
+            out.push(']');
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// The directories an anchored glob must pass through: its leading segments up to
 /// (not including) the first one with a glob metacharacter, and never the last.
 fn literal_dir_prefixes(glob: &str) -> Vec<&str> {

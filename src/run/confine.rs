@@ -68,28 +68,27 @@ pub fn protect_policy_file(file: &Path, ws: &Path) -> Result<(), String> {
         .map_err(|e| format!("cannot protect the policy file {}: {e}", canon.display()))
 }
 
-/// Keeps the audit log `log` (outside the workspace, as checked at start) from the
-/// command: bind-mounted read-only onto itself in the command's mount namespace, so
+/// Keeps a log of the run, `what` at `log` (the audit log, the notices file;
+/// outside the workspace, as checked at start), from the command: bind-mounted read-only onto itself in the command's mount namespace, so
 /// that it cannot be written, truncated, removed or replaced there (the daemon
 /// writes through the descriptor it opened before). A log with other hard links is
 /// refused (another name could rewrite it).
-pub fn protect_log(log: &Path) -> Result<(), String> {
+pub fn protect_log(what: &str, log: &Path) -> Result<(), String> {
     use std::os::unix::fs::MetadataExt;
     let canon = log
         .canonicalize()
-        .map_err(|e| format!("audit log {}: {e}", log.display()))?;
-    let meta =
-        std::fs::metadata(&canon).map_err(|e| format!("audit log {}: {e}", log.display()))?;
+        .map_err(|e| format!("{what} {}: {e}", log.display()))?;
+    let meta = std::fs::metadata(&canon).map_err(|e| format!("{what} {}: {e}", log.display()))?;
     if meta.is_file() && meta.nlink() > 1 {
         return Err(format!(
-            "the audit log {} has {} hard links: the command could rewrite it through \
-             another name. Give `veilfs run` a log with a single link.",
+            "the {what} {} has {} hard links: the command could rewrite it through \
+             another name. Give `veilfs run` a file with a single link.",
             log.display(),
             meta.nlink()
         ));
     }
     bind_read_only(&canon)
-        .map_err(|e| format!("cannot protect the audit log {}: {e}", canon.display()))
+        .map_err(|e| format!("cannot protect the {what} {}: {e}", canon.display()))
 }
 
 /// Whether `log` still names the file of identity `id` (taken before anything was

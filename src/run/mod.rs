@@ -379,19 +379,17 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     // caller's runtime directory as the caller does.
     let control = crate::control::bind_for_run(&ws);
     // Where refusal notices go while the command runs (never its terminal).
-    let policies = crate::fs::notice::Policies {
-        workspace: loaded.path.clone(),
-        home: home_loaded.as_ref().and_then(|h| h.path.clone()),
-        home_place: config::config_dir().map(|d| d.join(config::HOME_POLICY)),
-        workspace_in_home: match &layout {
-            home::Layout::Separate(h) => ws.strip_prefix(h).ok().map(|p| {
-                use std::os::unix::ffi::OsStrExt;
-                p.as_os_str().as_bytes().to_vec()
-            }),
+    let places = crate::fs::notice::Places {
+        workspace: ws.clone(),
+        workspace_policy: loaded.path.clone(),
+        home: match &layout {
+            home::Layout::Separate(h) => Some(h.clone()),
             _ => None,
         },
+        home_policy: home_loaded.as_ref().and_then(|h| h.path.clone()),
+        home_policy_place: config::config_dir().map(|d| d.join(config::HOME_POLICY)),
     };
-    let (notices, notices_note) = notice_destination(&opts, policies);
+    let (notices, notices_note) = notice_destination(&opts, places);
 
     if let Err(e) = enter_namespaces() {
         return refuse(e);
@@ -521,8 +519,16 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         ..opts.mount.clone()
     };
     let mut audit_log = None;
-    // The log's identity before anything is mounted over it, for the check at the end.
-    let mut log_real: Option<(u64, u64)> = None;
+    // The run's own logs (the audit log, the notices file) and their identities
+    // before anything is mounted over them: guarded in the home mount where they
+    // lie there, read-only in the command's namespace, checked at the end.
+    let mut run_logs: Vec<(&str, PathBuf, (u64, u64))> = Vec::new();
+    if let crate::fs::notice::Destination::Session(s, _) = &notices {
+        use std::os::unix::fs::MetadataExt;
+        if let Ok(m) = std::fs::metadata(&s.path) {
+            run_logs.push(("notices file", s.path.clone(), (m.dev(), m.ino())));
+        }
+    }
     let audit = match &opts.mount.audit {
         Some(target) => {
             match crate::audit::Audit::start(target, opts.mount.audit_all, crate::audit::QUEUE) {
@@ -530,15 +536,12 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
                     fs.set_audit(a.for_root("workspace"));
                     if target.as_path() != std::path::Path::new("-") {
                         use std::os::unix::fs::MetadataExt;
-                        log_real = std::fs::metadata(target).ok().map(|m| (m.dev(), m.ino()));
-                    }
-                    if let Some((h, hfs)) = &mut home_fs {
-                        hfs.set_audit(a.for_root("home"));
-                        // A log in the home directory: guarded by the home mount
-                        // (a rename through it would drop the bind mount below).
-                        if let (Some(rel), Some(key)) = (within(target, h), log_real) {
-                            hfs.guard_audit_log(rel, key);
+                        if let Ok(m) = std::fs::metadata(target) {
+                            run_logs.push(("audit log", target.clone(), (m.dev(), m.ino())));
                         }
+                    }
+                    if let Some((_, hfs)) = &mut home_fs {
+                        hfs.set_audit(a.for_root("home"));
                     }
                     audit_log = Some(a);
                     Some(w)
@@ -552,6 +555,15 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         }
         None => None,
     };
+    // A log in the home directory: guarded by the home mount (a rename through it
+    // would drop the bind mount below).
+    if let Some((h, hfs)) = &mut home_fs {
+        for (_, log, key) in &run_logs {
+            if let Some(rel) = within(log, h) {
+                hfs.guard_run_log(rel, *key);
+            }
+        }
+    }
     // One broker for both mounts: `veilfs prompt` answers the session's questions
     // on its control socket.
     let broker = crate::fs::ask::Broker::new(
@@ -626,22 +638,17 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
             return refuse(e);
         }
     }
-    // The audit log (outside the workspace, checked at start): read-only onto
-    // itself in the command's namespace.
-    let log_id = match &opts.mount.audit {
-        Some(log) if log.as_path() != std::path::Path::new("-") => {
-            match confine::protect_log(log) {
-                Ok(()) => log_real.map(|id| (log.clone(), id)),
-                Err(e) => {
-                    let _ = sys::kill(init, libc::SIGKILL);
-                    let _ = sys::wait(init, 0);
-                    ending::unmount(sessions, audit);
-                    return refuse(e);
-                }
-            }
-        }
-        _ => None,
-    };
+    // The run's logs (outside the workspace, checked at start): read-only onto
+    // themselves in the command's namespace.
+    if let Some(e) = run_logs
+        .iter()
+        .find_map(|(what, log, _)| confine::protect_log(what, log).err())
+    {
+        let _ = sys::kill(init, libc::SIGKILL);
+        let _ = sys::wait(init, 0);
+        ending::unmount(sessions, audit);
+        return refuse(e);
+    }
     // veilfs's configuration directory (where the next run's home policy comes
     // from) where no home mount guards it: read-only in the command's namespace.
     if let Err(e) = protect_config_dir(&layout, opts.system_writable, &writable, &ws) {
@@ -715,15 +722,15 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     broker.close();
     ending::unmount(sessions, audit);
     say_at_end(&opts, &ws, &broker, &notices);
-    if let Some((log, id)) = log_id
-        && !confine::log_still_there(&log, id)
-    {
-        eprintln!(
-            "veilfs run: warning: the audit log {} is not the file this run wrote: its \
-             directory was changed during the run (keep the log where the command cannot \
-             write)",
-            log.display()
-        );
+    for (what, log, id) in &run_logs {
+        if !confine::log_still_there(log, *id) {
+            eprintln!(
+                "veilfs run: warning: the {what} {} is not the file this run wrote: its \
+                 directory was changed during the run (keep it where the command cannot \
+                 write)",
+                log.display()
+            );
+        }
     }
     let status = status.context("waiting for the command")?;
     Ok(ExitCode::from(status.clamp(0, 255) as u8))
@@ -820,7 +827,7 @@ fn home_root(layout: &home::Layout) -> Option<&std::path::Path> {
 /// start-up line says of it.
 fn notice_destination(
     opts: &RunOptions,
-    policies: crate::fs::notice::Policies,
+    places: crate::fs::notice::Places,
 ) -> (crate::fs::notice::Destination, startup::Note) {
     use crate::fs::notice::{Destination, Root, SessionNotices};
     if opts.quiet {
@@ -829,7 +836,7 @@ fn notice_destination(
     let path = opts.notices.clone().unwrap_or_else(|| {
         crate::control::runtime_dir_path().join(format!("notices-run-{}.log", std::process::id()))
     });
-    match SessionNotices::create(&path, policies) {
+    match SessionNotices::create(&path, places) {
         Ok(s) => (
             Destination::Session(std::sync::Arc::new(s), Root::Workspace),
             startup::Note::new(
@@ -856,29 +863,43 @@ fn say_at_end(
     broker: &crate::fs::ask::Broker,
     notices: &crate::fs::notice::Destination,
 ) {
+    let mut lines = Vec::new();
     let unheard = broker.unheard();
     if unheard > 0 && !opts.quiet {
-        eprintln!(
+        lines.push(format!(
             "veilfs: {unheard} question{} of `ask` paths {} refused: nobody was \
              answering; start `veilfs prompt {}` in another terminal before the command asks",
             if unheard == 1 { "" } else { "s" },
             if unheard == 1 { "was" } else { "were" },
-            crate::printable::escape(&ws.display().to_string())
-        );
+            ws.display()
+        ));
     }
     if let crate::fs::notice::Destination::Session(s, _) = notices {
         match s.summary() {
-            // Names the command chose: never a control character raw.
-            Some(said) => said
-                .lines()
-                .for_each(|l| eprintln!("{}", crate::printable::escape(l))),
+            Some(said) => lines.extend(said.lines().map(str::to_string)),
             None if opts.notices.is_none() => {
                 let _ = std::fs::remove_file(&s.path);
             }
             None => {}
         }
     }
+    if lines.is_empty() {
+        return;
+    }
+    // The command's last words may have left colours or hidden text on: reset
+    // before veilfs's own lines, so that they are seen as they are.
+    if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        eprint!("{RESET}");
+    }
+    // Names the command chose: never a control character raw.
+    for l in lines {
+        eprintln!("{}", crate::printable::escape(&l));
+    }
 }
+
+/// Resets the terminal's character attributes (colours, hidden text) and its
+/// character set (a line-drawing set the command selected).
+const RESET: &str = "\x1b[0m\x1b(B";
 
 /// What the command's private places keep and make (see [`private`]), from what
 /// the session was given.

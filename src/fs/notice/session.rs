@@ -8,26 +8,35 @@
 //!
 //! * a `.git` that git's guard refused (a repository made inside the workspace's
 //!   own, as `git clone` does): clone outside the workspace, outside `veilfs run`;
-//! * a name a deny rule refused (a checkout of `certs/server.pem`): the rule, and
-//!   the `allow` rule that lets the command make that path, in the policy file of
-//!   the mount that refused it (the workspace's, or `veilfs init` first where there
-//!   is none; the home policy's, `~/.config/veilfs/home.toml`, for the home
-//!   directory), and in the home policy too for a workspace inside the home
-//!   directory, whose policy holds there as well;
-//! * a name an imported ignore file's line refused: that file and line.
+//! * a file a deny rule kept from being made (a checkout of `certs/server.pem`):
+//!   the rule, and the `allow` rule that lets the command make that one path, in
+//!   the policy file of the mount that refused it (the workspace's, or `veilfs init`
+//!   first where there is none; the home policy for the home directory), and in the
+//!   home policy too for a workspace inside the home directory, whose policy holds
+//!   there as well;
+//! * a file a line of an imported ignore file kept from being made: that line.
+//!
+//! The names are the command's choice, so a hint is only ever an offer to let the
+//! command make the one file it names: never for a directory (allowing a denied
+//! directory opens everything in it), never for a refusal inside a denied directory,
+//! and never for a name that exists once the command has ended (a `touch .env`
+//! is an open of the secret, not a file to make). Where the name cannot be written
+//! as a pattern exactly as shown (control or invisible characters), no rule is
+//! offered.
 
 use std::io;
 use std::path::{Path, PathBuf};
 
 use parking_lot::Mutex;
 
-use crate::policy::{Action, Decision, Reason};
+use crate::policy::{Action, Decision, Pattern, Reason};
 
 /// How many refused paths the summary names.
 const SUMMARY_NAMES: usize = 3;
 
-/// How many "what to do" hints the summary gives at most.
-const SUMMARY_HINTS: usize = 3;
+/// How many refusals that could be answered with a rule are kept, of which the
+/// summary answers the first whose name is still not there.
+const CANDIDATES: usize = 8;
 
 /// The notices of one `veilfs run` (both its mounts): the file they are written
 /// to, and what the summary says.
@@ -35,23 +44,39 @@ const SUMMARY_HINTS: usize = 3;
 pub struct SessionNotices {
     file: Mutex<std::fs::File>,
     pub path: PathBuf,
-    policies: Policies,
+    places: Places,
     tally: Mutex<Tally>,
 }
 
-/// Where the policies of a `veilfs run` come from, for the rule a hint offers.
+/// The roots and policies of a `veilfs run`, for the rule a hint offers.
 #[derive(Debug, Clone, Default)]
-pub struct Policies {
+pub struct Places {
+    /// The workspace.
+    pub workspace: PathBuf,
     /// The workspace's policy file (`None`: the built-in default).
-    pub workspace: Option<PathBuf>,
-    /// The home policy file (`None`: the built-in default home policy).
+    pub workspace_policy: Option<PathBuf>,
+    /// The home directory, when it is mounted beside the workspace.
     pub home: Option<PathBuf>,
+    /// The home policy file (`None`: the built-in default home policy).
+    pub home_policy: Option<PathBuf>,
     /// Where a home policy file would be read from, when there is none
     /// (`~/.config/veilfs/home.toml`, or in `$XDG_CONFIG_HOME`).
-    pub home_place: Option<PathBuf>,
-    /// The workspace's place in the home directory, when it lies inside it: the
-    /// home policy holds there too.
-    pub workspace_in_home: Option<Vec<u8>>,
+    pub home_policy_place: Option<PathBuf>,
+}
+
+impl Places {
+    fn root(&self, root: Root) -> Option<&Path> {
+        match root {
+            Root::Workspace => Some(&self.workspace),
+            Root::Home => self.home.as_deref(),
+        }
+    }
+
+    /// The workspace's place in the home directory, when it lies inside it (the
+    /// home policy holds there too).
+    fn workspace_in_home(&self) -> Option<&Path> {
+        self.workspace.strip_prefix(self.home.as_ref()?).ok()
+    }
 }
 
 /// Which mount of the session a notice comes from: its paths are relative to
@@ -71,23 +96,17 @@ struct Tally {
     routine: usize,
     /// The first few others, as shown.
     named: Vec<String>,
-    /// What to do, at most one per kind (its key) and [`SUMMARY_HINTS`] in all.
-    hints: Vec<(Hint, String)>,
-}
-
-/// The kind of a hint: the summary says each kind once.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Hint {
-    /// A repository made inside the workspace's own.
-    NestedRepository,
-    /// A name a deny rule refused, by the rule's number and file.
-    AllowRule,
+    /// A repository refused inside the workspace's own: what to do.
+    nested: Option<String>,
+    /// Files refused by a rule, each with the hint that answers it, to be said
+    /// only if the file is not there when the command has ended.
+    candidates: Vec<(Root, Vec<u8>, String)>,
 }
 
 impl SessionNotices {
     /// Notices written to `path` (made, mode 0600, never through a link; an
-    /// existing file is appended to).
-    pub fn create(path: &Path, policies: Policies) -> io::Result<SessionNotices> {
+    /// existing file is appended to), for the session of `places`.
+    pub fn create(path: &Path, places: Places) -> io::Result<SessionNotices> {
         use std::os::unix::fs::OpenOptionsExt;
         let file = std::fs::OpenOptions::new()
             .append(true)
@@ -98,14 +117,14 @@ impl SessionNotices {
         Ok(SessionNotices {
             file: Mutex::new(file),
             path: path.to_path_buf(),
-            policies,
+            places,
             tally: Mutex::new(Tally::default()),
         })
     }
 
-    /// Writes `line`, the notice of `op` on `path` refused by `decision` (`shown`:
-    /// the path as the notice shows it; empty for the line saying that no more are
-    /// said), and counts it for the summary.
+    /// Writes `line`, the notice of `op` on `path` of the mount `root` refused by
+    /// `decision` (`shown`: the path as the notice shows it; empty for the line
+    /// saying that no more are said), and counts it for the summary.
     pub(super) fn write(
         &self,
         shown: &str,
@@ -123,11 +142,14 @@ impl SessionNotices {
             } else if t.named.len() < SUMMARY_NAMES {
                 t.named.push(shown.to_string());
             }
-            if t.hints.len() < SUMMARY_HINTS
-                && let Some((kind, text)) = self.hint(op, (root, path), shown, decision)
-                && !t.hints.iter().any(|(k, _)| *k == kind)
-            {
-                t.hints.push((kind, text));
+            if super::makes_a_name(op) {
+                if nested_repository(op, path, decision) {
+                    t.nested.get_or_insert_with(|| nested_hint(shown));
+                } else if t.candidates.len() < CANDIDATES
+                    && let Some(text) = self.rule_hint(op, (root, path), shown, decision)
+                {
+                    t.candidates.push((root, path.to_vec(), text));
+                }
             }
         }
         let _ = writeln!(self.file.lock(), "{line}");
@@ -157,11 +179,103 @@ impl SessionNotices {
             if t.refused == 1 { "" } else { "s" },
             self.path.display()
         );
-        for (_, h) in &t.hints {
+        if let Some(h) = &t.nested {
+            out.push('\n');
+            out.push_str(h);
+        }
+        let answered = t
+            .candidates
+            .iter()
+            .find(|(root, path, _)| self.still_absent(*root, path));
+        if let Some((_, _, h)) = answered {
             out.push('\n');
             out.push_str(h);
         }
         Some(out)
+    }
+
+    /// Whether nothing is at `path` of the mount `root`, now that the command has
+    /// ended (and the mounts are gone: the real tree is looked at).
+    fn still_absent(&self, root: Root, path: &[u8]) -> bool {
+        use std::os::unix::ffi::OsStrExt;
+        let Some(r) = self.places.root(root) else {
+            return false;
+        };
+        let at = r.join(std::ffi::OsStr::from_bytes(path));
+        matches!(std::fs::symlink_metadata(at), Err(e) if e.kind() == io::ErrorKind::NotFound)
+    }
+
+    /// What to do about a file a deny rule kept the command from making: the rule
+    /// to add, or the ignore file's line. `None` for a directory, a refusal inside
+    /// a denied directory, or a name that cannot be written as it is shown.
+    fn rule_hint(
+        &self,
+        op: &str,
+        (root, path): (Root, &[u8]),
+        shown: &str,
+        decision: &Decision,
+    ) -> Option<String> {
+        let Reason::Rule(rule) = &decision.reason else {
+            return None;
+        };
+        if decision.action != Action::Deny || rule.dir_only || op == "mkdir" {
+            return None;
+        }
+        let pattern = allow_pattern(path)?;
+        if rule.is_imported() {
+            return Some(format!(
+                "veilfs: {shown}: {op} refused by line {:?} of {}; take it out of that \
+                 ignore file (a `!` line re-includes it)",
+                rule.text, rule.at
+            ));
+        }
+        let mut text = format!(
+            "veilfs: {shown}: {op} refused by {}; to let the command make it,",
+            rule_name(rule)
+        );
+        match root {
+            Root::Home => self.home_rule(&mut text, Path::new(""), path),
+            Root::Workspace => {
+                text.push_str(&match &self.places.workspace_policy {
+                    Some(f) => format!(" add to {}:{}", f.display(), block(&pattern, None)),
+                    None => format!(
+                        " run `veilfs init` in the workspace, then add to the .veilfs.toml it \
+                         writes:{}",
+                        block(&pattern, None)
+                    ),
+                });
+                if let Some(prefix) = self.places.workspace_in_home() {
+                    text.push_str("\nveilfs:   and, as the workspace lies in your home directory,");
+                    self.home_rule(&mut text, prefix, path);
+                }
+            }
+        }
+        text.push_str("\nveilfs:   (outside `veilfs run`: inside, policy files are read-only)");
+        Some(text)
+    }
+
+    /// Adds to `text` where the home policy takes the rule allowing `path` (under
+    /// `prefix` in the home directory), and the rule.
+    fn home_rule(&self, text: &mut String, prefix: &Path, path: &[u8]) {
+        use std::os::unix::ffi::OsStrExt;
+        let in_home = prefix.join(std::ffi::OsStr::from_bytes(path));
+        let Some(pattern) = allow_pattern(in_home.as_os_str().as_bytes()) else {
+            return;
+        };
+        text.push_str(
+            &match (&self.places.home_policy, &self.places.home_policy_place) {
+                (Some(f), _) => format!(" add to {}:{}", f.display(), block(&pattern, None)),
+                (None, place) => format!(
+                    " put in {}:{}",
+                    place
+                        .as_ref()
+                        .map_or("~/.config/veilfs/home.toml".into(), |p| p
+                            .display()
+                            .to_string()),
+                    block(&pattern, Some("home-default"))
+                ),
+            },
+        );
     }
 }
 
@@ -174,112 +288,34 @@ fn routine(reason: &Reason) -> bool {
     }
 }
 
-impl SessionNotices {
-    /// What to do about the refusal of `op` on `path` (shown as `shown`) in the
-    /// mount `root`, if the summary has a word for it: only for an attempt to make
-    /// a name.
-    fn hint(
-        &self,
-        op: &str,
-        (root, path): (Root, &[u8]),
-        shown: &str,
-        decision: &Decision,
-    ) -> Option<(Hint, String)> {
-        if !super::makes_a_name(op) {
-            return None;
-        }
-        let (target, rule) = match &decision.reason {
-            Reason::GitControl if path.ends_with(b".git") && op != "rename" => {
-                return Some((
-                    Hint::NestedRepository,
-                    format!(
-                        "veilfs: {shown}: no repository is made inside the workspace's own \
-                         under `veilfs run` (git would later run its hooks and config as \
-                         you): clone it outside the workspace, in a shell outside `veilfs run`"
-                    ),
-                ));
-            }
-            Reason::Rule(p) if decision.action == Action::Deny => (path.to_vec(), p),
-            // A denied directory: it is the one to allow.
-            Reason::Ancestor { path: dir, cause } if decision.action == Action::Deny => {
-                match &**cause {
-                    Reason::Rule(p) => (dir.to_vec(), p),
-                    _ => return None,
-                }
-            }
-            _ => return None,
-        };
-        let dir = target.len() < path.len();
-        let said = format!(
-            "veilfs: {shown}: {op} refused by {}",
-            match rule.is_imported() {
-                true => format!("line {:?} of {}", rule.text, rule.at),
-                false => format!(
-                    "rule {} {:?} ({}:{})",
-                    rule.rule, rule.text, rule.at.file, rule.at.line
-                ),
-            }
-        );
-        if rule.is_imported() {
-            let text =
-                format!("{said}; take it out of that ignore file (a `!` line re-includes it)");
-            return Some((Hint::AllowRule, text));
-        }
-        let pattern = allow_pattern(&target, dir)?;
-        let mut text = format!("{said}; to let the command have it,");
-        let home_rule = |text: &mut String, prefix: &[u8]| {
-            let mut in_home = prefix.to_vec();
-            if !prefix.is_empty() {
-                in_home.push(b'/');
-            }
-            in_home.extend_from_slice(&target);
-            if let Some(pattern) = allow_pattern(&in_home, dir) {
-                text.push_str(&match &self.policies.home {
-                    Some(f) => format!(" add to {}:{}", f.display(), block(&pattern, None)),
-                    None => format!(
-                        " put in {}:{}",
-                        self.policies
-                            .home_place
-                            .as_ref()
-                            .map_or("~/.config/veilfs/home.toml".into(), |p| p
-                                .display()
-                                .to_string()),
-                        block(&pattern, Some("home-default"))
-                    ),
-                });
-            }
-        };
-        match root {
-            Root::Home => home_rule(&mut text, b""),
-            Root::Workspace => {
-                text.push_str(&match &self.policies.workspace {
-                    Some(f) => format!(" add to {}:{}", f.display(), block(&pattern, None)),
-                    None => format!(
-                        " run `veilfs init` in the workspace, then add to the .veilfs.toml it \
-                         writes:{}",
-                        block(&pattern, None)
-                    ),
-                });
-                if let Some(prefix) = &self.policies.workspace_in_home {
-                    text.push_str("\nveilfs:   and, as the workspace lies in your home directory,");
-                    home_rule(&mut text, prefix);
-                }
-            }
-        }
-        text.push_str("\nveilfs:   (outside `veilfs run`: inside, policy files are read-only)");
-        Some((Hint::AllowRule, text))
-    }
+/// Whether the refusal of `op` on `path` is git's guard refusing a repository
+/// made inside the workspace's own (a `git clone` there).
+fn nested_repository(op: &str, path: &[u8], decision: &Decision) -> bool {
+    matches!(decision.reason, Reason::GitControl) && path.ends_with(b".git") && op != "rename"
 }
 
-/// The `paths` entry allowing exactly `path` (a directory: with a trailing `/`),
-/// anchored at the mount's root; `None` for a path that cannot be written in a
-/// policy file (not UTF-8, or holding a control character).
-fn allow_pattern(path: &[u8], dir: bool) -> Option<String> {
+fn nested_hint(shown: &str) -> String {
+    format!(
+        "veilfs: {shown}: no repository is made inside the workspace's own under `veilfs \
+         run` (git would later run its hooks and config as you): clone it outside the \
+         workspace, in a shell outside `veilfs run`"
+    )
+}
+
+/// `rule N "PATTERN" (FILE:LINE)`.
+fn rule_name(p: &Pattern) -> String {
+    format!("rule {} {:?} ({}:{})", p.rule, p.text, p.at.file, p.at.line)
+}
+
+/// The `paths` entry, quoted, allowing exactly `path` anchored at the mount's root;
+/// `None` for a path that cannot be shown and written as it is (not UTF-8, or
+/// holding a character the terminal would be shown escaped).
+fn allow_pattern(path: &[u8]) -> Option<String> {
     let path = std::str::from_utf8(path).ok()?;
-    if path.chars().any(char::is_control) {
+    if crate::printable::escape(path) != path {
         return None;
     }
-    let pattern = format!("/{}{}", literal_glob(path), if dir { "/" } else { "" });
+    let pattern = format!("/{}", crate::policy::literal_glob(path));
     Some(toml::Value::String(pattern).to_string())
 }
 
@@ -296,23 +332,6 @@ fn block(pattern: &str, extends: Option<&str>) -> String {
     text.lines().map(|l| format!("\n    {l}")).collect()
 }
 
-/// `path` as a glob that matches exactly it: each character special to a glob
-/// in a class of its own (`[*]`).
-fn literal_glob(path: &str) -> String {
-    let mut out = String::with_capacity(path.len());
-    for c in path.chars() {
-        match c {
-            '*' | '?' | '[' | ']' | '{' | '}' | ',' | '!' | '\\' => {
-                out.push('[');
-                out.push(c);
-                out.push(']');
-            }
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -323,11 +342,33 @@ mod tests {
         p.decide(path.as_bytes(), false)
     }
 
-    /// Notices with `policies`, `write` (path, op, root, decision) each, and the
-    /// summary.
-    fn summary(policies: Policies, refusals: &[(&str, &str, Root, Decision)]) -> String {
+    /// Places whose workspace (and home) are new empty directories.
+    struct Session {
+        _dir: tempfile::TempDir,
+        places: Places,
+    }
+
+    fn session(policy_file: bool, home_policy: bool, ws_in_home: bool) -> Session {
         let dir = tempfile::tempdir().unwrap();
-        let n = SessionNotices::create(&dir.path().join("n.log"), policies).unwrap();
+        let home = dir.path().join("home");
+        let workspace = match ws_in_home {
+            true => home.join("src/project"),
+            false => dir.path().join("ws"),
+        };
+        std::fs::create_dir_all(&workspace).unwrap();
+        let places = Places {
+            workspace_policy: policy_file.then(|| workspace.join(".veilfs.toml")),
+            workspace,
+            home_policy: home_policy.then(|| PathBuf::from("/h/home.toml")),
+            home: Some(home),
+            home_policy_place: None,
+        };
+        Session { _dir: dir, places }
+    }
+
+    /// The summary after `refusals` (path, op, root, decision).
+    fn summary(s: &Session, refusals: &[(&str, &str, Root, Decision)]) -> String {
+        let n = SessionNotices::create(&s._dir.path().join("n.log"), s.places.clone()).unwrap();
         for (path, op, root, d) in refusals {
             n.write(path, "line", op, (*root, path.as_bytes()), d);
         }
@@ -341,7 +382,7 @@ mod tests {
         let policy = "[[rules]]\naction = \"deny\"\npaths = [\".env\"]\n\n\
                       [[rules]]\naction = \"deny\"\nroutine = true\npaths = [\".*_history\"]\n";
         let s = summary(
-            Policies::default(),
+            &session(false, false, false),
             &[
                 (
                     ".bash_history",
@@ -361,42 +402,92 @@ mod tests {
 
     #[test]
     fn a_refused_create_says_the_allow_rule_to_add_to_the_policy_file() {
-        let policies = Policies {
-            workspace: Some("/p/.veilfs.toml".into()),
-            ..Policies::default()
-        };
+        let ses = session(true, false, false);
+        let name = "c2/certs/s[1]*{a,b}!.pem";
         let s = summary(
-            policies,
+            &ses,
             &[
-                (
-                    "c2/certs/s[1].pem",
-                    "create",
-                    Root::Workspace,
-                    decide(PEM, "c2/certs/s[1].pem"),
-                ),
                 // A lookup says nothing of what to do.
                 ("x.pem", "lookup", Root::Workspace, decide(PEM, "x.pem")),
+                (name, "create", Root::Workspace, decide(PEM, name)),
             ],
         );
         assert!(
             s.contains("create refused by rule 1 \"*.pem\" (p.toml:3)"),
             "{s}"
         );
-        assert!(s.contains("add to /p/.veilfs.toml:\n    [[rules]]"), "{s}");
-        assert!(s.contains("paths = [\"/c2/certs/s[[]1[]].pem\"]"), "{s}");
+        let file = ses.places.workspace.join(".veilfs.toml");
+        assert!(
+            s.contains(&format!("add to {}:\n    [[rules]]", file.display())),
+            "{s}"
+        );
+        let pattern = "/c2/certs/s[[]1[]][*][{]a,b[}]!.pem";
+        assert!(s.contains(&format!("paths = [\"{pattern}\"]")), "{s}");
         assert_eq!(s.matches("refused by rule").count(), 1, "{s}");
         // The rule given lets exactly that path be made.
-        let fixed =
-            format!("{PEM}\n[[rules]]\naction = \"allow\"\npaths = [\"/c2/certs/s[[]1[]].pem\"]\n");
-        assert_eq!(decide(&fixed, "c2/certs/s[1].pem").action, Action::Allow);
-        assert_eq!(decide(&fixed, "c2/certs/s1.pem").action, Action::Deny);
+        let fixed = format!("{PEM}\n[[rules]]\naction = \"allow\"\npaths = [\"{pattern}\"]\n");
+        assert_eq!(decide(&fixed, name).action, Action::Allow);
+        for near in [
+            "c2/certs/s1*{a,b}!.pem",
+            "c2/certs/s[1]x{a,b}!.pem",
+            "c2/certs/s[1]*a!.pem",
+        ] {
+            assert_eq!(decide(&fixed, near).action, Action::Deny, "{near}");
+        }
+    }
+
+    #[test]
+    fn no_rule_is_offered_for_a_name_that_exists_or_a_directory() {
+        let ses = session(true, false, false);
+        std::fs::write(ses.places.workspace.join("there.pem"), "secret").unwrap();
+        let secrets = "[[rules]]\naction = \"deny\"\npaths = [\"secrets/\", \"*.pem\"]\n";
+        let p = Policy::parse("p.toml", secrets).unwrap();
+        let s = summary(
+            &ses,
+            &[
+                // `touch there.pem`: an open of the secret.
+                (
+                    "there.pem",
+                    "create",
+                    Root::Workspace,
+                    decide(PEM, "there.pem"),
+                ),
+                // `touch secrets/new`: the directory is what is refused.
+                (
+                    "secrets",
+                    "create",
+                    Root::Workspace,
+                    p.decide(b"secrets", true),
+                ),
+                (
+                    "a/secrets/x",
+                    "create",
+                    Root::Workspace,
+                    p.decide(b"a/secrets/x", false),
+                ),
+                ("new", "mkdir", Root::Workspace, p.decide(b"new.pem", true)),
+            ],
+        );
+        assert!(!s.contains("allow"), "{s}");
+        assert_eq!(s.lines().count(), 1, "{s}");
+    }
+
+    #[test]
+    fn no_rule_is_offered_for_a_name_shown_escaped() {
+        let ses = session(true, false, false);
+        let name = "b\u{202e}mep.x.pem";
+        let s = summary(
+            &ses,
+            &[(name, "create", Root::Workspace, decide(PEM, name))],
+        );
+        assert_eq!(s.lines().count(), 1, "{s}");
     }
 
     #[test]
     fn without_a_policy_file_init_comes_first() {
         let d = Policy::builtin().decide(b"certs/server.pem", false);
         let s = summary(
-            Policies::default(),
+            &session(false, false, false),
             &[("certs/server.pem", "create", Root::Workspace, d)],
         );
         assert!(
@@ -409,12 +500,8 @@ mod tests {
     #[test]
     fn a_workspace_in_the_home_directory_needs_the_home_policy_too() {
         let d = Policy::builtin().decide(b"certs/server.pem", false);
-        let policies = Policies {
-            workspace_in_home: Some(b"src/project".to_vec()),
-            ..Policies::default()
-        };
         let s = summary(
-            policies,
+            &session(false, false, true),
             &[("certs/server.pem", "create", Root::Workspace, d)],
         );
         assert!(
@@ -430,31 +517,11 @@ mod tests {
     #[test]
     fn a_refusal_in_the_home_mount_is_answered_in_the_home_policy() {
         let d = Policy::builtin_home().decide(b".env", false);
-        let policies = Policies {
-            workspace: Some("/p/.veilfs.toml".into()),
-            home: Some("/h/home.toml".into()),
-            ..Policies::default()
-        };
-        let s = summary(policies, &[(".env", "create", Root::Home, d)]);
+        let s = summary(
+            &session(true, true, false),
+            &[(".env", "create", Root::Home, d)],
+        );
         assert!(s.contains("add to /h/home.toml:\n    [[rules]]"), "{s}");
         assert!(!s.contains(".veilfs.toml"), "{s}");
-    }
-
-    #[test]
-    fn a_denied_directory_is_the_one_to_allow() {
-        let d = decide(
-            "[[rules]]\naction = \"deny\"\npaths = [\"secrets/\"]\n",
-            "a/secrets/x",
-        );
-        let policies = Policies {
-            workspace: Some("/p/.veilfs.toml".into()),
-            ..Policies::default()
-        };
-        let s = summary(policies, &[("a/secrets/x", "mkdir", Root::Workspace, d)]);
-        assert!(
-            s.contains("veilfs: a/secrets/x: mkdir refused by rule 1"),
-            "{s}"
-        );
-        assert!(s.contains("paths = [\"/a/secrets/\"]"), "{s}");
     }
 }
