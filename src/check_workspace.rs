@@ -149,3 +149,38 @@ pub fn tracked_message(p: &str) -> String {
          (`git show HEAD:{p}`); deny `.git/` or remove it from history"
     )
 }
+
+/// Names the built-in default hides, one of each kind, that a policy which hides
+/// the usual secrets hides too.
+const USUAL_SECRETS: [(&str, bool); 4] = [
+    (".env", false),
+    ("id_rsa", false),
+    ("server.pem", false),
+    ("secrets", true),
+];
+
+/// A warning when the workspace's policy file `file` is tracked by the git
+/// repository at the top of `workspace` (so it may have come with a clone, from
+/// whoever wrote the repository) and hides less than the built-in default would of
+/// the usual secrets (`.env`, keys, `secrets/`): the first of those it leaves
+/// readable is named.
+pub fn committed_policy_warning(policy: &Policy, workspace: &Path, file: &Path) -> Option<String> {
+    use std::os::unix::ffi::OsStrExt;
+    let rel = file.strip_prefix(workspace).ok()?.as_os_str().as_bytes();
+    let open = USUAL_SECRETS.iter().find(|(name, dir)| {
+        policy.decide(name.as_bytes(), *dir).action != crate::policy::Action::Deny
+    })?;
+    if !crate::git_index::tracked_paths(workspace)
+        .iter()
+        .any(|p| p == rel)
+    {
+        return None;
+    }
+    Some(format!(
+        "the policy {} is tracked by git, so it may have come with the repository, and it \
+         does not hide {}{}: read it before you trust it (`veilfs explain --all`)",
+        crate::printable::printable(rel),
+        open.0,
+        if open.1 { "/" } else { "" }
+    ))
+}

@@ -515,3 +515,127 @@ fn the_summary_is_never_drawn_in_the_commands_attributes() {
     // And the command did hide what it printed after: the attack happened.
     assert!(screen.contains("fake"), "{screen:?}");
 }
+
+/// The hint only ever offers to let the command make the one file it names: a
+/// hostile command that touches a name inside a denied directory, or an existing
+/// secret, is offered no rule (an allow of the directory, or of the secret, would
+/// open it).
+#[test]
+fn no_rule_is_offered_for_a_denied_directory_or_an_existing_secret() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let ws = tmp.path().join("ws");
+    std::fs::create_dir_all(ws.join("secrets")).unwrap();
+    std::fs::create_dir_all(home.join(".aws")).unwrap();
+    std::fs::write(ws.join("secrets/db.txt"), SECRET).unwrap();
+    std::fs::write(ws.join(".env"), SECRET).unwrap();
+    std::fs::write(home.join(".aws/credentials"), SECRET).unwrap();
+    let notices = tmp.path().join("notices.log");
+    let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
+        .args(["run", "--notices"])
+        .arg(&notices)
+        .args(["--", "sh", "-c"])
+        .arg(
+            "touch secrets/new.txt; touch .env; mkdir -p secrets/x; touch ~/.aws/x; \
+             touch ~/.aws/credentials; exit 0",
+        )
+        .current_dir(&ws)
+        .env("HOME", &home)
+        .env_remove("XDG_CONFIG_HOME")
+        .output()
+        .unwrap();
+    let err = text(&o.stderr);
+    assert!(err.contains("veilfs: refused "), "{}", show(&o));
+    assert!(
+        !err.contains("allow") && !err.contains("[[rules]]"),
+        "{}",
+        show(&o)
+    );
+    assert!(!ws.join("secrets/new.txt").exists() && !home.join(".aws/x").exists());
+}
+
+/// A notices file in a part of the home directory the command may write is kept
+/// from it all the same: it cannot be rewritten, truncated, moved or replaced, and
+/// what the person reads there is what veilfs wrote.
+#[test]
+fn a_notices_file_the_command_could_reach_is_read_only_to_it() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let ws = tmp.path().join("ws");
+    std::fs::create_dir_all(home.join(".cache")).unwrap();
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join(".env"), SECRET).unwrap();
+    let notices = home.join(".cache/n.log");
+    // First shown writable to the command: a file beside it.
+    let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
+        .args(["run", "--notices"])
+        .arg(&notices)
+        .args(["--", "sh", "-c"])
+        .arg(
+            "cat .env 2>/dev/null; N=~/.cache/n.log; echo beside > ~/.cache/beside && \
+             echo BESIDE-OK; echo forged >> $N || echo APPEND-REFUSED; true > $N || \
+             echo TRUNCATE-REFUSED; mv $N $N.x || echo MOVE-REFUSED; rm -f $N; \
+             ln -sf /etc/passwd $N || echo LINK-REFUSED; exit 0",
+        )
+        .current_dir(&ws)
+        .env("HOME", &home)
+        .env_remove("XDG_CONFIG_HOME")
+        .output()
+        .unwrap();
+    let out = text(&o.stdout);
+    for said in [
+        "BESIDE-OK",
+        "APPEND-REFUSED",
+        "TRUNCATE-REFUSED",
+        "MOVE-REFUSED",
+        "LINK-REFUSED",
+    ] {
+        assert!(out.contains(said), "no {said}: {}", show(&o));
+    }
+    let logged = std::fs::read_to_string(&notices).unwrap();
+    assert!(
+        logged.starts_with("veilfs: .env: lookup refused"),
+        "{logged}"
+    );
+    assert!(!logged.contains("forged"), "{logged}");
+    assert!(
+        !text(&o.stderr).contains("is not the file this run wrote"),
+        "{}",
+        show(&o)
+    );
+}
+
+/// A repository can commit a `.veilfs.toml`; a clone of it is the person's, so the
+/// policy counts. When such a policy leaves the usual secrets open, `run` says so
+/// (even with `-q`); the person's own untracked policy, or a committed one that
+/// keeps the default, is not warned about.
+#[test]
+fn a_committed_policy_that_opens_the_usual_secrets_is_warned_about() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    let open = "extends = \"none\"\ndefault = \"allow\"\n";
+    repository(&ws, &[(".veilfs.toml", open)]);
+    std::fs::write(ws.join(".env"), SECRET).unwrap();
+    let notices = tmp.path().join("notices.log");
+    let warning = "veilfs run: warning: the policy .veilfs.toml is tracked by git, so it may \
+                   have come with the repository, and it does not hide .env: read it before \
+                   you trust it (`veilfs explain --all`)";
+    let o = run_in(&ws, &notices, &["-q"], "cat .env");
+    assert!(text(&o.stderr).contains(warning), "{}", show(&o));
+    // Untracked: the person's own choice.
+    common::git(&ws, &["rm", "-q", "--cached", ".veilfs.toml"]);
+    let o = run_in(&ws, &notices, &["-q"], "true");
+    assert!(!text(&o.stderr).contains("warning"), "{}", show(&o));
+    // Committed, but keeping the built-in secrets hidden.
+    std::fs::write(
+        ws.join(".veilfs.toml"),
+        "extends = \"default\"\n[[rules]]\naction = \"read-only\"\npaths = [\"docs/\"]\n",
+    )
+    .unwrap();
+    common::git(&ws, &["add", ".veilfs.toml"]);
+    let o = run_in(&ws, &notices, &["-q"], "true");
+    assert!(!text(&o.stderr).contains("warning"), "{}", show(&o));
+}

@@ -242,6 +242,15 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     } else {
         crate::explain_all::StartupWalk::of(&loaded.policy, &ws)
     };
+    // A policy that came with the repository and leaves the usual secrets open:
+    // said whatever `--quiet` says.
+    if let Some(w) = loaded
+        .path
+        .as_deref()
+        .and_then(|f| crate::check_workspace::committed_policy_warning(&loaded.policy, &ws, f))
+    {
+        eprintln!("veilfs run: warning: {w}");
+    }
     // And those the home policy imports, in the home directory.
     if let (home::Layout::Separate(h), Some(hp)) = (&layout, &mut home_loaded) {
         match crate::policy_imports::attach(&mut hp.policy, h) {
