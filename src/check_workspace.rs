@@ -161,26 +161,49 @@ const USUAL_SECRETS: [(&str, bool); 4] = [
 
 /// A warning when the workspace's policy file `file` is tracked by the git
 /// repository at the top of `workspace` (so it may have come with a clone, from
-/// whoever wrote the repository) and hides less than the built-in default would of
-/// the usual secrets (`.env`, keys, `secrets/`): the first of those it leaves
-/// readable is named.
+/// whoever wrote the repository) and leaves open what the built-in default hides:
+/// a path of the tree the default denies (from a walk as bounded as the start-up
+/// line's), else one of the usual secrets' names (`.env`, keys, `secrets/`) should
+/// such a file appear. The first such path is named.
 pub fn committed_policy_warning(policy: &Policy, workspace: &Path, file: &Path) -> Option<String> {
     use std::os::unix::ffi::OsStrExt;
     let rel = file.strip_prefix(workspace).ok()?.as_os_str().as_bytes();
-    let open = USUAL_SECRETS.iter().find(|(name, dir)| {
-        policy.decide(name.as_bytes(), *dir).action != crate::policy::Action::Deny
-    })?;
     if !crate::git_index::tracked_paths(workspace)
         .iter()
         .any(|p| p == rel)
     {
         return None;
     }
+    let open =
+        |path: &[u8], dir: bool| policy.decide(path, dir).action != crate::policy::Action::Deny;
+    let deadline = std::time::Instant::now() + crate::explain_all::STARTUP_TIME;
+    let in_tree = crate::explain_all::walk_within(
+        &Policy::builtin(),
+        workspace,
+        crate::explain_all::STARTUP_DIRS,
+        Some(deadline),
+    )
+    .ok()
+    .and_then(|(held, _)| {
+        held.listed
+            .into_iter()
+            .find(|(path, dir, action, _)| {
+                *action == crate::policy::Action::Deny && open(path, *dir)
+            })
+            .map(|(path, dir, _, _)| (path, dir))
+    });
+    let (path, dir) = in_tree.or_else(|| {
+        USUAL_SECRETS
+            .iter()
+            .find(|(name, dir)| open(name.as_bytes(), *dir))
+            .map(|(name, dir)| (name.as_bytes().to_vec(), *dir))
+    })?;
     Some(format!(
         "the policy {} is tracked by git, so it may have come with the repository, and it \
-         does not hide {}{}: read it before you trust it (`veilfs explain --all`)",
+         does not hide {}{}, which the built-in default hides: read it before you trust it \
+         (`veilfs explain --all`)",
         crate::printable::printable(rel),
-        open.0,
-        if open.1 { "/" } else { "" }
+        crate::printable::printable(&path),
+        if dir { "/" } else { "" }
     ))
 }

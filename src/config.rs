@@ -136,6 +136,9 @@ pub fn find_workspace(
         Some(top) => (top, Found::GitTop),
         None => (start.to_path_buf(), Found::CurrentDir),
     });
+    if matches!(how, Found::PolicyFile) {
+        committed_below_top(&root, me, git_owner)?;
+    }
     if let Some((marker, uid)) = passed
         && let Some(project) = marker.parent()
         && root.starts_with(project)
@@ -153,6 +156,47 @@ pub fn find_workspace(
         ));
     }
     Ok((root, how, warnings))
+}
+
+/// Refuses a workspace `root` chosen by its `.veilfs.toml` when that file is
+/// committed in an enclosing repository whose top lies above `root`: the
+/// repository's authors, not the person, would then have made the workspace
+/// smaller than the project, leaving the rest of it (`../.env`) unpoliced.
+fn committed_below_top(root: &Path, me: u32, git_owner: Option<u32>) -> Result<(), String> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::MetadataExt;
+    let trusted = |uid: u32| uid == me || uid == 0 || Some(uid) == git_owner;
+    let Some(top) = root
+        .ancestors()
+        .skip(1)
+        .filter(|d| {
+            d.join(".git")
+                .symlink_metadata()
+                .is_ok_and(|m| m.is_dir() && trusted(m.uid()))
+        })
+        .last()
+    else {
+        return Ok(());
+    };
+    let file = root.join(WORKSPACE_POLICY);
+    let Ok(rel) = file.strip_prefix(top) else {
+        return Ok(());
+    };
+    let rel = rel.as_os_str().as_bytes();
+    if !crate::git_index::tracked_paths(top)
+        .iter()
+        .any(|p| p == rel)
+    {
+        return Ok(());
+    }
+    Err(format!(
+        "{} is committed in the repository at {}, so the workspace would be {}, smaller \
+         than the project (the rest of it unpoliced): name the workspace (--workspace {})",
+        file.display(),
+        top.display(),
+        root.display(),
+        top.display(),
+    ))
 }
 
 fn passed_over(marker: &Path, uid: u32) -> String {

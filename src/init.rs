@@ -226,7 +226,7 @@ pub fn policy_text(s: &Survey, decide: impl Fn(&str) -> Decision) -> String {
         );
         for p in &shown {
             let pattern = format!("/{}", crate::policy::literal_glob(p));
-            let _ = writeln!(t, "#   {},", toml::Value::String(pattern));
+            let _ = writeln!(t, "#   {},", crate::policy::toml_string(&pattern));
         }
         t.push_str("# ]\n");
     }

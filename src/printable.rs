@@ -3,10 +3,19 @@
 //! sequence could retitle, rewrite or query the person's terminal, and a newline
 //! could forge a line of veilfs's own).
 
-/// `bytes` as text for a terminal: invalid UTF-8 as U+FFFD, and every control
+/// `bytes` as text for a terminal: a byte that is not UTF-8 as `\xNN`, and every control
 /// character (C0, DEL, C1) as `\xNN` or `\u{NNNN}`.
 pub fn printable(bytes: &[u8]) -> String {
-    escape(&String::from_utf8_lossy(bytes))
+    let mut out = String::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        out.push_str(&escape(chunk.valid()));
+        // A byte that is not UTF-8 is shown as the byte it is, never as U+FFFD
+        // (which two different names would share).
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    out
 }
 
 /// `text` with every control character escaped (see [`printable`]).
@@ -63,7 +72,7 @@ mod tests {
         assert_eq!(printable(b"a\x1b]0;x\x07\nb"), "a\\x1b]0;x\\x07\\x0ab");
         assert_eq!(printable(b"caf\xc3\xa9 \x7f"), "café \\x7f");
         assert_eq!(escape("\u{9b}6n"), "\\x9b6n");
-        assert_eq!(printable(b"\xff"), "\u{fffd}");
+        assert_eq!(printable(b"\xff.key"), "\\xff.key");
         // Bidirectional overrides and zero-width characters are escaped too.
         assert_eq!(escape("a\u{202e}txt.exe"), "a\\u{202e}txt.exe");
         assert_eq!(escape("x\u{200b}\u{2066}y"), "x\\u{200b}\\u{2066}y");

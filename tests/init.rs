@@ -306,3 +306,42 @@ fn the_written_policy_means_what_the_built_in_default_meant() {
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(decide(t.path()), before);
 }
+
+/// A secret-looking name with a newline (a hostile repository's) neither breaks
+/// the file `init` writes nor ends its comment: the ready rule, uncommented, hides
+/// exactly that file.
+#[test]
+fn a_name_with_a_newline_stays_on_its_line() {
+    let t = tempfile::tempdir().unwrap();
+    let ws = t.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::write(ws.join("credentials\n.json"), "x").unwrap();
+    let o = veilfs(t.path(), &["init"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let written = std::fs::read_to_string(ws.join(".veilfs.toml")).unwrap();
+    let line = "#   \"/credentials\\n.json\",\n";
+    assert!(written.contains(line), "{written}");
+    // Uncommented as the file says, it hides that name.
+    let uncommented: String = written
+        .lines()
+        .map(|l| match l.strip_prefix("# ") {
+            Some(rest)
+                if rest.starts_with("[[rules]]")
+                    || rest.starts_with("action")
+                    || rest.starts_with("paths")
+                    || rest.starts_with("  \"")
+                    || rest == "]" =>
+            {
+                format!("{rest}\n")
+            }
+            _ => format!("{l}\n"),
+        })
+        .collect();
+    std::fs::write(ws.join(".veilfs.toml"), uncommented).unwrap();
+    let o = veilfs(t.path(), &["explain", "credentials\n.json"]);
+    assert!(
+        text(&o).contains("deny      credentials\\x0a.json"),
+        "{}",
+        text(&o)
+    );
+}

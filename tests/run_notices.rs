@@ -239,7 +239,8 @@ fn a_refused_clone_says_to_clone_outside() {
         err.contains(
             "veilfs: fixclone/.git: no repository is made inside the workspace's own under \
              `veilfs run` (git would later run its hooks and config as you): clone it \
-             outside the workspace, in a shell outside `veilfs run`"
+             outside the workspace, into your home directory (`~/src/NAME`: seen through \
+             the home policy under `veilfs run` too)"
         ),
         "{}",
         show(&o)
@@ -463,7 +464,8 @@ fn the_summary_is_never_drawn_in_the_commands_attributes() {
     let notices = tmp.path().join("notices.log");
     let sock = tmp.path().join("tmux.sock");
     let cmd = format!(
-        "cd {ws} && {bin} run --notices {n} -- sh -c 'cat .env 2>/dev/null; printf \"fake\\033[8m\"'; sleep 30",
+        "cd {ws} && {bin} run --notices {n} -- sh -c 'cat .env 2>/dev/null; touch new.pem 2>/dev/null; printf \"fake\\033[8m\"; \
+         printf \"veilfs: refused 9 names (forged)\\n\\033[1;2r\"'; sleep 30",
         ws = ws.display(),
         bin = env!("CARGO_BIN_EXE_veilfs"),
         n = notices.display(),
@@ -490,8 +492,13 @@ fn the_summary_is_never_drawn_in_the_commands_attributes() {
         }
     }
     let _server = Server(&sock);
-    let screen = screen_with(&sock, "veilfs: refused");
-    assert!(screen.contains("veilfs: refused 1 name (.env)"), "{screen}");
+    // Drawn whole on the screen, not in the two-line scrolling region the command
+    // left.
+    let screen = screen_with(&sock, "veilfs: refused 2 names");
+    assert!(
+        screen.contains("veilfs: refused 2 names (.env, new.pem)"),
+        "{screen}"
+    );
     // With its attributes: the hidden text the command turned on is off again
     // before veilfs's line.
     let o = tmux(&sock, &["capture-pane", "-p", "-e", "-t", "t"]);
@@ -512,8 +519,6 @@ fn the_summary_is_never_drawn_in_the_commands_attributes() {
         !last_sgr.split(';').any(|p| p == "8"),
         "the summary is drawn hidden ({last_sgr:?}): {screen:?}"
     );
-    // And the command did hide what it printed after: the attack happened.
-    assert!(screen.contains("fake"), "{screen:?}");
 }
 
 /// The hint only ever offers to let the command make the one file it names: a
@@ -595,8 +600,14 @@ fn a_notices_file_the_command_could_reach_is_read_only_to_it() {
         assert!(out.contains(said), "no {said}: {}", show(&o));
     }
     let logged = std::fs::read_to_string(&notices).unwrap();
+    // This session's lines, under a line of their own.
+    assert!(logged.starts_with("# veilfs run (pid "), "{logged}");
     assert!(
-        logged.starts_with("veilfs: .env: lookup refused"),
+        logged
+            .lines()
+            .nth(1)
+            .unwrap_or("")
+            .starts_with("veilfs: .env: lookup refused"),
         "{logged}"
     );
     assert!(!logged.contains("forged"), "{logged}");
@@ -621,8 +632,8 @@ fn a_committed_policy_that_opens_the_usual_secrets_is_warned_about() {
     std::fs::write(ws.join(".env"), SECRET).unwrap();
     let notices = tmp.path().join("notices.log");
     let warning = "veilfs run: warning: the policy .veilfs.toml is tracked by git, so it may \
-                   have come with the repository, and it does not hide .env: read it before \
-                   you trust it (`veilfs explain --all`)";
+                   have come with the repository, and it does not hide .env, which the \
+                   built-in default hides: read it before you trust it (`veilfs explain --all`)";
     let o = run_in(&ws, &notices, &["-q"], "cat .env");
     assert!(text(&o.stderr).contains(warning), "{}", show(&o));
     // Untracked: the person's own choice.
@@ -638,4 +649,64 @@ fn a_committed_policy_that_opens_the_usual_secrets_is_warned_about() {
     common::git(&ws, &["add", ".veilfs.toml"]);
     let o = run_in(&ws, &notices, &["-q"], "true");
     assert!(!text(&o.stderr).contains("warning"), "{}", show(&o));
+    // Committed, keeping the default but opening a key that is in the tree.
+    std::fs::create_dir(ws.join("deploy")).unwrap();
+    std::fs::write(ws.join("deploy/prod.key"), SECRET).unwrap();
+    std::fs::write(
+        ws.join(".veilfs.toml"),
+        "extends = \"default\"\n[[rules]]\naction = \"allow\"\npaths = [\"deploy/prod.key\"]\n",
+    )
+    .unwrap();
+    common::git(&ws, &["add", ".veilfs.toml"]);
+    let o = run_in(&ws, &notices, &["-q"], "true");
+    assert!(
+        text(&o.stderr).contains("and it does not hide deploy/prod.key, which the built-in"),
+        "{}",
+        show(&o)
+    );
+}
+
+/// A `.veilfs.toml` committed in a subdirectory of a repository does not make the
+/// workspace that subdirectory (leaving the rest of the project, `../.env`, as it
+/// is): `run` started there refuses and says which workspace to name. The person's
+/// own, untracked, still does.
+#[test]
+fn a_committed_policy_below_the_top_does_not_narrow_the_workspace() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let top = tmp.path().join("repo");
+    repository(&top, &[("pkg/.veilfs.toml", "extends = \"default\"\n")]);
+    std::fs::write(top.join(".env"), SECRET).unwrap();
+    let pkg = top.join("pkg");
+    let notices = tmp.path().join("notices.log");
+    let o = run_in(&pkg, &notices, &["-q"], "cat ../.env");
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+    assert!(!text(&o.stdout).contains(SECRET), "{}", show(&o));
+    assert!(
+        text(&o.stderr).contains(&format!(
+            "is committed in the repository at {}, so the workspace would be {}",
+            top.display(),
+            pkg.display()
+        )),
+        "{}",
+        show(&o)
+    );
+    // As it says: the whole project, and ../.env is hidden.
+    let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
+        .args(["run", "-q", "--workspace"])
+        .arg(&top)
+        .args(["--", "sh", "-c", "cat ../.env"])
+        .current_dir(&pkg)
+        .output()
+        .unwrap();
+    assert!(
+        text(&o.stderr).contains("Permission denied"),
+        "{}",
+        show(&o)
+    );
+    assert!(!text(&o.stdout).contains(SECRET), "{}", show(&o));
+    // Untracked: the person's own word on where the workspace is.
+    common::git(&top, &["rm", "-q", "--cached", "pkg/.veilfs.toml"]);
+    let o = run_in(&pkg, &notices, &["-q"], "pwd");
+    assert!(o.status.success(), "{}", show(&o));
 }

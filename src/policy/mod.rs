@@ -810,6 +810,27 @@ fn inherit(parent: &Decision, parent_path: &[u8]) -> Decision {
     }
 }
 
+/// `text` as a TOML basic string on one line: in quotes, with `"`, `\` and every
+/// control character escaped (a newline in a name cannot end the line it is
+/// written on, a comment included).
+pub fn toml_string(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
 /// `path` as a glob that matches exactly it: each character special to a glob
 /// (`*`, `?`, `[`, `]`, `{`, `}`, `\`) in a class of its own (`[*]`). A `!` or a `,`
 /// is special only inside a class or braces, which never remain open here.
@@ -846,6 +867,45 @@ fn literal_dir_prefixes(glob: &str) -> Vec<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_literal_glob_in_a_toml_string_names_exactly_its_path() {
+        let names = [
+            "credentials\n.json",
+            "a\"b'c\\d",
+            "tab\there\r",
+            "x\u{7f}\u{1b}]0;t\u{7}",
+            "[!x].key",
+            "s[1]*{a,b}?!.pem",
+            "\u{202e}mep.x",
+            "é/ü.txt",
+        ];
+        for name in names {
+            let quoted = toml_string(&format!("/{}", literal_glob(name)));
+            assert!(!quoted.contains('\n'), "{quoted}");
+            let text = format!("[[rules]]\naction = \"deny\"\npaths = [{quoted}]\n");
+            let p = Policy::parse("t.toml", &text).unwrap_or_else(|e| panic!("{name:?}: {e}"));
+            assert_eq!(
+                p.decide(name.as_bytes(), false).action,
+                Action::Deny,
+                "{name:?}"
+            );
+            let mut near = name.to_string();
+            near.push('x');
+            assert_eq!(
+                p.decide(near.as_bytes(), false).action,
+                Action::Allow,
+                "{near:?}"
+            );
+            let first = name.chars().next().unwrap();
+            let other = name.replacen(first, if first == 'a' { "b" } else { "a" }, 1);
+            assert_eq!(
+                p.decide(other.as_bytes(), false).action,
+                Action::Allow,
+                "{other:?}"
+            );
+        }
+    }
 
     #[test]
     fn literal_prefixes() {

@@ -897,18 +897,25 @@ fn say_at_end(
     }
     // The command's last words may have left colours or hidden text on: reset
     // before veilfs's own lines, so that they are seen as they are.
-    if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    if tty {
         eprint!("{RESET}");
     }
-    // Names the command chose: never a control character raw.
+    // Names the command chose: never a control character raw. On a terminal, each
+    // line also erases what the command left after it on the screen.
+    let erase = if tty { "\x1b[K" } else { "" };
     for l in lines {
-        eprintln!("{}", crate::printable::escape(&l));
+        eprintln!("{}{erase}", crate::printable::escape(&l));
     }
 }
 
-/// Resets the terminal's character attributes (colours, hidden text) and its
-/// character set (a line-drawing set the command selected).
-const RESET: &str = "\x1b[0m\x1b(B";
+/// What the command may have left set on the person's terminal that would hide or
+/// bend veilfs's own lines: the character attributes (colours, hidden text) and
+/// set (line drawing) are reset; the scrolling region is made the whole screen
+/// again, keeping the cursor where it is (DECSTBM moves it home, so it is saved and
+/// restored around); the cursor is shown; and what the command left on the
+/// cursor's line is erased.
+const RESET: &str = "\x1b[0m\x1b(B\x1b7\x1b[r\x1b8\x1b[?25h\r\x1b[K";
 
 /// What the command's private places keep and make (see [`private`]), from what
 /// the session was given.

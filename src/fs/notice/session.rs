@@ -134,8 +134,22 @@ impl SessionNotices {
         decision: &Decision,
     ) {
         use std::io::Write;
+        let mut file = self.file.lock();
         if !shown.is_empty() {
             let mut t = self.tally.lock();
+            // A file named with `--notices` may hold earlier sessions' lines (or
+            // lines written where the command could write before): this one's
+            // begin with a line of their own.
+            if t.refused == 0 {
+                let _ = writeln!(
+                    file,
+                    "# veilfs run (pid {}) of {}: its refusals, each with its rule",
+                    std::process::id(),
+                    crate::printable::printable(
+                        self.places.workspace.as_os_str().as_encoded_bytes()
+                    )
+                );
+            }
             t.refused += 1;
             if routine(&decision.reason) {
                 t.routine += 1;
@@ -152,7 +166,7 @@ impl SessionNotices {
                 }
             }
         }
-        let _ = writeln!(self.file.lock(), "{line}");
+        let _ = writeln!(file, "{line}");
     }
 
     /// The lines `run` prints when the command has ended (`None`: nothing was
@@ -298,7 +312,8 @@ fn nested_hint(shown: &str) -> String {
     format!(
         "veilfs: {shown}: no repository is made inside the workspace's own under `veilfs \
          run` (git would later run its hooks and config as you): clone it outside the \
-         workspace, in a shell outside `veilfs run`"
+         workspace, into your home directory (`~/src/NAME`: seen through the home policy \
+         under `veilfs run` too)"
     )
 }
 
@@ -316,7 +331,7 @@ fn allow_pattern(path: &[u8]) -> Option<String> {
         return None;
     }
     let pattern = format!("/{}", crate::policy::literal_glob(path));
-    Some(toml::Value::String(pattern).to_string())
+    Some(crate::policy::toml_string(&pattern))
 }
 
 /// The rule allowing `pattern` (quoted), as lines indented under a hint; after
