@@ -156,8 +156,8 @@ enum Event {
     Gone(usize),
     /// A session found since the start.
     New(Found),
-    /// A byte typed.
-    Key(u8),
+    /// A byte typed, and when it was read.
+    Key(u8, std::time::Instant),
     /// Stdin is closed.
     Eof,
 }
@@ -216,7 +216,11 @@ pub fn prompt(scope: &Scope) -> ExitCode {
     start_scanning(targets, known, tx.clone());
     let _raw = RawTerminal::enter();
     read_keys(tx.clone());
-    Ui::default().run(rx, tx, scope.awaited_again())
+    let ui = Ui {
+        typed_ahead_dropped: io::IsTerminal::is_terminal(&io::stdin()),
+        ..Ui::default()
+    };
+    ui.run(rx, tx, scope.awaited_again())
 }
 
 /// Looks for new sessions every [`SCAN_EVERY`], on a thread of its own, until the
@@ -260,7 +264,10 @@ fn read_keys(tx: mpsc::Sender<Event>) {
             loop {
                 match stdin.read(&mut b) {
                     Ok(1) => {
-                        if tx.send(Event::Key(b[0])).is_err() {
+                        if tx
+                            .send(Event::Key(b[0], std::time::Instant::now()))
+                            .is_err()
+                        {
                             return;
                         }
                     }
@@ -361,6 +368,12 @@ struct Ui {
     shown: Option<(usize, u64)>,
     /// Typing a reason for a denial.
     reason: Option<String>,
+    /// When the question shown was shown.
+    shown_at: Option<std::time::Instant>,
+    /// A key typed before the question it would answer was shown is dropped (a
+    /// person at a terminal pressing `y` twice answers one question, not the next,
+    /// unseen): stdin is a terminal.
+    typed_ahead_dropped: bool,
 }
 
 impl Ui {
@@ -379,8 +392,11 @@ impl Ui {
                 Event::Line(i, v) => self.line(&mut conns, i, v),
                 Event::Gone(i) => self.gone(&mut conns, i, &awaited),
                 Event::New(f) => attach(&mut conns, f, &tx),
-                Event::Key(k) => {
-                    if !self.key(&mut conns, k) {
+                Event::Key(k, at) => {
+                    let ahead = self.typed_ahead_dropped
+                        && self.shown_at.is_some_and(|shown| at < shown)
+                        && !matches!(k, 3 | 4);
+                    if !ahead && !self.key(&mut conns, k) {
                         return ExitCode::SUCCESS;
                     }
                 }
@@ -391,6 +407,7 @@ impl Ui {
             {
                 self.shown = Some((*i, q["id"].as_u64().unwrap_or(0)));
                 show(&conns[*i], q, self.queue.len());
+                self.shown_at = Some(std::time::Instant::now());
             }
         }
         ExitCode::SUCCESS
@@ -430,7 +447,16 @@ impl Ui {
                     conn.place, conn.session
                 ));
             }
-            Some("question") => self.queue.push_back((i, v)),
+            Some("question") => {
+                // Said when another is on screen: the person knows one more waits.
+                if self.shown.is_some() {
+                    say(&format!(
+                        "-- [{}] question {} waits its turn",
+                        conn.place, v["id"]
+                    ));
+                }
+                self.queue.push_back((i, v));
+            }
             Some("closed") => {
                 let id = v["id"].as_u64();
                 self.queue

@@ -1108,3 +1108,68 @@ fn when_the_only_approver_falls_behind_every_open_question_is_refused_at_once() 
             > 1
     });
 }
+
+/// At a terminal, a key typed before a question was shown never answers it: a
+/// person pressing `y` twice answers the question they saw, and the next one, which
+/// they have not seen, waits for its own key.
+#[test]
+fn a_key_typed_ahead_never_answers_a_question_not_yet_shown() {
+    let t = Tree::new();
+    let _d = t.mount(&["--ask-timeout", "600"]);
+    let sock = t.p("tmux.sock");
+    let tmux = |args: &[&str]| {
+        Command::new("tmux")
+            .arg("-S")
+            .arg(&sock)
+            .args(args)
+            .env_remove("TMUX")
+            .output()
+            .expect("tmux is installed (scripts/test installs it)")
+    };
+    struct Server<'a>(&'a dyn Fn(&[&str]) -> std::process::Output);
+    impl Drop for Server<'_> {
+        fn drop(&mut self) {
+            (self.0)(&["kill-server"]);
+        }
+    }
+    // Two questions open at once (an approver connected keeps them waiting);
+    // then the prompt starts, shows the first, and the other waits.
+    let mut a = t.approver();
+    let first = t.spawn("exec cat mnt/mig/001.sql");
+    a.question(Duration::from_secs(20));
+    let second = t.spawn("exec cat mnt/mig/002.sql");
+    a.question(Duration::from_secs(20));
+    let cmd = format!(
+        "VEILFS_RUNTIME_DIR={} {} prompt {}; sleep 30",
+        t.p("rt").display(),
+        env!("CARGO_BIN_EXE_veilfs"),
+        t.p("mnt").display()
+    );
+    let o = tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        "p",
+        "-x",
+        "200",
+        "-y",
+        "50",
+        &cmd,
+    ]);
+    assert!(o.status.success(), "{o:?}");
+    let _server = Server(&tmux);
+    let screen =
+        || String::from_utf8_lossy(&tmux(&["capture-pane", "-p", "-t", "p"]).stdout).into_owned();
+    let shows = |what: &str| wait_until(Duration::from_secs(20), || screen().contains(what));
+    assert!(shows("waits its turn"), "{}", screen());
+    // `yy`: the first answers the question shown; the second was typed before the
+    // next question was shown, and is dropped.
+    tmux(&["send-keys", "-t", "p", "yy"]);
+    let (code, out, _) = finish(first);
+    assert_eq!((code, out.as_str()), (0, SECRET));
+    assert!(shows("mig/002.sql"), "{}", screen());
+    tmux(&["send-keys", "-t", "p", "n"]);
+    let (code, out, err) = finish(second);
+    assert_ne!(code, 0, "the second y answered the unseen question: {out}");
+    assert!(err.contains("Permission denied"), "{err}");
+}
