@@ -283,13 +283,23 @@ fn the_policy_file_is_protected_however_it_is_named() {
     let p = ws.outside("p.toml");
     std::fs::write(&p, DENY_ENV).unwrap();
     std::fs::hard_link(&p, ws.dir.join("alias.toml")).unwrap();
+    let marker = format!("refused-after-fork-{}", std::process::id());
     let o = ws.sh(
         &["-q", "--policy", p.to_str().unwrap()],
-        "cat .env; echo ran",
+        &format!("cat .env; echo ran # {marker}"),
     );
     assert_eq!(o.status.code(), Some(2), "{}", show(&o));
     assert!(text(&o.stderr).contains("hard links"), "{}", show(&o));
     assert!(!text(&o.stdout).contains("ran"), "{}", show(&o));
+    // Refused after the command's namespace was made: nothing of it is left (its
+    // init, forked with the same command line, was killed and reaped).
+    let left: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains(&marker) && !c.contains("cargo"))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
 }
 
 /// Item 6: a descriptor 0–2 open on a directory (here stdin on the real workspace)

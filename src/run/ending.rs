@@ -184,3 +184,42 @@ pub(super) fn unmount(
         );
     }
 }
+
+/// What `run` has started once init is forked, released on every way out of it:
+/// init (and with it the command's whole PID namespace) killed and reaped unless it
+/// was reaped already, then the mounts unmounted (inner first) and the audit writer
+/// finished, as [`unmount`] does. A refusal after the fork is a plain `return`.
+pub(super) struct Started {
+    init: i32,
+    reaped: bool,
+    /// The mounts served, inner first.
+    pub sessions: Vec<(fuser::BackgroundSession, std::path::PathBuf)>,
+    pub audit: Option<crate::audit::Writer>,
+}
+
+impl Started {
+    pub fn new(init: i32) -> Started {
+        Started {
+            init,
+            reaped: false,
+            sessions: Vec::new(),
+            audit: None,
+        }
+    }
+
+    /// Init has been waited for ([`wait`] returned): it is not to be killed (its
+    /// pid may be another process's by now).
+    pub fn reaped(&mut self) {
+        self.reaped = true;
+    }
+}
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        if !self.reaped {
+            let _ = sys::kill(self.init, libc::SIGKILL);
+            let _ = sys::wait(self.init, 0);
+        }
+        unmount(std::mem::take(&mut self.sessions), self.audit.take());
+    }
+}

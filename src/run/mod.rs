@@ -445,15 +445,14 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     drop(ready_r);
     drop(stops_w);
     drop(tty);
+    // From here on every way out kills init and unmounts what was mounted.
+    let mut started = ending::Started::new(init);
 
     let source = loaded.source();
     let ws_policy_file = loaded.path.clone();
     let mut fs = match VeilFs::from_fd(root_fd, &ws, loaded.policy, loaded.path.as_deref()) {
         Ok(fs) => fs,
-        Err(e) => {
-            let _ = sys::kill(init, libc::SIGKILL);
-            return refuse(format!("cannot serve {}: {e}", ws.display()));
-        }
+        Err(e) => return refuse(format!("cannot serve {}: {e}", ws.display())),
     };
     fs.set_notices(notices.clone());
     fs.guard_git();
@@ -507,10 +506,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
                     }
                     Some((h.clone(), hfs))
                 }
-                Err(e) => {
-                    let _ = sys::kill(init, libc::SIGKILL);
-                    return refuse(format!("cannot serve {}: {e}", h.display()));
-                }
+                Err(e) => return refuse(format!("cannot serve {}: {e}", h.display())),
             }
         }
         _ => None,
@@ -538,7 +534,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
             run_logs.push(("notices file", s.path.clone(), (m.dev(), m.ino())));
         }
     }
-    let audit = match &opts.mount.audit {
+    started.audit = match &opts.mount.audit {
         Some(target) => {
             match crate::audit::Audit::start(target, opts.mount.audit_all, crate::audit::QUEUE) {
                 Ok((a, w)) => {
@@ -555,11 +551,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
                     audit_log = Some(a);
                     Some(w)
                 }
-                Err(e) => {
-                    let _ = sys::kill(init, libc::SIGKILL);
-                    let _ = sys::wait(init, 0);
-                    return refuse(format!("audit log {}: {e}", target.display()));
-                }
+                Err(e) => return refuse(format!("audit log {}: {e}", target.display())),
             }
         }
         None => None,
@@ -593,8 +585,6 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
             roots.push(h);
         }
     }
-    // Inner first when unmounting.
-    let mut sessions: Vec<(fuser::BackgroundSession, PathBuf)> = Vec::new();
     let mut reloader = None;
     let mut asks = false;
     let mut held = Vec::new();
@@ -605,12 +595,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         let cfg = crate::mount::config(&root, &mount_opts);
         let live = match crate::mount::start(fs, &root, &cfg, &mount_opts) {
             Ok(live) => live,
-            Err(e) => {
-                let _ = sys::kill(init, libc::SIGKILL);
-                let _ = sys::wait(init, 0);
-                ending::unmount(sessions, audit);
-                return refuse(format!("mounting over {} failed: {e}", root.display()));
-            }
+            Err(e) => return refuse(format!("mounting over {} failed: {e}", root.display())),
         };
         asks |= live.reloader.policy_asks();
         // Every mount's reloader lives as long as the session: its watching threads
@@ -620,13 +605,8 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
             reloader = Some(live.reloader);
         }
         match live.session.spawn() {
-            Ok(bg) => sessions.insert(0, (bg, root)),
-            Err(e) => {
-                let _ = sys::kill(init, libc::SIGKILL);
-                let _ = sys::wait(init, 0);
-                ending::unmount(sessions, audit);
-                return refuse(format!("serving {} failed: {e}", root.display()));
-            }
+            Ok(bg) => started.sessions.insert(0, (bg, root)),
+            Err(e) => return refuse(format!("serving {} failed: {e}", root.display())),
         }
     }
     let Some(reloader) = reloader else {
@@ -641,9 +621,6 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         if let (Some(file), Some(root)) = (file, root)
             && let Err(e) = confine::protect_policy_file(file, root)
         {
-            let _ = sys::kill(init, libc::SIGKILL);
-            let _ = sys::wait(init, 0);
-            ending::unmount(sessions, audit);
             return refuse(e);
         }
     }
@@ -653,17 +630,11 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         .iter()
         .find_map(|(what, log, _)| confine::protect_log(what, log).err())
     {
-        let _ = sys::kill(init, libc::SIGKILL);
-        let _ = sys::wait(init, 0);
-        ending::unmount(sessions, audit);
         return refuse(e);
     }
     // veilfs's configuration directory (where the next run's home policy comes
     // from) where no home mount guards it: read-only in the command's namespace.
     if let Err(e) = protect_config_dir(&layout, opts.system_writable, &writable, &ws) {
-        let _ = sys::kill(init, libc::SIGKILL);
-        let _ = sys::wait(init, 0);
-        ending::unmount(sessions, audit);
         return refuse(e);
     }
     if !opts.quiet {
@@ -724,12 +695,15 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
             None => false,
         },
     );
+    if status.is_ok() {
+        started.reaped();
+    }
     if let Some(r) = relay {
         r.finish(ending::TEARDOWN);
     }
     // Nothing waits on a person any more.
     broker.close();
-    ending::unmount(sessions, audit);
+    drop(started);
     say_at_end(&opts, &ws, &broker, &notices);
     for (what, log, id) in &run_logs {
         if !confine::log_still_there(log, *id) {
