@@ -31,7 +31,6 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 
 use crate::config;
-use crate::fs::VeilFs;
 use crate::sys;
 
 mod confine;
@@ -40,8 +39,10 @@ pub mod home;
 pub use home::{config_dirs_under, home_of};
 pub mod env;
 mod init;
+mod plan;
 mod private;
 mod pty;
+mod serve;
 mod sockets;
 mod startup;
 mod supervise;
@@ -159,212 +160,33 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         return refuse(e);
     }
     let cwd = std::env::current_dir().context("reading the current directory")?;
-    let (ws, found) = match &opts.workspace {
-        Some(w) => match w.canonicalize() {
-            Ok(p) if p.is_dir() => (p, config::Found::Given),
-            _ => return refuse(format!("workspace {} is not a directory", w.display())),
-        },
-        None => {
-            let start = cwd.canonicalize().unwrap_or_else(|_| cwd.clone());
-            // Root running the command as another user trusts that user's `.git`:
-            // the README's recipe gives the project to the user.
-            let git_owner = opts.user.filter(|_| sys::euid() == 0).map(|(uid, _)| uid);
-            let (ws, found, warnings) = match config::find_workspace(&start, git_owner) {
-                Ok(w) => w,
-                Err(e) => return refuse(e),
-            };
-            for w in warnings {
-                eprintln!("veilfs run: {w}");
-            }
-            (ws, found)
-        }
-    };
-    let layout = if opts.no_home {
-        home::Layout::Uncovered("--no-home".into())
-    } else {
-        home::layout(home::home_of(opts.user), &ws)
-    };
-    if opts.mount.permissive && matches!(layout, home::Layout::Same(_)) {
-        return refuse(
-            "--permissive tunes a workspace's policy, and this workspace is the home \
-             directory, whose policy is always enforced: run it in a project directory",
-        );
-    }
-    let mut home_loaded = match &layout {
-        home::Layout::Uncovered(_) => None,
-        _ => match home::load_policy(opts.home_policy.as_deref()) {
-            Ok(l) => Some(l),
-            Err(e) => return refuse(e),
-        },
-    };
-    // The workspace is the home directory: one mount, the workspace policy stacked
-    // on the home policy.
-    let home_base = match (&layout, &home_loaded) {
-        (home::Layout::Same(_), Some(h)) => match home::raw_policy(h) {
-            Ok(raw) => Some(raw),
-            Err(e) => return refuse(e),
-        },
-        _ => None,
-    };
-    let loaded = match &home_base {
-        Some(base) => config::load_policy_on(base, opts.policy.as_deref(), &ws),
-        None => config::load_policy(opts.policy.as_deref(), &ws),
-    };
-    let mut loaded = match loaded {
-        Ok(l) => l,
-        Err(e) => return refuse(e),
-    };
-    // The targets of links the home policy hides by name are hidden too.
-    let (ws_after, home_after) = match (&layout, &mut home_loaded) {
-        (home::Layout::Same(h), Some(_)) => {
-            match home::with_aliases(h, &mut loaded, home_base.as_ref(), home::WS_BUILTIN) {
-                Ok(a) => (a, Vec::new()),
-                Err(e) => return refuse(e),
-            }
-        }
-        (home::Layout::Separate(h), Some(hp)) => {
-            match home::with_aliases(h, hp, None, home::HOME_BUILTIN) {
-                Ok(a) => (Vec::new(), a),
-                Err(e) => return refuse(e),
-            }
-        }
-        _ => (Vec::new(), Vec::new()),
-    };
-    // The ignore files the workspace policy imports, read before anything covers
-    // them (after every recompilation above).
-    match crate::policy_imports::attach(&mut loaded.policy, &ws) {
-        Ok(warnings) => warnings.iter().for_each(|w| eprintln!("veilfs run: {w}")),
-        Err(e) => return refuse(e),
-    }
-    // Said on the start-up line: what the policy hides, read before mounting.
-    let walk = if opts.quiet {
-        crate::explain_all::StartupWalk::default()
-    } else {
-        crate::explain_all::StartupWalk::of(&loaded.policy, &ws)
-    };
-    // A policy that came with the repository and leaves the usual secrets open:
-    // said whatever `--quiet` says.
-    if let Some(w) = loaded
-        .path
-        .as_deref()
-        .and_then(|f| crate::check_workspace::committed_policy_warning(&loaded.policy, &ws, f))
-    {
-        eprintln!("veilfs run: warning: {w}");
-    }
-    // And those the home policy imports, in the home directory.
-    if let (home::Layout::Separate(h), Some(hp)) = (&layout, &mut home_loaded) {
-        match crate::policy_imports::attach(&mut hp.policy, h) {
-            Ok(warnings) => warnings.iter().for_each(|w| eprintln!("veilfs run: ~/{w}")),
-            Err(e) => return refuse(e),
-        }
-    }
-    if let (home::Layout::Separate(h), Some(hp)) = (&layout, &home_loaded) {
-        let reach = if ws.starts_with(h) {
-            home::check_reachable(h, &hp.policy, &ws)
-        } else {
-            home::check_reachable(&ws, &loaded.policy, h)
-        };
-        if let Err(e) = reach {
-            return refuse(e);
-        }
-    }
-    if let Some(log) = &opts.mount.audit
-        && let Err(e) = crate::audit::check_outside(log, &ws)
-    {
-        return refuse(e);
-    }
-    // The notices file likewise: the person reads it, the command must not write it.
-    if let Some(n) = &opts.notices
-        && crate::audit::check_outside(n, &ws).is_err()
-    {
-        return refuse(format!(
-            "the notices file {} is inside the workspace {}: the command could rewrite \
-             it; write it outside",
-            n.display(),
-            ws.display()
-        ));
-    }
-    if let Err(e) = crate::mount::check_fuse_device() {
-        return refuse(e);
-    }
-    let command = if opts.command.is_empty() {
-        vec![std::env::var_os("SHELL").unwrap_or_else(|| "/bin/sh".into())]
-    } else {
-        opts.command.clone()
-    };
-    if opts.user.is_some() && sys::euid() != 0 {
-        return refuse("--user needs root");
-    }
-    let writable = match writable_dirs(&opts.writable) {
+    let (ws, found) = match plan::workspace(&opts, &cwd) {
         Ok(w) => w,
         Err(e) => return refuse(e),
     };
-    // Said now: in a user namespace this process would find root's runtime directory.
-    let system = (!opts.system_writable).then(|| confine::ReadOnlySystem {
-        writable: std::iter::once(ws.clone())
-            .chain(match &layout {
-                home::Layout::Separate(h) => Some(h.clone()),
-                _ => None,
-            })
-            .chain(writable.iter().cloned())
-            .collect(),
-        runtime_dir: Some(crate::control::runtime_dir_path()),
-    });
-    let system_note = startup::system_note(system.is_some(), &writable);
-    if !opts.without_landlock && !sockets::can_scope() {
-        return refuse(format!(
-            "this kernel cannot keep the command from the host's abstract sockets and \
-             processes (Landlock ABI {} here, {} needed: Linux 6.12, with landlock in \
-             the lsm= list); --without-landlock runs without that",
-            sys::landlock_abi(),
-            sockets::SCOPE_ABI
-        ));
-    }
-    let allowed_sockets = match allowed_sockets(&opts.allow_socket) {
-        Ok(a) => a,
-        Err(e) => return refuse(e),
-    };
-    // The command's environment: the caller's, less what the environment policy
-    // drops (names only are ever said). Still a plain list here, to be adjusted
-    // before init is forked.
-    let env_rules = match home::env_rules(opts.home_policy.as_deref()) {
-        Ok(r) => r,
-        Err(e) => return refuse(e),
-    };
-    let env_policy = match env::EnvPolicy::new(env_rules, &opts.keep_env, &opts.drop_env) {
+    let plan::Policies {
+        layout,
+        home: home_loaded,
+        home_base,
+        workspace: loaded,
+        workspace_after: ws_after,
+        home_after,
+        walk,
+    } = match plan::policies(&opts, &ws) {
         Ok(p) => p,
         Err(e) => return refuse(e),
     };
-    let filtered = env_policy.apply_allowing(std::env::vars_os(), &allowed_sockets);
-    let env_note = startup::env_note(&filtered.dropped);
-    let mut command_env: Vec<(OsString, OsString)> = filtered.vars;
-    // As another user, the command's `HOME` is that user's: the home directory the
-    // home mount covers (or would).
-    if opts.user.is_some()
-        && let Some(h) = home::home_of(opts.user)
-    {
-        command_env.retain(|(k, _)| k != "HOME");
-        command_env.push(("HOME".into(), h.into_os_string()));
-    }
-    // As another user, its own runtime directory (made in the private /run).
-    if let Some((uid, _)) = opts.user
-        && command_env.iter().any(|(k, _)| k == "XDG_RUNTIME_DIR")
-    {
-        command_env.retain(|(k, _)| k != "XDG_RUNTIME_DIR");
-        command_env.push(("XDG_RUNTIME_DIR".into(), format!("/run/user/{uid}").into()));
-    }
-    let private = private_places_for(
-        &opts,
-        &ws,
-        &layout,
-        &writable,
-        &cwd,
-        &command_env,
-        allowed_sockets,
-    );
-    let homes_note = startup::homes_note(&private.homes, &ws);
-    let sockets_note = startup::sockets_note(&private, opts.without_landlock);
-
+    let plan::Confinement {
+        command,
+        writable,
+        system,
+        command_env,
+        private,
+        notes: [system_note, env_note, homes_note, sockets_note],
+    } = match plan::confinement(&opts, &ws, &layout, &cwd) {
+        Ok(c) => c,
+        Err(e) => return refuse(e),
+    };
     // Said before a user namespace makes us root inside it.
     let as_root = if opts.user.is_none() && sys::euid() == 0 {
         startup::Note::new(
@@ -450,63 +272,17 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
 
     let source = loaded.source();
     let ws_policy_file = loaded.path.clone();
-    let mut fs = match VeilFs::from_fd(root_fd, &ws, loaded.policy, loaded.path.as_deref()) {
+    let mut fs = match serve::workspace(root_fd, &ws, loaded, home_base, ws_after, &notices) {
         Ok(fs) => fs,
-        Err(e) => return refuse(format!("cannot serve {}: {e}", ws.display())),
+        Err(e) => return refuse(e),
     };
-    fs.set_notices(notices.clone());
-    fs.guard_git();
-    if let Some(base) = home_base {
-        // The workspace is the home directory: every repository in it is guarded,
-        // as in a home mount.
-        fs.guard_git_everywhere();
-        fs.set_policy_base(base);
-        fs.set_policy_after(ws_after);
-        let ways = home::guarded_ways(&ws, &fs.policy_handle().read().clone());
-        fs.guard_ways(home::ways_under(&ws, &ways));
-        for dir in home::config_dirs_under(&ws) {
-            fs.guard_config_dir(&dir);
-        }
-    }
     let home_source = home_loaded.as_ref().map(config::home_source);
     let home_policy_file = home_loaded.as_ref().and_then(|h| h.path.clone());
     let mut home_fs = match (&layout, home_fd, home_loaded) {
         (home::Layout::Separate(h), Some(fd), Some(hp)) => {
-            match VeilFs::from_fd(fd, h, hp.policy, hp.path.as_deref()) {
-                Ok(mut hfs) => {
-                    hfs.set_notices(notices.for_root(crate::fs::notice::Root::Home));
-                    hfs.guard_git_everywhere();
-                    hfs.set_policy_after(home_after);
-                    let ways = home::guarded_ways(h, &hfs.policy_handle().read().clone());
-                    let mut hways = home::ways_under(h, &ways);
-                    // The way down to the workspace mount when it lies inside:
-                    // never renamed, never invalidated by name (see `nested`).
-                    hways.extend(home::nested(h, &ws, &hfs.inodes()));
-                    hfs.guard_ways(hways);
-                    // A workspace inside the home directory: the home policy holds
-                    // there too (the stricter decision wins), with its ways and
-                    // veilfs's configuration directory.
-                    if let Ok(prefix) = ws.strip_prefix(h) {
-                        use std::os::unix::ffi::OsStrExt;
-                        fs.set_outer(crate::fs::protect::Outer {
-                            prefix: prefix.as_os_str().as_bytes().to_vec(),
-                            policy: hfs.policy_handle(),
-                        });
-                        fs.guard_ways(home::ways_under(&ws, &ways));
-                        for dir in home::config_dirs_under(&ws) {
-                            fs.guard_config_dir(&dir);
-                        }
-                    }
-                    for dir in home::config_dirs_under(h) {
-                        hfs.guard_config_dir(&dir);
-                    }
-                    // The home directory inside the workspace: the way down to it.
-                    if h.starts_with(&ws) {
-                        fs.guard_ways(home::nested(&ws, h, &fs.inodes()));
-                    }
-                    Some((h.clone(), hfs))
-                }
-                Err(e) => return refuse(format!("cannot serve {}: {e}", h.display())),
+            match serve::home(fd, h, hp, home_after, &mut fs, &ws, &notices) {
+                Ok(hfs) => Some((h.clone(), hfs)),
+                Err(e) => return refuse(e),
             }
         }
         _ => None,
@@ -576,41 +352,13 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     if let Some((h, hfs)) = &mut home_fs {
         hfs.set_broker(broker.clone(), "home", h);
     }
-    // The outer root first: the inner one is mounted through it.
-    let mut roots = vec![(ws.clone(), fs)];
-    if let Some(h) = home_fs {
-        if ws.starts_with(&h.0) {
-            roots.insert(0, h);
-        } else {
-            roots.push(h);
-        }
-    }
-    let mut reloader = None;
-    let mut asks = false;
-    let mut held = Vec::new();
-    for (root, fs) in roots {
-        // `--permissive` tunes the workspace's policy; the home policy is enforced.
-        let mut mount_opts = mount_opts.clone();
-        mount_opts.permissive &= root == ws;
-        let cfg = crate::mount::config(&root, &mount_opts);
-        let live = match crate::mount::start(fs, &root, &cfg, &mount_opts) {
-            Ok(live) => live,
-            Err(e) => return refuse(format!("mounting over {} failed: {e}", root.display())),
-        };
-        asks |= live.reloader.policy_asks();
-        // Every mount's reloader lives as long as the session: its watching threads
-        // hold it weakly.
-        held.push(live.reloader.clone());
-        if root == ws {
-            reloader = Some(live.reloader);
-        }
-        match live.session.spawn() {
-            Ok(bg) => started.sessions.insert(0, (bg, root)),
-            Err(e) => return refuse(format!("serving {} failed: {e}", root.display())),
-        }
-    }
-    let Some(reloader) = reloader else {
-        anyhow::bail!("the workspace was not mounted");
+    let serve::Mounted {
+        reloader,
+        asks,
+        reloaders: _held,
+    } = match serve::mount_all(fs, home_fs, &ws, &mount_opts, &mut started.sessions) {
+        Ok(m) => m,
+        Err(e) => return refuse(e),
     };
     // The policy files outside their own mount: read-only onto themselves in the
     // command's namespace (bound through whichever mount now covers them).

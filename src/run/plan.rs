@@ -1,0 +1,277 @@
+//! What a `veilfs run` session is made of, decided before anything starts: the
+//! workspace, and the policies of the workspace and home mounts (loaded, their
+//! link aliases and imports attached, checked to reach each other). Nothing here
+//! mounts, forks or changes the system; a refusal is a message for the person.
+
+use std::path::{Path, PathBuf};
+
+use super::{RunOptions, home};
+use crate::config;
+use crate::sys;
+
+/// The workspace `run` polices, and how it was found: `--workspace`, else found
+/// from the current directory `cwd` as git finds its repository
+/// ([`config::find_workspace`]). Warnings about markers passed over are said here.
+pub(super) fn workspace(opts: &RunOptions, cwd: &Path) -> Result<(PathBuf, config::Found), String> {
+    if let Some(w) = &opts.workspace {
+        return match w.canonicalize() {
+            Ok(p) if p.is_dir() => Ok((p, config::Found::Given)),
+            _ => Err(format!("workspace {} is not a directory", w.display())),
+        };
+    }
+    let start = cwd.canonicalize().unwrap_or_else(|_| cwd.to_path_buf());
+    // Root running the command as another user trusts that user's `.git`: the
+    // README's recipe gives the project to the user.
+    let git_owner = opts.user.filter(|_| sys::euid() == 0).map(|(uid, _)| uid);
+    let (ws, found, warnings) = config::find_workspace(&start, git_owner)?;
+    for w in warnings {
+        eprintln!("veilfs run: {w}");
+    }
+    Ok((ws, found))
+}
+
+/// The policies of a session, ready to serve.
+pub(super) struct Policies {
+    /// Where the home directory lies, and whether it gets a mount of its own.
+    pub layout: home::Layout,
+    /// The home policy (`None`: no home mount).
+    pub home: Option<config::LoadedPolicy>,
+    /// The workspace is the home directory: the home policy's rules, under the
+    /// workspace's.
+    pub home_base: Option<crate::policy::RawPolicy>,
+    /// The workspace's policy, its imports attached.
+    pub workspace: config::LoadedPolicy,
+    /// Rules for the targets of links the home policy hides by name, after each
+    /// mount's own rules.
+    pub workspace_after: Vec<crate::policy::RawRule>,
+    pub home_after: Vec<crate::policy::RawRule>,
+    /// What the workspace policy hides, for the start-up lines (empty with `-q`).
+    pub walk: crate::explain_all::StartupWalk,
+}
+
+/// Loads the policies of the session of workspace `ws`, in the order the mounts
+/// need them: the home policy, the workspace's (stacked on the home policy when
+/// the workspace is the home directory), the aliases of links, then the imported
+/// ignore files, read before anything covers them.
+pub(super) fn policies(opts: &RunOptions, ws: &Path) -> Result<Policies, String> {
+    let layout = if opts.no_home {
+        home::Layout::Uncovered("--no-home".into())
+    } else {
+        home::layout(home::home_of(opts.user), ws)
+    };
+    if opts.mount.permissive && matches!(layout, home::Layout::Same(_)) {
+        return Err(
+            "--permissive tunes a workspace's policy, and this workspace is the home \
+                    directory, whose policy is always enforced: run it in a project directory"
+                .into(),
+        );
+    }
+    let mut home_loaded = match &layout {
+        home::Layout::Uncovered(_) => None,
+        _ => Some(home::load_policy(opts.home_policy.as_deref())?),
+    };
+    // The workspace is the home directory: one mount, the workspace policy stacked
+    // on the home policy.
+    let home_base = match (&layout, &home_loaded) {
+        (home::Layout::Same(_), Some(h)) => Some(home::raw_policy(h)?),
+        _ => None,
+    };
+    let mut loaded = match &home_base {
+        Some(base) => config::load_policy_on(base, opts.policy.as_deref(), ws),
+        None => config::load_policy(opts.policy.as_deref(), ws),
+    }
+    .map_err(|e| e.to_string())?;
+    // The targets of links the home policy hides by name are hidden too.
+    let (workspace_after, home_after) = match (&layout, &mut home_loaded) {
+        (home::Layout::Same(h), Some(_)) => (
+            home::with_aliases(h, &mut loaded, home_base.as_ref(), home::WS_BUILTIN)?,
+            Vec::new(),
+        ),
+        (home::Layout::Separate(h), Some(hp)) => (
+            Vec::new(),
+            home::with_aliases(h, hp, None, home::HOME_BUILTIN)?,
+        ),
+        _ => (Vec::new(), Vec::new()),
+    };
+    // The ignore files the workspace policy imports, read before anything covers
+    // them (after every recompilation above).
+    let warnings =
+        crate::policy_imports::attach(&mut loaded.policy, ws).map_err(|e| e.to_string())?;
+    warnings.iter().for_each(|w| eprintln!("veilfs run: {w}"));
+    let walk = said_of(opts, &loaded, ws);
+    // And those the home policy imports, in the home directory.
+    if let (home::Layout::Separate(h), Some(hp)) = (&layout, &mut home_loaded) {
+        let warnings =
+            crate::policy_imports::attach(&mut hp.policy, h).map_err(|e| e.to_string())?;
+        warnings.iter().for_each(|w| eprintln!("veilfs run: ~/{w}"));
+    }
+    if let (home::Layout::Separate(h), Some(hp)) = (&layout, &home_loaded) {
+        if ws.starts_with(h) {
+            home::check_reachable(h, &hp.policy, ws)?;
+        } else {
+            home::check_reachable(ws, &loaded.policy, h)?;
+        }
+    }
+    Ok(Policies {
+        layout,
+        home: home_loaded,
+        home_base,
+        workspace: loaded,
+        workspace_after,
+        home_after,
+        walk,
+    })
+}
+
+/// What is said of the workspace policy before mounting: what it hides (for the
+/// start-up lines, unless `-q`), and, whatever `-q` says, a warning when it came
+/// with the repository and leaves the usual secrets open.
+fn said_of(
+    opts: &RunOptions,
+    loaded: &config::LoadedPolicy,
+    ws: &Path,
+) -> crate::explain_all::StartupWalk {
+    let walk = if opts.quiet {
+        crate::explain_all::StartupWalk::default()
+    } else {
+        crate::explain_all::StartupWalk::of(&loaded.policy, ws)
+    };
+    if let Some(w) = loaded
+        .path
+        .as_deref()
+        .and_then(|f| crate::check_workspace::committed_policy_warning(&loaded.policy, ws, f))
+    {
+        eprintln!("veilfs run: warning: {w}");
+    }
+    walk
+}
+
+/// How the command is confined beyond the mounts, decided before anything starts.
+pub(super) struct Confinement {
+    /// The command and its arguments (`$SHELL` when none was given).
+    pub command: Vec<std::ffi::OsString>,
+    /// `--writable` directories, canonical.
+    pub writable: Vec<PathBuf>,
+    /// The system outside the workspace read-only, but for these (`None`:
+    /// `--system-writable`).
+    pub system: Option<super::confine::ReadOnlySystem>,
+    /// The command's environment.
+    pub command_env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
+    /// The command's private places (`/tmp`, `/run`, the person's homes).
+    pub private: super::private::Private,
+    /// What the start-up lines say of the system, the environment, the person's
+    /// homes and the sockets.
+    pub notes: [super::startup::Note; 4],
+}
+
+/// Checks what `opts` asks for against the workspace `ws` and this machine, and
+/// decides the confinement: the system read-only, the sockets, the environment, the
+/// private places.
+pub(super) fn confinement(
+    opts: &RunOptions,
+    ws: &Path,
+    layout: &home::Layout,
+    cwd: &Path,
+) -> Result<Confinement, String> {
+    use super::{env, sockets, startup};
+    outputs_outside(opts, ws)?;
+    crate::mount::check_fuse_device().map_err(|e| e.to_string())?;
+    let command = if opts.command.is_empty() {
+        vec![std::env::var_os("SHELL").unwrap_or_else(|| "/bin/sh".into())]
+    } else {
+        opts.command.clone()
+    };
+    if opts.user.is_some() && sys::euid() != 0 {
+        return Err("--user needs root".into());
+    }
+    let writable = super::writable_dirs(&opts.writable)?;
+    // Said now: in a user namespace this process would find root's runtime directory.
+    let system = (!opts.system_writable).then(|| super::confine::ReadOnlySystem {
+        writable: std::iter::once(ws.to_path_buf())
+            .chain(match layout {
+                home::Layout::Separate(h) => Some(h.clone()),
+                _ => None,
+            })
+            .chain(writable.iter().cloned())
+            .collect(),
+        runtime_dir: Some(crate::control::runtime_dir_path()),
+    });
+    let system_note = startup::system_note(system.is_some(), &writable);
+    if !opts.without_landlock && !sockets::can_scope() {
+        return Err(format!(
+            "this kernel cannot keep the command from the host's abstract sockets and \
+             processes (Landlock ABI {} here, {} needed: Linux 6.12, with landlock in \
+             the lsm= list); --without-landlock runs without that",
+            sys::landlock_abi(),
+            sockets::SCOPE_ABI
+        ));
+    }
+    let allowed_sockets = super::allowed_sockets(&opts.allow_socket)?;
+    // The command's environment: the caller's, less what the environment policy
+    // drops (names only are ever said).
+    let env_rules = home::env_rules(opts.home_policy.as_deref())?;
+    let env_policy = env::EnvPolicy::new(env_rules, &opts.keep_env, &opts.drop_env)?;
+    let filtered = env_policy.apply_allowing(std::env::vars_os(), &allowed_sockets);
+    let env_note = startup::env_note(&filtered.dropped);
+    let command_env = as_the_user(opts, filtered.vars);
+    let private = super::private_places_for(
+        opts,
+        ws,
+        layout,
+        &writable,
+        cwd,
+        &command_env,
+        allowed_sockets,
+    );
+    let homes_note = startup::homes_note(&private.homes, ws);
+    let sockets_note = startup::sockets_note(&private, opts.without_landlock);
+    Ok(Confinement {
+        command,
+        writable,
+        system,
+        command_env,
+        private,
+        notes: [system_note, env_note, homes_note, sockets_note],
+    })
+}
+
+/// The audit log and the notices file are read by the person: neither may lie in
+/// the workspace, where the command could rewrite it.
+fn outputs_outside(opts: &RunOptions, ws: &Path) -> Result<(), String> {
+    if let Some(log) = &opts.mount.audit {
+        crate::audit::check_outside(log, ws)?;
+    }
+    if let Some(n) = &opts.notices
+        && crate::audit::check_outside(n, ws).is_err()
+    {
+        return Err(format!(
+            "the notices file {} is inside the workspace {}: the command could rewrite \
+             it; write it outside",
+            n.display(),
+            ws.display()
+        ));
+    }
+    Ok(())
+}
+
+/// `vars`, and as another user (`--user`) that user's `HOME` (the home directory
+/// the home mount covers, or would) and its own runtime directory (made in the
+/// private `/run`).
+fn as_the_user(
+    opts: &RunOptions,
+    mut vars: Vec<(std::ffi::OsString, std::ffi::OsString)>,
+) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    if opts.user.is_some()
+        && let Some(h) = home::home_of(opts.user)
+    {
+        vars.retain(|(k, _)| k != "HOME");
+        vars.push(("HOME".into(), h.into_os_string()));
+    }
+    if let Some((uid, _)) = opts.user
+        && vars.iter().any(|(k, _)| k == "XDG_RUNTIME_DIR")
+    {
+        vars.retain(|(k, _)| k != "XDG_RUNTIME_DIR");
+        vars.push(("XDG_RUNTIME_DIR".into(), format!("/run/user/{uid}").into()));
+    }
+    vars
+}

@@ -1,0 +1,144 @@
+//! The session's filesystems: the workspace's and the home directory's, made from
+//! the descriptors opened before anything covered them, guarded, and mounted (the
+//! outer first, so that the inner one is mounted through it).
+
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+
+use super::home;
+use crate::config::LoadedPolicy;
+use crate::fs::VeilFs;
+use crate::fs::notice::{Destination, Root};
+
+/// The workspace's filesystem over `root_fd` (the real `ws`), with its policy:
+/// git guarded; when the workspace is the home directory (`home_base`), every
+/// repository, the home policy's ways and veilfs's configuration directories too.
+pub(super) fn workspace(
+    root_fd: OwnedFd,
+    ws: &Path,
+    loaded: LoadedPolicy,
+    home_base: Option<crate::policy::RawPolicy>,
+    after: Vec<crate::policy::RawRule>,
+    notices: &Destination,
+) -> Result<VeilFs, String> {
+    let mut fs = VeilFs::from_fd(root_fd, ws, loaded.policy, loaded.path.as_deref())
+        .map_err(|e| format!("cannot serve {}: {e}", ws.display()))?;
+    fs.set_notices(notices.clone());
+    fs.guard_git();
+    if let Some(base) = home_base {
+        fs.guard_git_everywhere();
+        fs.set_policy_base(base);
+        fs.set_policy_after(after);
+        let ways = home::guarded_ways(ws, &fs.policy_handle().read().clone());
+        fs.guard_ways(home::ways_under(ws, &ways));
+        for dir in home::config_dirs_under(ws) {
+            fs.guard_config_dir(&dir);
+        }
+    }
+    Ok(fs)
+}
+
+/// The home directory `h`'s filesystem over `fd`, with the home policy `hp`:
+/// every repository, the ways to what the policy names and veilfs's configuration
+/// directories guarded. The workspace's filesystem `fs` (of `ws`) learns of it: a
+/// workspace inside the home directory is held by the home policy too (the
+/// stricter decision wins); a home directory inside the workspace keeps the way
+/// down to it.
+pub(super) fn home(
+    fd: OwnedFd,
+    h: &Path,
+    hp: LoadedPolicy,
+    after: Vec<crate::policy::RawRule>,
+    fs: &mut VeilFs,
+    ws: &Path,
+    notices: &Destination,
+) -> Result<VeilFs, String> {
+    let mut hfs = VeilFs::from_fd(fd, h, hp.policy, hp.path.as_deref())
+        .map_err(|e| format!("cannot serve {}: {e}", h.display()))?;
+    hfs.set_notices(notices.for_root(Root::Home));
+    hfs.guard_git_everywhere();
+    hfs.set_policy_after(after);
+    let ways = home::guarded_ways(h, &hfs.policy_handle().read().clone());
+    let mut hways = home::ways_under(h, &ways);
+    // The way down to the workspace mount when it lies inside: never renamed,
+    // never invalidated by name (see `nested`).
+    hways.extend(home::nested(h, ws, &hfs.inodes()));
+    hfs.guard_ways(hways);
+    if let Ok(prefix) = ws.strip_prefix(h) {
+        use std::os::unix::ffi::OsStrExt;
+        fs.set_outer(crate::fs::protect::Outer {
+            prefix: prefix.as_os_str().as_bytes().to_vec(),
+            policy: hfs.policy_handle(),
+        });
+        fs.guard_ways(home::ways_under(ws, &ways));
+        for dir in home::config_dirs_under(ws) {
+            fs.guard_config_dir(&dir);
+        }
+    }
+    for dir in home::config_dirs_under(h) {
+        hfs.guard_config_dir(&dir);
+    }
+    if h.starts_with(ws) {
+        fs.guard_ways(home::nested(ws, h, &fs.inodes()));
+    }
+    Ok(hfs)
+}
+
+/// What mounting gave.
+pub(super) struct Mounted {
+    /// The workspace mount's reloader (for `veilfs reload` and the control socket).
+    pub reloader: std::sync::Arc<crate::fs::reload::Reloader>,
+    /// Some path of a mount asks a person.
+    pub asks: bool,
+    /// Every mount's reloader, held as long as the session: its watching threads
+    /// hold it weakly.
+    pub reloaders: Vec<std::sync::Arc<crate::fs::reload::Reloader>>,
+}
+
+/// Mounts `fs` over `ws` and `home` (a root and its filesystem) over its root,
+/// the outer first; each session served is put in `sessions`, inner first, as it
+/// starts (so that whoever holds `sessions` unmounts what was mounted, whatever
+/// fails after).
+pub(super) fn mount_all(
+    fs: VeilFs,
+    home: Option<(PathBuf, VeilFs)>,
+    ws: &Path,
+    opts: &crate::mount::MountOptions,
+    sessions: &mut Vec<(fuser::BackgroundSession, PathBuf)>,
+) -> Result<Mounted, String> {
+    let mut roots = vec![(ws.to_path_buf(), fs)];
+    if let Some(h) = home {
+        if ws.starts_with(&h.0) {
+            roots.insert(0, h);
+        } else {
+            roots.push(h);
+        }
+    }
+    let mut reloader = None;
+    let mut asks = false;
+    let mut reloaders = Vec::new();
+    for (root, fs) in roots {
+        // `--permissive` tunes the workspace's policy; the home policy is enforced.
+        let mut mount_opts = opts.clone();
+        mount_opts.permissive &= root == ws;
+        let cfg = crate::mount::config(&root, &mount_opts);
+        let live = crate::mount::start(fs, &root, &cfg, &mount_opts)
+            .map_err(|e| format!("mounting over {} failed: {e}", root.display()))?;
+        asks |= live.reloader.policy_asks();
+        reloaders.push(live.reloader.clone());
+        if root == ws {
+            reloader = Some(live.reloader);
+        }
+        let bg = live
+            .session
+            .spawn()
+            .map_err(|e| format!("serving {} failed: {e}", root.display()))?;
+        sessions.insert(0, (bg, root));
+    }
+    let reloader = reloader.ok_or("the workspace was not mounted")?;
+    Ok(Mounted {
+        reloader,
+        asks,
+        reloaders,
+    })
+}
