@@ -299,48 +299,12 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         audit: None,
         ..opts.mount.clone()
     };
-    let mut audit_log = None;
-    // The run's own logs (the audit log, the notices file) and their identities
-    // before anything is mounted over them: guarded in the home mount where they
-    // lie there, read-only in the command's namespace, checked at the end.
-    let mut run_logs: Vec<(&str, PathBuf, (u64, u64))> = Vec::new();
-    if let crate::fs::notice::Destination::Session(s, _) = &notices {
-        use std::os::unix::fs::MetadataExt;
-        if let Ok(m) = std::fs::metadata(&s.path) {
-            run_logs.push(("notices file", s.path.clone(), (m.dev(), m.ino())));
-        }
-    }
-    started.audit = match &opts.mount.audit {
-        Some(target) => {
-            match crate::audit::Audit::start(target, opts.mount.audit_all, crate::audit::QUEUE) {
-                Ok((a, w)) => {
-                    fs.set_audit(a.for_root("workspace"));
-                    if target.as_path() != std::path::Path::new("-") {
-                        use std::os::unix::fs::MetadataExt;
-                        if let Ok(m) = std::fs::metadata(target) {
-                            run_logs.push(("audit log", target.clone(), (m.dev(), m.ino())));
-                        }
-                    }
-                    if let Some((_, hfs)) = &mut home_fs {
-                        hfs.set_audit(a.for_root("home"));
-                    }
-                    audit_log = Some(a);
-                    Some(w)
-                }
-                Err(e) => return refuse(format!("audit log {}: {e}", target.display())),
-            }
-        }
-        None => None,
+    let logs = match serve::logs(&opts, &notices, &mut fs, home_fs.as_mut()) {
+        Ok(l) => l,
+        Err(e) => return refuse(e),
     };
-    // A log in the home directory: guarded by the home mount (a rename through it
-    // would drop the bind mount below).
-    if let Some((h, hfs)) = &mut home_fs {
-        for (_, log, key) in &run_logs {
-            if let Some(rel) = within(log, h) {
-                hfs.guard_run_log(rel, *key);
-            }
-        }
-    }
+    started.audit = logs.writer;
+    let (run_logs, audit_log) = (logs.files, logs.audit);
     // One broker for both mounts: `veilfs prompt` answers the session's questions
     // on its control socket.
     let broker = crate::fs::ask::Broker::new(
@@ -360,29 +324,16 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         Ok(m) => m,
         Err(e) => return refuse(e),
     };
-    // The policy files outside their own mount: read-only onto themselves in the
-    // command's namespace (bound through whichever mount now covers them).
-    for (file, root) in [
-        (ws_policy_file.as_deref(), Some(ws.as_path())),
-        (home_policy_file.as_deref(), home_root(&layout)),
-    ] {
-        if let (Some(file), Some(root)) = (file, root)
-            && let Err(e) = confine::protect_policy_file(file, root)
-        {
-            return refuse(e);
-        }
-    }
-    // The run's logs (outside the workspace, checked at start): read-only onto
-    // themselves in the command's namespace.
-    if let Some(e) = run_logs
-        .iter()
-        .find_map(|(what, log, _)| confine::protect_log(what, log).err())
-    {
-        return refuse(e);
-    }
-    // veilfs's configuration directory (where the next run's home policy comes
-    // from) where no home mount guards it: read-only in the command's namespace.
-    if let Err(e) = protect_config_dir(&layout, opts.system_writable, &writable, &ws) {
+    let protected = protect(
+        [
+            (ws_policy_file.as_deref(), Some(ws.as_path())),
+            (home_policy_file.as_deref(), home_root(&layout)),
+        ],
+        &run_logs,
+        (&layout, &writable, &ws),
+        opts.system_writable,
+    );
+    if let Err(e) = protected {
         return refuse(e);
     }
     if !opts.quiet {
@@ -425,24 +376,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     sys::write_byte(ready_w.as_fd(), 1).context("starting the command")?;
     drop(ready_w);
 
-    let status = ending::wait(
-        init,
-        stops_r,
-        || {
-            if let Some(r) = &relay {
-                r.resize();
-            }
-        },
-        || match &relay {
-            Some(r) => {
-                r.suspend();
-                true
-            }
-            // No terminal: nobody to hand control to; whoever stopped the command
-            // continues it.
-            None => false,
-        },
-    );
+    let status = wait_with(init, stops_r, relay.as_ref());
     if status.is_ok() {
         started.reaped();
     }
@@ -453,18 +387,70 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     broker.close();
     drop(started);
     say_at_end(&opts, &ws, &broker, &notices);
-    for (what, log, id) in &run_logs {
-        if !confine::log_still_there(log, *id) {
+    for log in &run_logs {
+        if !confine::log_still_there(&log.path, log.id) {
             eprintln!(
-                "veilfs run: warning: the {what} {} is not the file this run wrote: its \
+                "veilfs run: warning: the {} {} is not the file this run wrote: its \
                  directory was changed during the run (keep it where the command cannot \
                  write)",
-                log.display()
+                log.what,
+                log.path.display()
             );
         }
     }
     let status = status.context("waiting for the command")?;
     Ok(ExitCode::from(status.clamp(0, 255) as u8))
+}
+
+/// The files the command must not change where no mount of its session guards
+/// them, read-only onto themselves in the command's namespace (bound through
+/// whichever mount now covers them): the policy files outside their own mount
+/// (each with the root of that mount), the run's own logs, and veilfs's
+/// configuration directory where no home mount guards it (`(layout, writable, ws)`
+/// say where; `system_writable`: the system is not read-only).
+fn protect(
+    policy_files: [(Option<&std::path::Path>, Option<&std::path::Path>); 2],
+    logs: &[serve::RunLog],
+    (layout, writable, ws): (&home::Layout, &[PathBuf], &std::path::Path),
+    system_writable: bool,
+) -> Result<(), String> {
+    for (file, root) in policy_files {
+        if let (Some(file), Some(root)) = (file, root) {
+            confine::protect_policy_file(file, root)?;
+        }
+    }
+    for log in logs {
+        confine::protect_log(log.what, &log.path)?;
+    }
+    protect_config_dir(layout, system_writable, writable, ws)
+}
+
+/// Waits for init (and so the command), the terminal relayed by `relay` resized
+/// and handed back as the command is resized, stopped and continued (see
+/// [`ending::wait`]).
+fn wait_with(
+    init: i32,
+    stops: std::os::fd::OwnedFd,
+    relay: Option<&pty::Relay>,
+) -> std::io::Result<i32> {
+    ending::wait(
+        init,
+        stops,
+        || {
+            if let Some(r) = relay {
+                r.resize();
+            }
+        },
+        || match relay {
+            Some(r) => {
+                r.suspend();
+                true
+            }
+            // No terminal: nobody to hand control to; whoever stopped the command
+            // continues it.
+            None => false,
+        },
+    )
 }
 
 /// Where the file `file` lies under the directory `root` (both resolved), relative

@@ -142,3 +142,76 @@ pub(super) fn mount_all(
         reloaders,
     })
 }
+
+/// One of the run's own logs: what it is, where, and its identity before anything
+/// was mounted over it.
+pub(super) struct RunLog {
+    pub what: &'static str,
+    pub path: PathBuf,
+    pub id: (u64, u64),
+}
+
+/// The run's own logs, set up for both filesystems.
+pub(super) struct Logs {
+    /// The notices file and the audit log, to guard and check.
+    pub files: Vec<RunLog>,
+    /// The audit log's writer (finished when the mounts are gone).
+    pub writer: Option<crate::audit::Writer>,
+    /// The audit log, for the broker's records.
+    pub audit: Option<crate::audit::Audit>,
+}
+
+/// Starts the audit log (`--audit`, one for both mounts, each event naming its
+/// root), and notes the identities of the run's logs before anything is mounted
+/// over them; a log in the home directory is guarded by the home mount (a rename
+/// through it would drop the bind mount that keeps it read-only).
+pub(super) fn logs(
+    opts: &super::RunOptions,
+    notices: &Destination,
+    fs: &mut VeilFs,
+    mut home: Option<&mut (PathBuf, VeilFs)>,
+) -> Result<Logs, String> {
+    use std::os::unix::fs::MetadataExt;
+    let id_of = |p: &Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+    let mut files = Vec::new();
+    if let Destination::Session(s, _) = notices
+        && let Some(id) = id_of(&s.path)
+    {
+        files.push(RunLog {
+            what: "notices file",
+            path: s.path.clone(),
+            id,
+        });
+    }
+    let (mut writer, mut audit) = (None, None);
+    if let Some(target) = &opts.mount.audit {
+        let (a, w) = crate::audit::Audit::start(target, opts.mount.audit_all, crate::audit::QUEUE)
+            .map_err(|e| format!("audit log {}: {e}", target.display()))?;
+        fs.set_audit(a.for_root("workspace"));
+        if let Some((_, hfs)) = home.as_deref_mut() {
+            hfs.set_audit(a.for_root("home"));
+        }
+        if target.as_path() != Path::new("-")
+            && let Some(id) = id_of(target)
+        {
+            files.push(RunLog {
+                what: "audit log",
+                path: target.clone(),
+                id,
+            });
+        }
+        (writer, audit) = (Some(w), Some(a));
+    }
+    if let Some((h, hfs)) = home {
+        for log in &files {
+            if let Some(rel) = super::within(&log.path, h) {
+                hfs.guard_run_log(rel, log.id);
+            }
+        }
+    }
+    Ok(Logs {
+        files,
+        writer,
+        audit,
+    })
+}
