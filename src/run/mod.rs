@@ -188,14 +188,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         Err(e) => return refuse(e),
     };
     // Said before a user namespace makes us root inside it.
-    let as_root = if opts.user.is_none() && sys::euid() == 0 {
-        startup::Note::new(
-            "as root: `--user NAME` confines better",
-            "as root: `--user NAME` confines it better",
-        )
-    } else {
-        startup::Note::default()
-    };
+    let as_root = startup::as_root_note(opts.user.is_none() && sys::euid() == 0);
     let real_root = sys::euid() == 0;
     // The real workspace, opened before anything covers it.
     let root_fd = sys::open_dir_path(&ws).with_context(|| format!("opening {}", ws.display()))?;
@@ -213,10 +206,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     let places = crate::fs::notice::Places {
         workspace: ws.clone(),
         workspace_policy: loaded.path.clone(),
-        home: match &layout {
-            home::Layout::Separate(h) => Some(h.clone()),
-            _ => None,
-        },
+        home: home_root(&layout).filter(|h| *h != ws).map(PathBuf::from),
         home_policy: home_loaded.as_ref().and_then(|h| h.path.clone()),
         home_policy_place: config::config_dir().map(|d| d.join(config::HOME_POLICY)),
     };
@@ -226,47 +216,27 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         return refuse(e);
     }
 
-    let (ready_r, ready_w) = sys::pipe()?;
-    // Init says there when the command stops (see `ending::wait`).
-    let (stops_r, stops_w) = sys::pipe()?;
-    let (tty, master) = match pty::open().context("opening a pty for the command")? {
-        Some(p) => {
-            let (t, m) = p.split();
-            (Some(t), Some(m))
-        }
-        None => (None, None),
-    };
-    // SAFETY: no thread exists yet (the mounts, watchers and servers start below),
-    // so forking here is sound.
-    #[allow(unsafe_code)]
-    let init = unsafe { sys::fork_new_pid_ns() }.context("creating the PID namespace")?;
-    if init == 0 {
-        drop(ready_w);
-        drop(root_fd);
-        drop(home_fd);
-        drop(master);
-        drop(stops_r);
-        init::init_main(
-            ready_r,
-            &cwd,
-            init::Program {
-                argv: &command,
-                env: &command_env,
-            },
-            opts.user,
-            tty,
-            real_root,
-            init::Confinement {
-                system: system.as_ref(),
-                private: &private,
-                scope: !opts.without_landlock,
-            },
-            stops_w,
-        );
-    }
-    drop(ready_r);
-    drop(stops_w);
-    drop(tty);
+    let Forked {
+        init,
+        ready: ready_w,
+        stops: stops_r,
+        master,
+        fds: (root_fd, home_fd),
+    } = fork_init(
+        (root_fd, home_fd),
+        &cwd,
+        init::Program {
+            argv: &command,
+            env: &command_env,
+        },
+        opts.user,
+        real_root,
+        init::Confinement {
+            system: system.as_ref(),
+            private: &private,
+            scope: !opts.without_landlock,
+        },
+    )?;
     // From here on every way out kills init and unmounts what was mounted.
     let mut started = ending::Started::new(init);
 
@@ -400,6 +370,67 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     }
     let status = status.context("waiting for the command")?;
     Ok(ExitCode::from(status.clamp(0, 255) as u8))
+}
+
+/// What [`fork_init`] leaves `run`: init's pid, the ends of the pipes it reads and
+/// writes, the pty's master (when the command has a terminal), and the
+/// descriptors given to it back.
+struct Forked {
+    init: i32,
+    /// A byte written here starts the command.
+    ready: std::os::fd::OwnedFd,
+    /// Init writes a byte here each time the command stops.
+    stops: std::os::fd::OwnedFd,
+    master: Option<pty::Master>,
+    fds: (std::os::fd::OwnedFd, Option<std::os::fd::OwnedFd>),
+}
+
+/// Forks init, PID 1 of the command's new PID namespace ([`init::init_main`]),
+/// with the pipes it waits on and signals through and a pty for the command when
+/// `run` has a terminal. `fds` (the real workspace and home, opened before
+/// anything covered them) are closed in init and given back.
+fn fork_init(
+    fds: (std::os::fd::OwnedFd, Option<std::os::fd::OwnedFd>),
+    cwd: &std::path::Path,
+    program: init::Program<'_>,
+    user: Option<(u32, u32)>,
+    real_root: bool,
+    confinement: init::Confinement<'_>,
+) -> Result<Forked> {
+    let (ready_r, ready_w) = sys::pipe()?;
+    let (stops_r, stops_w) = sys::pipe()?;
+    let (tty, master) = match pty::open().context("opening a pty for the command")? {
+        Some(p) => {
+            let (t, m) = p.split();
+            (Some(t), Some(m))
+        }
+        None => (None, None),
+    };
+    // SAFETY: no thread exists yet (the mounts, watchers and servers start after),
+    // so forking here is sound.
+    #[allow(unsafe_code)]
+    let init = unsafe { sys::fork_new_pid_ns() }.context("creating the PID namespace")?;
+    if init == 0 {
+        drop((ready_w, fds, master, stops_r));
+        init::init_main(
+            ready_r,
+            cwd,
+            program,
+            user,
+            tty,
+            real_root,
+            confinement,
+            stops_w,
+        );
+    }
+    drop((ready_r, stops_w, tty));
+    Ok(Forked {
+        init,
+        ready: ready_w,
+        stops: stops_r,
+        master,
+        fds,
+    })
 }
 
 /// The files the command must not change where no mount of its session guards

@@ -99,6 +99,17 @@ impl Startup {
 /// The last words of the short form.
 const MORE: &str = "`-v` says more";
 
+/// `run` started by root, without `--user`.
+pub(super) fn as_root_note(as_root: bool) -> Note {
+    match as_root {
+        true => Note::new(
+            "as root: `--user NAME` confines better",
+            "as root: `--user NAME` confines it better",
+        ),
+        false => Note::default(),
+    }
+}
+
 /// The workspace policy (`source`, as [`crate::config::Loaded::source`] says it)
 /// and what it hides.
 pub(super) fn policy_note(source: &str, walk: &crate::explain_all::StartupWalk) -> Note {
