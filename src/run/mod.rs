@@ -182,7 +182,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         system,
         command_env,
         private,
-        notes: [system_note, env_note, homes_note, sockets_note],
+        notes,
     } = match plan::confinement(&opts, &ws, &layout, &cwd) {
         Ok(c) => c,
         Err(e) => return refuse(e),
@@ -190,26 +190,12 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     // Said before a user namespace makes us root inside it.
     let as_root = startup::as_root_note(opts.user.is_none() && sys::euid() == 0);
     let real_root = sys::euid() == 0;
-    // The real workspace, opened before anything covers it.
-    let root_fd = sys::open_dir_path(&ws).with_context(|| format!("opening {}", ws.display()))?;
-    let home_fd = match &layout {
-        home::Layout::Separate(h) => {
-            Some(sys::open_dir_path(h).with_context(|| format!("opening {}", h.display()))?)
-        }
-        _ => None,
-    };
-
+    let (root_fd, home_fd) = open_roots(&ws, &layout)?;
     // `veilfs reload WS` from outside: bound while this process still sees the
     // caller's runtime directory as the caller does.
     let control = crate::control::bind_for_run(&ws);
     // Where refusal notices go while the command runs (never its terminal).
-    let places = crate::fs::notice::Places {
-        workspace: ws.clone(),
-        workspace_policy: loaded.path.clone(),
-        home: home_root(&layout).filter(|h| *h != ws).map(PathBuf::from),
-        home_policy: home_loaded.as_ref().and_then(|h| h.path.clone()),
-        home_policy_place: config::config_dir().map(|d| d.join(config::HOME_POLICY)),
-    };
+    let places = notice_places(&ws, &layout, &loaded, home_loaded.as_ref());
     let (notices, notices_note) = notice_destination(&opts, places);
 
     if let Err(e) = enter_namespaces() {
@@ -248,49 +234,26 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     };
     let home_source = home_loaded.as_ref().map(config::home_source);
     let home_policy_file = home_loaded.as_ref().and_then(|h| h.path.clone());
-    let mut home_fs = match (&layout, home_fd, home_loaded) {
-        (home::Layout::Separate(h), Some(fd), Some(hp)) => {
-            match serve::home(fd, h, hp, home_after, &mut fs, &ws, &notices) {
-                Ok(hfs) => Some((h.clone(), hfs)),
-                Err(e) => return refuse(e),
-            }
-        }
-        _ => None,
+    let home = (&layout, home_fd, home_loaded, home_after);
+    let mut home_fs = match serve::home(home, &mut fs, &ws, &notices) {
+        Ok(h) => h,
+        Err(e) => return refuse(e),
     };
     // Taken by the waiting loop (see `ending`); blocked before any thread starts,
     // so that every thread inherits the mask.
     ending::block_signals()?;
-    // Only processes in this private namespace can reach the mount; the command may
-    // run under another uid (`--user`).
-    // One audit log for both mounts, each event naming its root.
-    let mount_opts = crate::mount::MountOptions {
-        allow_other: true,
-        reports: crate::mount::Reports::Log,
-        audit: None,
-        ..opts.mount.clone()
-    };
     let logs = match serve::logs(&opts, &notices, &mut fs, home_fs.as_mut()) {
         Ok(l) => l,
         Err(e) => return refuse(e),
     };
     started.audit = logs.writer;
     let (run_logs, audit_log) = (logs.files, logs.audit);
-    // One broker for both mounts: `veilfs prompt` answers the session's questions
-    // on its control socket.
-    let broker = crate::fs::ask::Broker::new(
-        format!("veilfs run (pid {})", std::process::id()),
-        opts.mount.ask_timeout,
-        audit_log,
-    );
-    fs.set_broker(broker.clone(), "workspace", &ws);
-    if let Some((h, hfs)) = &mut home_fs {
-        hfs.set_broker(broker.clone(), "home", h);
-    }
+    let broker = serve::broker(&opts.mount, audit_log, (&mut fs, &ws), home_fs.as_mut());
     let serve::Mounted {
         reloader,
         asks,
         reloaders: _held,
-    } = match serve::mount_all(fs, home_fs, &ws, &mount_opts, &mut started.sessions) {
+    } = match serve::mount_all(fs, home_fs, &ws, &opts.mount, &mut started.sessions) {
         Ok(m) => m,
         Err(e) => return refuse(e),
     };
@@ -307,44 +270,29 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         return refuse(e);
     }
     if !opts.quiet {
+        let running = format!(
+            "running {} in {} ({found})",
+            command[0].to_string_lossy(),
+            ws.display()
+        );
         let said = startup::Startup {
-            running: format!(
-                "running {} in {} ({found})",
-                command[0].to_string_lossy(),
-                ws.display()
-            ),
+            running,
             policy: startup::policy_note(&source, &walk),
             mode: startup::mode_note(&opts.mount, &layout),
-            confined: vec![
-                startup::home_note(&layout, home_source.as_deref()),
-                homes_note,
-                system_note,
-                sockets_note,
-                env_note,
-            ],
+            confined: std::iter::once(startup::home_note(&layout, home_source.as_deref()))
+                .chain(notes)
+                .collect(),
             person: vec![
                 startup::ask_note(asks, &opts.mount, &ws),
                 as_root,
                 notices_note,
             ],
         };
-        if let Some(w) = &walk.warning {
-            eprintln!("veilfs: warning: {}", crate::printable::escape(w));
-        }
-        // Paths and names from the command line and the tree: never a control
-        // character raw.
-        for line in said.lines(opts.verbose) {
-            eprintln!("{}", crate::printable::escape(&line));
-        }
+        said.say(walk.warning.as_deref(), opts.verbose);
     }
 
     let _control = control.and_then(|c| c.serve_run(reloader, broker.clone(), init));
-    let relay = match master {
-        Some(m) => Some(m.relay().context("relaying the terminal")?),
-        None => None,
-    };
-    sys::write_byte(ready_w.as_fd(), 1).context("starting the command")?;
-    drop(ready_w);
+    let relay = start_command(master, ready_w)?;
 
     let status = wait_with(init, stops_r, relay.as_ref());
     if status.is_ok() {
@@ -357,7 +305,45 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     broker.close();
     drop(started);
     say_at_end(&opts, &ws, &broker, &notices);
-    for log in &run_logs {
+    check_logs(&run_logs);
+    let status = status.context("waiting for the command")?;
+    Ok(ExitCode::from(status.clamp(0, 255) as u8))
+}
+
+/// The real workspace `ws`, and the real home directory when it gets a mount of
+/// its own, opened before anything covers them.
+fn open_roots(
+    ws: &std::path::Path,
+    layout: &home::Layout,
+) -> Result<(std::os::fd::OwnedFd, Option<std::os::fd::OwnedFd>)> {
+    let open = |d: &std::path::Path| {
+        sys::open_dir_path(d).with_context(|| format!("opening {}", d.display()))
+    };
+    let home = match layout {
+        home::Layout::Separate(h) => Some(open(h)?),
+        _ => None,
+    };
+    Ok((open(ws)?, home))
+}
+
+/// Starts the command: its terminal relayed to `run`'s (when it has one), then
+/// the byte on `ready` that init waits for.
+fn start_command(
+    master: Option<pty::Master>,
+    ready: std::os::fd::OwnedFd,
+) -> Result<Option<pty::Relay>> {
+    let relay = match master {
+        Some(m) => Some(m.relay().context("relaying the terminal")?),
+        None => None,
+    };
+    sys::write_byte(ready.as_fd(), 1).context("starting the command")?;
+    Ok(relay)
+}
+
+/// Warns of each of the run's logs that is no longer the file this run wrote (the
+/// command could write the directory holding it, and moved it away).
+fn check_logs(logs: &[serve::RunLog]) {
+    for log in logs {
         if !confine::log_still_there(&log.path, log.id) {
             eprintln!(
                 "veilfs run: warning: the {} {} is not the file this run wrote: its \
@@ -368,8 +354,6 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
             );
         }
     }
-    let status = status.context("waiting for the command")?;
-    Ok(ExitCode::from(status.clamp(0, 255) as u8))
 }
 
 /// What [`fork_init`] leaves `run`: init's pid, the ends of the pipes it reads and
@@ -566,6 +550,22 @@ fn home_root(layout: &home::Layout) -> Option<&std::path::Path> {
     match layout {
         home::Layout::Same(h) | home::Layout::Separate(h) => Some(h),
         home::Layout::Uncovered(_) => None,
+    }
+}
+
+/// The session's roots and policy files, for the hints of the notices' summary.
+fn notice_places(
+    ws: &std::path::Path,
+    layout: &home::Layout,
+    loaded: &config::LoadedPolicy,
+    home: Option<&config::LoadedPolicy>,
+) -> crate::fs::notice::Places {
+    crate::fs::notice::Places {
+        workspace: ws.to_path_buf(),
+        workspace_policy: loaded.path.clone(),
+        home: home_root(layout).filter(|h| *h != ws).map(PathBuf::from),
+        home_policy: home.and_then(|h| h.path.clone()),
+        home_policy_place: config::config_dir().map(|d| d.join(config::HOME_POLICY)),
     }
 }
 

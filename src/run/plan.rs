@@ -159,8 +159,8 @@ pub(super) struct Confinement {
     pub command_env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
     /// The command's private places (`/tmp`, `/run`, the person's homes).
     pub private: super::private::Private,
-    /// What the start-up lines say of the system, the environment, the person's
-    /// homes and the sockets.
+    /// What the start-up lines say of the person's homes, the system, the
+    /// sockets and the environment, in that order.
     pub notes: [super::startup::Note; 4],
 }
 
@@ -231,7 +231,7 @@ pub(super) fn confinement(
         system,
         command_env,
         private,
-        notes: [system_note, env_note, homes_note, sockets_note],
+        notes: [homes_note, system_note, sockets_note, env_note],
     })
 }
 

@@ -38,13 +38,36 @@ pub(super) fn workspace(
     Ok(fs)
 }
 
+/// The home directory's filesystem and its root, when the layout gives the home
+/// directory a mount of its own (`home`: the layout, the descriptor of the real
+/// home directory, its policy and the rules after it); see [`home_of`].
+pub(super) fn home(
+    (layout, fd, hp, after): (
+        &home::Layout,
+        Option<OwnedFd>,
+        Option<LoadedPolicy>,
+        Vec<crate::policy::RawRule>,
+    ),
+    fs: &mut VeilFs,
+    ws: &Path,
+    notices: &Destination,
+) -> Result<Option<(PathBuf, VeilFs)>, String> {
+    match (layout, fd, hp) {
+        (home::Layout::Separate(h), Some(fd), Some(hp)) => Ok(Some((
+            h.clone(),
+            home_of(fd, h, hp, after, fs, ws, notices)?,
+        ))),
+        _ => Ok(None),
+    }
+}
+
 /// The home directory `h`'s filesystem over `fd`, with the home policy `hp`:
 /// every repository, the ways to what the policy names and veilfs's configuration
 /// directories guarded. The workspace's filesystem `fs` (of `ws`) learns of it: a
 /// workspace inside the home directory is held by the home policy too (the
 /// stricter decision wins); a home directory inside the workspace keeps the way
 /// down to it.
-pub(super) fn home(
+fn home_of(
     fd: OwnedFd,
     h: &Path,
     hp: LoadedPolicy,
@@ -114,6 +137,15 @@ pub(super) fn mount_all(
             roots.push(h);
         }
     }
+    // Only processes in this private namespace can reach the mounts, and the
+    // command may run under another uid (`--user`); one audit log for both
+    // mounts, set on each filesystem (see [`logs`]).
+    let opts = crate::mount::MountOptions {
+        allow_other: true,
+        reports: crate::mount::Reports::Log,
+        audit: None,
+        ..opts.clone()
+    };
     let mut reloader = None;
     let mut asks = false;
     let mut reloaders = Vec::new();
@@ -214,4 +246,25 @@ pub(super) fn logs(
         writer,
         audit,
     })
+}
+
+/// One broker for both mounts (`veilfs prompt` answers the session's questions on
+/// its control socket), set on the workspace's filesystem `fs` (of `ws`) and the
+/// home directory's.
+pub(super) fn broker(
+    opts: &crate::mount::MountOptions,
+    audit: Option<crate::audit::Audit>,
+    (fs, ws): (&mut VeilFs, &Path),
+    home: Option<&mut (PathBuf, VeilFs)>,
+) -> std::sync::Arc<crate::fs::ask::Broker> {
+    let broker = crate::fs::ask::Broker::new(
+        format!("veilfs run (pid {})", std::process::id()),
+        opts.ask_timeout,
+        audit,
+    );
+    fs.set_broker(broker.clone(), "workspace", ws);
+    if let Some((h, hfs)) = home {
+        hfs.set_broker(broker.clone(), "home", h);
+    }
+    broker
 }

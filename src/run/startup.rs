@@ -53,6 +53,18 @@ pub(super) struct Startup {
 }
 
 impl Startup {
+    /// Prints the lines on stderr (`verbose`: in full), after `warning` if there
+    /// is one. Paths and names come from the command line and the tree: never a
+    /// control character raw.
+    pub fn say(&self, warning: Option<&str>, verbose: bool) {
+        if let Some(w) = warning {
+            eprintln!("veilfs: warning: {}", crate::printable::escape(w));
+        }
+        for line in self.lines(verbose) {
+            eprintln!("{}", crate::printable::escape(&line));
+        }
+    }
+
     /// The lines to print: three at most, or with `verbose` one per note.
     pub fn lines(&self, verbose: bool) -> Vec<String> {
         if verbose {
