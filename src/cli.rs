@@ -121,6 +121,11 @@ pub enum Command {
         /// through.
         #[arg(long)]
         without_landlock: bool,
+        /// Say what the session would be (the workspace, the policies, what is
+        /// confined and how), in full, and stop: nothing is mounted and CMD does not
+        /// run. Exit 0 when `run` would start, 2 when it would refuse (and why).
+        #[arg(long)]
+        dry_run: bool,
         /// Write the refusal notices to FILE while CMD runs (appended; default: a
         /// file in veilfs's runtime directory, named in the start-up line). They
         /// never go to the terminal, which is CMD's; `run` prints a summary when CMD

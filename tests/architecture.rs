@@ -4,8 +4,7 @@
 use std::path::Path;
 
 fn text() -> String {
-    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("ARCHITECTURE.md"))
-        .unwrap()
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("ARCHITECTURE.md")).unwrap()
 }
 
 /// The `src/...` paths ARCHITECTURE.md names in backticks.
@@ -25,7 +24,10 @@ fn every_path_it_names_exists() {
     let names = named();
     assert!(names.len() > 30, "{names:?}");
     let missing: Vec<&String> = names.iter().filter(|p| !root.join(p).exists()).collect();
-    assert!(missing.is_empty(), "ARCHITECTURE.md names what is not there: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md names what is not there: {missing:?}"
+    );
 }
 
 #[test]

@@ -535,3 +535,56 @@ fn the_consoles_keymap_cannot_be_changed() {
     let bnd = u64::from_str_radix(text(&o.stdout).split_whitespace().nth(1).unwrap(), 16).unwrap();
     assert_eq!(bnd & caps::Capability::CAP_SYS_TTY_CONFIG.bitmask(), 0);
 }
+
+/// `--dry-run` says what the session would be, in full, and stops: the command
+/// does not run and nothing is mounted; a session `run` would refuse is refused
+/// the same way.
+#[test]
+fn a_dry_run_says_the_session_and_starts_nothing() {
+    let ws = Ws::new();
+    let marker = ws.dir.join("ran");
+    let script = format!("touch {}", marker.display());
+    let o = ws
+        .veilfs(&ws.dir, &["--dry-run", "--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    let err = text(&o.stderr);
+    assert!(
+        err.starts_with(&format!(
+            "veilfs: would run sh in {} (the current directory)\n",
+            ws.dir.canonicalize().unwrap().display()
+        )),
+        "{err}"
+    );
+    for said in [
+        "veilfs:   policy: built-in default policy; hiding 3 paths in 2 places",
+        "veilfs:   system read-only but /tmp",
+        "veilfs:   no host socket",
+    ] {
+        assert!(err.contains(said), "no {said:?}: {err}");
+    }
+    assert!(!marker.exists(), "the command ran: {}", show(&o));
+    assert_no_mount_outside(&ws.dir);
+    // Refused as `run` would refuse.
+    let inside = ws.dir.join("n.log");
+    let o = ws
+        .veilfs(
+            &ws.dir,
+            &[
+                "--dry-run",
+                "--notices",
+                inside.to_str().unwrap(),
+                "--",
+                "true",
+            ],
+        )
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+    assert!(
+        text(&o.stderr).contains("is inside the workspace"),
+        "{}",
+        show(&o)
+    );
+}

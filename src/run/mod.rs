@@ -88,6 +88,8 @@ pub struct RunOptions {
     pub quiet: bool,
     /// `-v`: the start-up lines in full, one per thing set up.
     pub verbose: bool,
+    /// `--dry-run`: say what the session would be, and stop before anything starts.
+    pub dry_run: bool,
     pub user: Option<(u32, u32)>,
     /// The home policy file (`None`: `~/.config/veilfs/home.toml`, else the
     /// built-in default home policy).
@@ -189,6 +191,18 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     };
     // Said before a user namespace makes us root inside it.
     let as_root = startup::as_root_note(opts.user.is_none() && sys::euid() == 0);
+    if opts.dry_run {
+        let policies = (&loaded, home_loaded.as_ref());
+        say_dry_run(
+            &opts,
+            (&command, &ws, &found),
+            policies,
+            (&layout, &walk),
+            notes,
+            as_root,
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     let real_root = sys::euid() == 0;
     let (root_fd, home_fd) = open_roots(&ws, &layout)?;
     // `veilfs reload WS` from outside: bound while this process still sees the
@@ -275,20 +289,14 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
             command[0].to_string_lossy(),
             ws.display()
         );
-        let said = startup::Startup {
-            running,
-            policy: startup::policy_note(&source, &walk),
-            mode: startup::mode_note(&opts.mount, &layout),
-            confined: std::iter::once(startup::home_note(&layout, home_source.as_deref()))
-                .chain(notes)
-                .collect(),
-            person: vec![
-                startup::ask_note(asks, &opts.mount, &ws),
-                as_root,
-                notices_note,
-            ],
-        };
-        said.say(walk.warning.as_deref(), opts.verbose);
+        let person = vec![
+            startup::ask_note(asks, &opts.mount, &ws),
+            as_root,
+            notices_note,
+        ];
+        let home = (&layout, home_source.as_deref());
+        said(&opts, running, (&source, &walk), home, notes, person)
+            .say(walk.warning.as_deref(), opts.verbose);
     }
 
     let _control = control.and_then(|c| c.serve_run(reloader, broker.clone(), init));
@@ -415,6 +423,72 @@ fn fork_init(
         master,
         fds,
     })
+}
+
+/// `--dry-run`: the start-up lines in full, of the session that would run
+/// `command` in `ws` (found as `found` says) under the workspace and home
+/// policies, with `layout`, the walk of the workspace, the confinement's `notes`
+/// and the as-root note; nothing was started.
+fn say_dry_run(
+    opts: &RunOptions,
+    (command, ws, found): (&[OsString], &std::path::Path, &config::Found),
+    (loaded, home_loaded): (&config::LoadedPolicy, Option<&config::LoadedPolicy>),
+    (layout, walk): (&home::Layout, &crate::explain_all::StartupWalk),
+    notes: [startup::Note; 4],
+    as_root: startup::Note,
+) {
+    let running = format!(
+        "would run {} in {} ({found})",
+        command[0].to_string_lossy(),
+        ws.display()
+    );
+    let asks = loaded.policy.asks() || home_loaded.is_some_and(|h| h.policy.asks());
+    let notices = match &opts.notices {
+        Some(n) => format!("refusal notices in {}", n.display()),
+        None => format!(
+            "refusal notices in a file of {}",
+            crate::control::runtime_dir_path().display()
+        ),
+    };
+    let person = vec![
+        startup::ask_note(asks, &opts.mount, ws),
+        as_root,
+        startup::Note::same(notices),
+    ];
+    let home_source = home_loaded.map(config::home_source);
+    let source = loaded.source();
+    said(
+        opts,
+        running,
+        (&source, walk),
+        (layout, home_source.as_deref()),
+        notes,
+        person,
+    )
+    .say(walk.warning.as_deref(), true);
+}
+
+/// What the start-up lines say: `running` (what runs where), the workspace policy
+/// (its `source` and what its walk found), the home directory (its layout and
+/// policy), the confinement's `notes` (see [`plan::Confinement`]) and what the
+/// person may need to do.
+fn said(
+    opts: &RunOptions,
+    running: String,
+    (source, walk): (&str, &crate::explain_all::StartupWalk),
+    (layout, home_source): (&home::Layout, Option<&str>),
+    notes: [startup::Note; 4],
+    person: Vec<startup::Note>,
+) -> startup::Startup {
+    startup::Startup {
+        running,
+        policy: startup::policy_note(source, walk),
+        mode: startup::mode_note(&opts.mount, layout),
+        confined: std::iter::once(startup::home_note(layout, home_source))
+            .chain(notes)
+            .collect(),
+        person,
+    }
 }
 
 /// The files the command must not change where no mount of its session guards
