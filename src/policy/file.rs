@@ -306,168 +306,9 @@ pub fn parse(name: &str, text: &str) -> Result<(RawPolicy, Vec<PolicyError>), Lo
     // both match (last match wins), and `explain` names the base's by its location.
     let mut rules = base.map(|b| b.rules).unwrap_or_default();
     for (i, rule) in shape.rules.iter().enumerate() {
-        let r = rule.get_ref();
-        let rule_at = index.at(rule.span().start);
-        let claude = claude_import(r, text);
-        let (action, action_at) = match (&r.action, claude) {
-            (None, true) => (Action::Deny, rule_at.clone()),
-            (None, false) => {
-                errors.push(PolicyError {
-                    at: rule_at.clone(),
-                    message: "missing key `action`".into(),
-                });
-                continue;
-            }
-            (Some(a), true) => {
-                errors.push(PolicyError {
-                    at: index.at(a.span().start),
-                    message: format!(
-                        "rule {}: a rule importing Claude Code's settings takes no `action`: \
-                         each entry says its own (Read deny: deny, Edit deny: read-only, \
-                         ask: ask)",
-                        i + 1
-                    ),
-                });
-                continue;
-            }
-            (Some(a), false) => {
-                let action_at = index.at(a.span().start);
-                match parse_action(a.get_ref()) {
-                    Some(act) => (act, action_at),
-                    None => {
-                        errors.push(PolicyError {
-                            at: action_at.clone(),
-                            message: format!(
-                                "rule {}: unknown action {:?}{}: expected {ACTIONS}",
-                                i + 1,
-                                a.get_ref(),
-                                did_you_mean(a.get_ref())
-                            ),
-                        });
-                        continue;
-                    }
-                }
-            }
-        };
-        let mut patterns = Vec::new();
-        let mut imports = Vec::new();
-        match (&r.paths, &r.import) {
-            (Some(_), Some(imp)) => errors.push(PolicyError {
-                at: index.at(imp.span().start),
-                message: format!(
-                    "rule {}: both `paths` and `import`: a rule takes exactly one of them",
-                    i + 1
-                ),
-            }),
-            (None, None) => errors.push(PolicyError {
-                at: rule_at,
-                message: format!(
-                    "rule {}: missing key `paths` (or `import`): a rule takes exactly one of them",
-                    i + 1
-                ),
-            }),
-            (Some(paths), None) => {
-                if paths.get_ref().is_empty() {
-                    errors.push(PolicyError {
-                        at: index.at(paths.span().start),
-                        message: format!(
-                            "rule {}: `paths` is empty: expected at least one pattern",
-                            i + 1
-                        ),
-                    });
-                }
-                for p in paths.get_ref() {
-                    let at = index.at(p.span().start);
-                    match check_pattern_shape(p.get_ref()) {
-                        Ok(()) => patterns.push((p.get_ref().clone(), at)),
-                        Err(why) => errors.push(PolicyError {
-                            at,
-                            message: format!("rule {}: pattern {:?}: {why}", i + 1, p.get_ref()),
-                        }),
-                    }
-                }
-            }
-            (None, Some(imp)) => {
-                let names = imp.get_ref().names(text, imp.span());
-                if names.is_empty() {
-                    errors.push(PolicyError {
-                        at: index.at(imp.span().start),
-                        message: format!(
-                            "rule {}: `import` is empty: expected at least one file name ({})",
-                            i + 1,
-                            importable()
-                        ),
-                    });
-                }
-                let mixed = claude && names.iter().any(|(n, _)| !super::claude::is_name(n));
-                for (n, offset) in names {
-                    let at = index.at(offset);
-                    if mixed && !super::claude::is_name(&n) {
-                        errors.push(PolicyError {
-                            at,
-                            message: format!(
-                                "rule {}: cannot import {:?} beside Claude Code's settings: \
-                                 import the settings in a rule of their own, without `action`",
-                                i + 1,
-                                n
-                            ),
-                        });
-                    } else if super::ignore::syntax_of(&n).is_some() || super::claude::is_name(&n) {
-                        imports.push((n, at));
-                    } else {
-                        errors.push(PolicyError {
-                            at,
-                            message: format!(
-                                "rule {}: cannot import {:?}: expected one of the ignore \
-                                 files veilfs reads: {}",
-                                i + 1,
-                                n,
-                                importable()
-                            ),
-                        });
-                    }
-                }
-            }
+        if let Some(r) = parse_rule(i, rule, (&index, text), &mut errors) {
+            rules.push(r);
         }
-        let no_negation = match &r.negation {
-            Some(n) if r.import.is_none() || claude => {
-                errors.push(PolicyError {
-                    at: index.at(n.span().start),
-                    message: format!(
-                        "rule {}: `negation` goes with `import` of ignore files only",
-                        i + 1
-                    ),
-                });
-                false
-            }
-            Some(n) => !*n.get_ref(),
-            None => false,
-        };
-        let backups = match &r.backups {
-            Some(b) if r.paths.is_none() => {
-                errors.push(PolicyError {
-                    at: index.at(b.span().start),
-                    message: format!(
-                        "rule {}: `backups` goes with `paths` only (an imported file's \
-                         lines are matched as they are written)",
-                        i + 1
-                    ),
-                });
-                false
-            }
-            Some(b) => *b.get_ref(),
-            None => false,
-        };
-        rules.push(RawRule {
-            action,
-            at: action_at,
-            patterns,
-            imports,
-            why: r.why.as_deref().map(Arc::from),
-            no_negation,
-            backups,
-            routine: r.routine.unwrap_or(false),
-        });
     }
 
     Ok((
@@ -481,6 +322,195 @@ pub fn parse(name: &str, text: &str) -> Result<(RawPolicy, Vec<PolicyError>), Lo
         errors,
     ))
 }
+
+/// Rule `i` (0-based) of the file whose `text` `index` locates, as written; `None`
+/// (with the errors said in `errors`) when it cannot be read.
+fn parse_rule(
+    i: usize,
+    rule: &Spanned<RuleShape>,
+    (index, text): (&LineIndex, &str),
+    errors: &mut Vec<PolicyError>,
+) -> Option<RawRule> {
+    let r = rule.get_ref();
+    let rule_at = index.at(rule.span().start);
+    let claude = claude_import(r, text);
+    let (action, action_at) = match (&r.action, claude) {
+        (None, true) => (Action::Deny, rule_at.clone()),
+        (None, false) => {
+            errors.push(PolicyError {
+                at: rule_at.clone(),
+                message: "missing key `action`".into(),
+            });
+            return None;
+        }
+        (Some(a), true) => {
+            errors.push(PolicyError {
+                at: index.at(a.span().start),
+                message: format!(
+                    "rule {}: a rule importing Claude Code's settings takes no `action`: \
+                     each entry says its own (Read deny: deny, Edit deny: read-only, \
+                     ask: ask)",
+                    i + 1
+                ),
+            });
+            return None;
+        }
+        (Some(a), false) => {
+            let action_at = index.at(a.span().start);
+            match parse_action(a.get_ref()) {
+                Some(act) => (act, action_at),
+                None => {
+                    errors.push(PolicyError {
+                        at: action_at.clone(),
+                        message: format!(
+                            "rule {}: unknown action {:?}{}: expected {ACTIONS}",
+                            i + 1,
+                            a.get_ref(),
+                            did_you_mean(a.get_ref())
+                        ),
+                    });
+                    return None;
+                }
+            }
+        }
+    };
+    let (patterns, imports) = rule_sources(i, r, (&rule_at, claude), (index, text), errors);
+    let no_negation = match &r.negation {
+        Some(n) if r.import.is_none() || claude => {
+            errors.push(PolicyError {
+                at: index.at(n.span().start),
+                message: format!(
+                    "rule {}: `negation` goes with `import` of ignore files only",
+                    i + 1
+                ),
+            });
+            false
+        }
+        Some(n) => !*n.get_ref(),
+        None => false,
+    };
+    let backups = match &r.backups {
+        Some(b) if r.paths.is_none() => {
+            errors.push(PolicyError {
+                at: index.at(b.span().start),
+                message: format!(
+                    "rule {}: `backups` goes with `paths` only (an imported file's \
+                     lines are matched as they are written)",
+                    i + 1
+                ),
+            });
+            false
+        }
+        Some(b) => *b.get_ref(),
+        None => false,
+    };
+    Some(RawRule {
+        action,
+        at: action_at,
+        patterns,
+        imports,
+        why: r.why.as_deref().map(Arc::from),
+        no_negation,
+        backups,
+        routine: r.routine.unwrap_or(false),
+    })
+}
+
+/// The patterns (`paths`) or imported files (`import`) of rule `i` as written,
+/// each with its location; the errors said in `errors`. `rule_at`: where the rule
+/// starts; `claude`: the rule imports Claude Code's settings.
+fn rule_sources(
+    i: usize,
+    r: &RuleShape,
+    (rule_at, claude): (&Location, bool),
+    (index, text): (&LineIndex, &str),
+    errors: &mut Vec<PolicyError>,
+) -> Patterns {
+    let mut patterns = Vec::new();
+    let mut imports = Vec::new();
+    match (&r.paths, &r.import) {
+        (Some(_), Some(imp)) => errors.push(PolicyError {
+            at: index.at(imp.span().start),
+            message: format!(
+                "rule {}: both `paths` and `import`: a rule takes exactly one of them",
+                i + 1
+            ),
+        }),
+        (None, None) => errors.push(PolicyError {
+            at: rule_at.clone(),
+            message: format!(
+                "rule {}: missing key `paths` (or `import`): a rule takes exactly one of them",
+                i + 1
+            ),
+        }),
+        (Some(paths), None) => {
+            if paths.get_ref().is_empty() {
+                errors.push(PolicyError {
+                    at: index.at(paths.span().start),
+                    message: format!(
+                        "rule {}: `paths` is empty: expected at least one pattern",
+                        i + 1
+                    ),
+                });
+            }
+            for p in paths.get_ref() {
+                let at = index.at(p.span().start);
+                match check_pattern_shape(p.get_ref()) {
+                    Ok(()) => patterns.push((p.get_ref().clone(), at)),
+                    Err(why) => errors.push(PolicyError {
+                        at,
+                        message: format!("rule {}: pattern {:?}: {why}", i + 1, p.get_ref()),
+                    }),
+                }
+            }
+        }
+        (None, Some(imp)) => {
+            let names = imp.get_ref().names(text, imp.span());
+            if names.is_empty() {
+                errors.push(PolicyError {
+                    at: index.at(imp.span().start),
+                    message: format!(
+                        "rule {}: `import` is empty: expected at least one file name ({})",
+                        i + 1,
+                        importable()
+                    ),
+                });
+            }
+            let mixed = claude && names.iter().any(|(n, _)| !super::claude::is_name(n));
+            for (n, offset) in names {
+                let at = index.at(offset);
+                if mixed && !super::claude::is_name(&n) {
+                    errors.push(PolicyError {
+                        at,
+                        message: format!(
+                            "rule {}: cannot import {:?} beside Claude Code's settings: \
+                             import the settings in a rule of their own, without `action`",
+                            i + 1,
+                            n
+                        ),
+                    });
+                } else if super::ignore::syntax_of(&n).is_some() || super::claude::is_name(&n) {
+                    imports.push((n, at));
+                } else {
+                    errors.push(PolicyError {
+                        at,
+                        message: format!(
+                            "rule {}: cannot import {:?}: expected one of the ignore \
+                             files veilfs reads: {}",
+                            i + 1,
+                            n,
+                            importable()
+                        ),
+                    });
+                }
+            }
+        }
+    }
+    (patterns, imports)
+}
+
+/// Patterns and imported file names, each with its location.
+type Patterns = (Vec<(String, Location)>, Vec<(String, Location)>);
 
 /// Whether a rule imports a Claude Code settings file (then it takes no `action`).
 fn claude_import(r: &RuleShape, text: &str) -> bool {
