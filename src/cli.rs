@@ -144,6 +144,19 @@ pub enum Command {
         #[arg(value_name = "PATH")]
         mnt: PathBuf,
     },
+    /// Print what the sessions serving PATH have served.
+    ///
+    /// Print, for every session serving PATH (the `veilfs mount` at mount point
+    /// PATH, each `veilfs run` of workspace PATH), one line of JSON: the requests
+    /// each of its mounts has received from the kernel, by opcode, and the
+    /// daemon's CPU time and peak RSS so far. For benchmarks: run it before and
+    /// after a workload and subtract. Only the user who started a session (or
+    /// root) may ask, and never a process inside a `veilfs run` session.
+    Stats {
+        /// The mount point or the workspace.
+        #[arg(value_name = "PATH")]
+        mnt: PathBuf,
+    },
     /// Answer the questions of `ask` paths in this workspace's sessions.
     ///
     /// Answer the questions of `ask` paths: shows each request that waits (the

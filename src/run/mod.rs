@@ -562,6 +562,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     }
     // Inner first when unmounting.
     let mut sessions: Vec<(fuser::BackgroundSession, PathBuf)> = Vec::new();
+    let mut stats = crate::control::Stats::default();
     let mut reloader = None;
     let mut asks = false;
     let mut held = Vec::new();
@@ -586,6 +587,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         if root == ws {
             reloader = Some(live.reloader);
         }
+        stats = stats.mount(&root, live.session.request_counts());
         match live.session.spawn() {
             Ok(bg) => sessions.insert(0, (bg, root)),
             Err(e) => {
@@ -670,7 +672,10 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         }
     }
 
-    let _control = control.and_then(|c| c.serve_run(reloader, broker.clone(), init));
+    let _control = control.and_then(|c| {
+        c.with_stats(stats)
+            .serve_run(reloader, broker.clone(), init)
+    });
     let relay = match master {
         Some(m) => Some(m.relay().context("relaying the terminal")?),
         None => None,
