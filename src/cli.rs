@@ -326,8 +326,8 @@ pub struct CacheArgs {
     /// writing are, either way).
     #[arg(long)]
     pub strict_open: bool,
-    /// Threads serving requests.
-    #[arg(long, value_name = "N", default_value_t = 4)]
+    /// Threads serving requests (by default one per core, at least 2 and at most 8).
+    #[arg(long, value_name = "N", default_value_t = crate::mount::default_threads())]
     pub threads: usize,
     /// Log every refusal as one JSON line to FILE (`-`: stderr): time, operation,
     /// path, action, rule, pid, uid, gid and process name.
