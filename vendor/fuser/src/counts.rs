@@ -124,30 +124,3 @@ pub fn opcode_name(op: u32) -> &'static str {
         _ => "OTHER",
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn request(opcode: u32) -> Vec<u8> {
-        let mut r = 40u32.to_ne_bytes().to_vec();
-        r.extend_from_slice(&opcode.to_ne_bytes());
-        r.resize(40, 0);
-        r
-    }
-
-    #[test]
-    fn counts_are_summed_across_workers_by_opcode() {
-        let counts = RequestCounts::default();
-        let (a, b) = (counts.slab(), counts.slab());
-        a.count(&request(14));
-        b.count(&request(14));
-        b.count(&request(18));
-        b.count(&request(4096));
-        b.count(&[1, 2]);
-        assert_eq!(
-            counts.by_opcode(),
-            vec![("OTHER", 2), ("OPEN", 2), ("RELEASE", 1)]
-        );
-    }
-}
