@@ -318,8 +318,8 @@ pub struct CacheArgs {
     pub ttl: f64,
     /// Give every open a backing descriptor in the daemon. Every open is checked
     /// either way (an open for writing of a read-only file fails with EACCES); by
-    /// default an open for reading gets no descriptor (one round trip, no system
-    /// call), and a read through it that misses the cache is checked against the
+    /// default an open for reading gets no descriptor (one round trip, one `fstatat`
+    /// in the daemon), and a read through it that misses the cache is checked against the
     /// current policy. With this flag a descriptor keeps reading after a reload
     /// denies its path, as with Unix permissions, and files of at least 1 MiB
     /// opened for reading are served by FUSE passthrough too (files opened for
