@@ -91,6 +91,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Reload { mnt } => Ok(crate::control::reload_command(&mnt)),
+        Command::Stats { mnt } => Ok(crate::control::stats_command(&mnt)),
         Command::Prompt { all, paths } => match crate::prompt::Scope::from_args(all, paths) {
             Ok(scope) => Ok(crate::prompt::prompt(&scope)),
             Err(e) => {
@@ -652,7 +653,8 @@ fn mount(
     let reloader = live.reloader;
     let audit = live.audit;
     let broker = live.broker;
-    let control = crate::control::serve(mnt, reloader.clone(), broker.clone());
+    let stats = crate::control::Stats::default().mount(mnt, session.request_counts());
+    let control = crate::control::serve(mnt, reloader.clone(), broker.clone(), stats);
     if let Err(e) = &control {
         eprintln!("veilfs: no control socket (`veilfs reload` will not reach this mount): {e}");
     }

@@ -149,6 +149,19 @@ pub enum Command {
         #[arg(value_name = "PATH")]
         mnt: PathBuf,
     },
+    /// Print what the sessions serving PATH have served.
+    ///
+    /// Print, for every session serving PATH (the `veilfs mount` at mount point
+    /// PATH, each `veilfs run` of workspace PATH), one line of JSON: the requests
+    /// each of its mounts has received from the kernel, by opcode, and the
+    /// daemon's CPU time and peak RSS so far. For benchmarks: run it before and
+    /// after a workload and subtract. Only the user who started a session (or
+    /// root) may ask, and never a process inside a `veilfs run` session.
+    Stats {
+        /// The mount point or the workspace.
+        #[arg(value_name = "PATH")]
+        mnt: PathBuf,
+    },
     /// Answer the questions of `ask` paths in this workspace's sessions.
     ///
     /// Answer the questions of `ask` paths: shows each request that waits (the
@@ -310,16 +323,16 @@ pub struct CacheArgs {
     pub ttl: f64,
     /// Give every open a backing descriptor in the daemon. Every open is checked
     /// either way (an open for writing of a read-only file fails with EACCES); by
-    /// default an open for reading gets no descriptor (one round trip, no system
-    /// call), and a read through it that misses the cache is checked against the
+    /// default an open for reading gets no descriptor (one round trip, one `fstatat`
+    /// in the daemon), and a read through it that misses the cache is checked against the
     /// current policy. With this flag a descriptor keeps reading after a reload
     /// denies its path, as with Unix permissions, and files of at least 1 MiB
     /// opened for reading are served by FUSE passthrough too (files opened for
     /// writing are, either way).
     #[arg(long)]
     pub strict_open: bool,
-    /// Threads serving requests.
-    #[arg(long, value_name = "N", default_value_t = 4)]
+    /// Threads serving requests (by default one per core, at least 2 and at most 8).
+    #[arg(long, value_name = "N", default_value_t = crate::mount::default_threads())]
     pub threads: usize,
     /// Log every refusal as one JSON line to FILE (`-`: stderr): time, operation,
     /// path, action, rule, pid, uid, gid and process name.

@@ -45,7 +45,8 @@
 //!   `veilfs prompt` by other means anyway.
 //!
 //! Protocol: one request per connection. The line `reload` is answered by
-//! `ok MESSAGE` or `error MESSAGE` (MESSAGE may span lines). The line `subscribe`
+//! `ok MESSAGE` or `error MESSAGE` (MESSAGE may span lines). The line `stats` is
+//! answered by `ok JSON` on one line (see [`Stats`]). The line `subscribe`
 //! makes the connection an approver of the session's questions about `ask` paths,
 //! in JSON lines both ways (see [`crate::ask_socket`]).
 
@@ -261,6 +262,59 @@ pub struct Listener {
     /// The canonical path the session serves (the socket is named after it): told
     /// to each approver, so that it can say which session asks.
     served: Arc<Path>,
+    /// What a `stats` request is answered with.
+    stats: Stats,
+}
+
+/// What `veilfs stats` is told of a session: the requests each of its mounts has
+/// received, by opcode, and the daemon's own CPU time and peak RSS so far, as one
+/// JSON object: `{"cpu_seconds": 1.25, "max_rss_kib": 20480, "mounts": [{"path":
+/// "/mnt", "requests": {"LOOKUP": 12, "OPEN": 30080}}]}`. Counting costs the
+/// request path one add per request (see `fuser::RequestCounts`).
+#[derive(Clone, Debug, Default)]
+pub struct Stats {
+    mounts: Vec<(PathBuf, Arc<fuser::RequestCounts>)>,
+}
+
+impl Stats {
+    /// Reports the requests of the mount at `path` as well.
+    pub fn mount(mut self, path: &Path, counts: Arc<fuser::RequestCounts>) -> Stats {
+        self.mounts.push((path.to_path_buf(), counts));
+        self
+    }
+
+    /// The JSON object, on one line.
+    pub fn json(&self) -> String {
+        let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF);
+        let (cpu, rss) = match usage {
+            Ok(u) => {
+                let s = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+                (s(u.user_time()) + s(u.system_time()), u.max_rss())
+            }
+            Err(_) => (f64::NAN, 0),
+        };
+        let mounts: Vec<serde_json::Value> = self
+            .mounts
+            .iter()
+            .map(|(path, counts)| {
+                let requests: serde_json::Map<String, serde_json::Value> = counts
+                    .by_opcode()
+                    .into_iter()
+                    .map(|(op, n)| (op.to_string(), n.into()))
+                    .collect();
+                serde_json::json!({
+                    "path": path.to_string_lossy(),
+                    "requests": requests,
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "cpu_seconds": cpu,
+            "max_rss_kib": rss,
+            "mounts": mounts,
+        })
+        .to_string()
+    }
 }
 
 /// Removes the socket file when dropped.
@@ -299,6 +353,7 @@ pub fn bind(path: &Path, session: Session) -> io::Result<Listener> {
     }
     let sock = UnixListener::bind(&at).map_err(|e| annotate(&dir.path.join(&name), e))?;
     Ok(Listener {
+        stats: Stats::default(),
         sock,
         control: Control {
             dir: Arc::new(dir),
@@ -308,10 +363,15 @@ pub fn bind(path: &Path, session: Session) -> io::Result<Listener> {
     })
 }
 
-/// Starts answering `veilfs reload` for the `veilfs mount` at `mnt`; reloads are
-/// reported on stderr.
-pub fn serve(mnt: &Path, reloader: Arc<Reloader>, broker: Arc<Broker>) -> io::Result<Control> {
-    bind(mnt, Session::Mount)?.serve(
+/// Starts answering `veilfs reload` (and `veilfs stats`, with `stats`) for the
+/// `veilfs mount` at `mnt`; reloads are reported on stderr.
+pub fn serve(
+    mnt: &Path,
+    reloader: Arc<Reloader>,
+    broker: Arc<Broker>,
+    stats: Stats,
+) -> io::Result<Control> {
+    bind(mnt, Session::Mount)?.with_stats(stats).serve(
         reloader,
         broker,
         Guard {
@@ -342,6 +402,13 @@ pub fn bind_for_run(ws: &Path) -> Option<Listener> {
 }
 
 impl Listener {
+    /// Answers `stats` requests with `stats` (by default: no mount, the daemon's
+    /// CPU time and RSS only).
+    pub fn with_stats(mut self, stats: Stats) -> Listener {
+        self.stats = stats;
+        self
+    }
+
     /// `veilfs run`: answers requests from outside the session whose init process
     /// is `init`, and reports reloads through the `log` crate only (the command's
     /// stderr is not the daemon's to write on).
@@ -372,7 +439,9 @@ impl Listener {
             sock,
             control,
             served,
+            stats,
         } = self;
+        let stats = Arc::new(stats);
         std::thread::Builder::new()
             .name("veilfs-control".into())
             .spawn(move || {
@@ -383,8 +452,12 @@ impl Listener {
                     let Some((cred, slot)) = admit(&conn, &slots, guard, &mut refusals) else {
                         continue;
                     };
-                    let (reloader, broker, served) =
-                        (reloader.clone(), broker.clone(), served.clone());
+                    let (reloader, broker, served, stats) = (
+                        reloader.clone(),
+                        broker.clone(),
+                        served.clone(),
+                        stats.clone(),
+                    );
                     let spawned = std::thread::Builder::new()
                         .name("veilfs-control-client".into())
                         .spawn(move || {
@@ -395,7 +468,12 @@ impl Listener {
                                 deadline: accepted + REQUEST_TIMEOUT,
                                 served: &served,
                             };
-                            if let Err(e) = answer(asked, &reloader, &broker, guard) {
+                            let with = Answering {
+                                reloader: &reloader,
+                                broker: &broker,
+                                stats: &stats,
+                            };
+                            if let Err(e) = answer(asked, with, guard) {
                                 log::info!("control socket: {e}");
                             }
                         });
@@ -506,7 +584,19 @@ struct Asked<'a> {
     served: &'a Path,
 }
 
-fn answer(asked: Asked, reloader: &Reloader, broker: &Arc<Broker>, guard: Guard) -> io::Result<()> {
+/// What a session's control socket answers with.
+struct Answering<'a> {
+    reloader: &'a Reloader,
+    broker: &'a Arc<Broker>,
+    stats: &'a Stats,
+}
+
+fn answer(asked: Asked, with: Answering, guard: Guard) -> io::Result<()> {
+    let Answering {
+        reloader,
+        broker,
+        stats,
+    } = with;
     let Asked {
         conn,
         slot,
@@ -536,9 +626,10 @@ fn answer(asked: Asked, reloader: &Reloader, broker: &Arc<Broker>, guard: Guard)
                 Err(e) => format!("error {e}\n"),
             }
         }
-        other => {
-            format!("error unknown request {other:?}: expected \"reload\" or \"subscribe\"\n")
-        }
+        "stats" => format!("ok {}\n", stats.json()),
+        other => format!(
+            "error unknown request {other:?}: expected \"reload\", \"stats\" or \"subscribe\"\n"
+        ),
     };
     write_reply(conn, reply.as_bytes(), Instant::now() + REQUEST_TIMEOUT)
 }
@@ -719,7 +810,7 @@ pub fn request_reload(path: &Path) -> Result<Vec<Answer>, String> {
         .into_iter()
         .map(|(session, conn)| Answer {
             session,
-            outcome: conn.and_then(|c| ask(&c)),
+            outcome: conn.and_then(|c| ask(&c, "reload")),
         })
         .collect();
     if answers.is_empty() {
@@ -878,8 +969,8 @@ fn no_daemon(path: &Path, dir: &Path) -> String {
     )
 }
 
-/// One request on an open connection.
-fn ask(conn: &UnixStream) -> Result<String, String> {
+/// One request (`reload`, `stats`) on an open connection.
+fn ask(conn: &UnixStream, request: &str) -> Result<String, String> {
     trusted_daemon(conn).map_err(|e| format!("not asked: {e}"))?;
     let io = |e: io::Error| format!("no answer: {e}");
     conn.set_read_timeout(Some(ANSWER_TIMEOUT)).map_err(io)?;
@@ -887,7 +978,7 @@ fn ask(conn: &UnixStream) -> Result<String, String> {
     let mut w = conn;
     // A daemon that refuses may have answered and closed already: read its answer
     // whatever the write did.
-    let sent = w.write_all(b"reload\n");
+    let sent = w.write_all(format!("{request}\n").as_bytes());
     let mut reply = String::new();
     let mut r = conn;
     let read = r.read_to_string(&mut reply);
@@ -930,6 +1021,47 @@ pub fn reload_command(path: &Path) -> ExitCode {
         }
     }
     if refused {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// `veilfs stats PATH`: prints, for every session serving PATH, one line of JSON
+/// (see [`Stats`]; under `run`, with `"session"` added); exit 0 when every one
+/// answered, 1 when any did not (why, on stderr), 2 when none answers for PATH.
+pub fn stats_command(path: &Path) -> ExitCode {
+    let sessions = match connect(Some(path)) {
+        Ok(s) if s.is_empty() => Err(no_daemon(path, &runtime_dir_path())),
+        r => r,
+    };
+    let sessions = match sessions {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("veilfs stats: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut failed = false;
+    for (session, conn) in sessions {
+        match conn.and_then(|c| ask(&c, "stats")) {
+            Ok(json) => match session {
+                Session::Mount => println!("{json}"),
+                Session::Run { pid } => match serde_json::from_str(&json) {
+                    Ok(serde_json::Value::Object(mut o)) => {
+                        o.insert("session".into(), format!("run {pid}").into());
+                        println!("{}", serde_json::Value::Object(o));
+                    }
+                    _ => println!("{json}"),
+                },
+            },
+            Err(e) => {
+                failed = true;
+                eprintln!("veilfs stats: {session}: {e}");
+            }
+        }
+    }
+    if failed {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS

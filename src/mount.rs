@@ -115,7 +115,7 @@ impl Default for MountOptions {
         MountOptions {
             allow_other: false,
             read_only: false,
-            threads: 4,
+            threads: default_threads(),
             passthrough: true,
             ttl: crate::fs::DEFAULT_TTL,
             strict_open: false,
@@ -127,6 +127,16 @@ impl Default for MountOptions {
             ask_timeout: crate::fs::ask::DEFAULT_TIMEOUT,
         }
     }
+}
+
+/// How many threads serve requests unless told: one per core, at least 2 (a request
+/// that takes long, such as an `fsync`, leaves another thread serving) and at most
+/// 8. More threads than cores cost every request more: each request wakes a thread
+/// asleep on the device, and a thread woken on the other core than the one that
+/// asked costs a cross-core wake-up both ways (measured on 2 cores: `rg` over 62,000
+/// files, 7.1 µs of daemon CPU per request with 4 threads, 3.9 µs with 2).
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 8))
 }
 
 /// Why veilfs will not mount. Nothing is mounted when this is returned.

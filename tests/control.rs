@@ -556,3 +556,38 @@ fn a_run_without_root_answers_the_persons_reload() {
     assert_eq!(o.status.code(), Some(0), "{}", show(&o));
     assert!(!show(&o).contains("refused"), "{}", show(&o));
 }
+
+/// `veilfs stats` tells the requests the mount served, by opcode, and the daemon's
+/// CPU time and peak RSS: an open through the mount shows as one more `OPEN`.
+#[test]
+fn stats_count_the_requests_served_by_opcode() {
+    let t = Tree::new();
+    let d = mount(&t, Some(&t.p("pol/p.toml")));
+    let stats = || {
+        let o = run_with_deadline(t.veilfs().arg("stats").arg(&d.mnt), Duration::from_secs(20));
+        assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("not one JSON object ({e}):\n{}", show(&o)));
+        v
+    };
+    let opens = |v: &serde_json::Value| v["mounts"][0]["requests"]["OPEN"].as_u64().unwrap_or(0);
+    let before = stats();
+    assert_eq!(
+        std::fs::read_to_string(d.mnt.join("a.txt")).unwrap(),
+        "hello\n"
+    );
+    let after = stats();
+    assert_eq!(
+        opens(&after),
+        opens(&before) + 1,
+        "before: {before}\nafter: {after}"
+    );
+    assert!(
+        after["cpu_seconds"].as_f64().is_some_and(|c| c > 0.0),
+        "{after}"
+    );
+    assert!(
+        after["max_rss_kib"].as_u64().is_some_and(|r| r > 0),
+        "{after}"
+    );
+}

@@ -344,7 +344,8 @@ impl VeilFs {
 
     /// Whether an open for reading is answered with the policy check alone (on by
     /// default): no handle and no backing descriptor, so it costs one round trip
-    /// and no system call in the daemon; each read that misses the cache reopens
+    /// and one system call in the daemon (an `fstatat` checking that the node's
+    /// name still holds its object); each read that misses the cache reopens
     /// the file by its name after checking the node's current decision. Opens for
     /// writing (or truncating) are checked and get a handle either way, so an open
     /// for writing of a read-only file fails before the kernel can put one byte of

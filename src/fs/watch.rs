@@ -57,8 +57,8 @@ const MASK: u32 = libc::IN_CREATE
 // Not IN_CLOSE_WRITE: passthrough handles are opened read-write even for readers,
 // so every close would echo one; the writes themselves raise IN_MODIFY.
 
-/// How many notes of changes made through the mount are kept before the oldest are
-/// forgotten (see [`Watcher::own_change`]).
+/// How many notes of changes made through the mount are kept at least before the
+/// oldest are forgotten (see [`Watcher::own_change`]).
 const OWN_NOTES: usize = 4096;
 
 /// A note older than this may be forgotten once there are [`OWN_NOTES`]. Forgetting
@@ -201,6 +201,11 @@ pub struct Watcher {
     /// (directory node, name) → what changes made there through the mount did
     /// (see [`Own`]).
     own: Mutex<HashMap<(u64, Vec<u8>), Note>>,
+    /// The number of notes at which old ones are next forgotten: at least
+    /// [`OWN_NOTES`], and twice what the last pruning kept, so that a burst of
+    /// changes (an untar: thousands within [`OWN_NOTE_AGE`]) prunes now and then,
+    /// not at every change (read and written under `own`'s lock).
+    own_prune_at: std::sync::atomic::AtomicUsize,
     /// A queue overflow to be fed to the event loop as if inotify had reported one
     /// (see [`Watcher::inject_overflow`]).
     injected: AtomicBool,
@@ -252,6 +257,7 @@ impl Watcher {
                 wds: HashMap::new(),
             }),
             own: Mutex::new(HashMap::new()),
+            own_prune_at: std::sync::atomic::AtomicUsize::new(OWN_NOTES),
             injected: AtomicBool::new(false),
             epoch,
             missed: AtomicBool::new(false),
@@ -343,8 +349,10 @@ impl Watcher {
     pub fn own_change(&self, dir: Arc<Node>, name: &[u8]) -> Own<'_> {
         let now = Instant::now();
         let mut own = self.own.lock();
-        if own.len() >= OWN_NOTES {
+        if own.len() >= self.own_prune_at.load(Ordering::Relaxed) {
             own.retain(|_, n| n.busy > 0 || n.at.is_some_and(|t| now - t < OWN_NOTE_AGE));
+            self.own_prune_at
+                .store((own.len() * 2).max(OWN_NOTES), Ordering::Relaxed);
         }
         let note = own.entry((dir.ino, name.to_vec())).or_default();
         note.busy += 1;

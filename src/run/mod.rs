@@ -267,6 +267,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         reloader,
         asks,
         reloaders: _held,
+        stats,
     } = match serve::mount_all(fs, home_fs, &ws, &opts.mount, &mut started.sessions) {
         Ok(m) => m,
         Err(e) => return refuse(e),
@@ -299,7 +300,10 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
             .say(walk.warning.as_deref(), opts.verbose);
     }
 
-    let _control = control.and_then(|c| c.serve_run(reloader, broker.clone(), init));
+    let _control = control.and_then(|c| {
+        c.with_stats(stats)
+            .serve_run(reloader, broker.clone(), init)
+    });
     let relay = start_command(master, ready_w)?;
 
     let status = wait_with(init, stops_r, relay.as_ref());

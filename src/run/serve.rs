@@ -116,6 +116,8 @@ pub(super) struct Mounted {
     /// Every mount's reloader, held as long as the session: its watching threads
     /// hold it weakly.
     pub reloaders: Vec<std::sync::Arc<crate::fs::reload::Reloader>>,
+    /// The requests each mount served, for `veilfs stats`.
+    pub stats: crate::control::Stats,
 }
 
 /// Mounts `fs` over `ws` and `home` (a root and its filesystem) over its root,
@@ -149,6 +151,7 @@ pub(super) fn mount_all(
     let mut reloader = None;
     let mut asks = false;
     let mut reloaders = Vec::new();
+    let mut stats = crate::control::Stats::default();
     for (root, fs) in roots {
         // `--permissive` tunes the workspace's policy; the home policy is enforced.
         let mut mount_opts = opts.clone();
@@ -161,6 +164,7 @@ pub(super) fn mount_all(
         if root == ws {
             reloader = Some(live.reloader);
         }
+        stats = stats.mount(&root, live.session.request_counts());
         let bg = live
             .session
             .spawn()
@@ -172,6 +176,7 @@ pub(super) fn mount_all(
         reloader,
         asks,
         reloaders,
+        stats,
     })
 }
 

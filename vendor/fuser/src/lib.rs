@@ -34,6 +34,8 @@ use serde::Serialize;
 
 pub use crate::access_flags::AccessFlags;
 pub use crate::bsd_file_flags::BsdFileFlags;
+pub use crate::counts::RequestCounts;
+pub use crate::counts::opcode_name;
 use crate::forget_one::ForgetOne;
 pub use crate::ll::Errno;
 pub use crate::ll::Generation;
@@ -86,6 +88,7 @@ pub use crate::session::SessionUnmounter;
 mod access_flags;
 mod bsd_file_flags;
 mod channel;
+mod counts;
 mod dev_fuse;
 /// Experimental APIs
 #[cfg(feature = "experimental")]

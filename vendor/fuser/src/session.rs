@@ -32,6 +32,8 @@ use crate::ReplyEmpty;
 use crate::Request;
 use crate::channel::Channel;
 use crate::channel::ChannelSender;
+use crate::counts::RequestCounts;
+use crate::counts::Slab;
 use crate::dev_fuse::DevFuse;
 use crate::ll;
 use crate::ll::Operation;
@@ -139,6 +141,8 @@ pub struct Session<FS: Filesystem> {
     /// The field is set to `Some` when the init message is received.
     pub(crate) proto_version: Option<Version>,
     pub(crate) config: Config,
+    /// Requests received, by opcode (see [`RequestCounts`]).
+    pub(crate) counts: Arc<RequestCounts>,
 }
 
 impl<FS: Filesystem> AsFd for Session<FS> {
@@ -186,6 +190,7 @@ impl<FS: Filesystem> Session<FS> {
             session_owner: geteuid(),
             proto_version: None,
             config: options.clone(),
+            counts: Arc::default(),
         };
 
         session.handshake()?;
@@ -214,6 +219,7 @@ impl<FS: Filesystem> Session<FS> {
             session_owner: geteuid(),
             proto_version: None,
             config,
+            counts: Arc::default(),
         };
 
         session.handshake()?;
@@ -252,6 +258,7 @@ impl<FS: Filesystem> Session<FS> {
             session_owner,
             proto_version: _,
             config,
+            counts,
         } = self;
 
         let n_threads = config.n_threads.unwrap_or(1);
@@ -298,6 +305,7 @@ impl<FS: Filesystem> Session<FS> {
                 ch,
                 allowed,
                 session_owner,
+                counts: counts.slab(),
             };
             threads.push(
                 thread::Builder::new()
@@ -493,6 +501,12 @@ impl<FS: Filesystem> Session<FS> {
     pub fn notifier(&self) -> Notifier {
         Notifier::new(self.ch.sender())
     }
+
+    /// The requests this session's workers have received, by opcode (read at any
+    /// time, from any thread, while the session runs and after).
+    pub fn request_counts(&self) -> Arc<RequestCounts> {
+        self.counts.clone()
+    }
 }
 
 #[derive(Debug)]
@@ -518,6 +532,8 @@ pub(crate) struct SessionEventLoop<FS: Filesystem> {
     pub(crate) filesystem: Arc<FilesystemHolder<FS>>,
     pub(crate) allowed: SessionACL,
     pub(crate) session_owner: Uid,
+    /// This worker's request counters (it is their only writer).
+    pub(crate) counts: Arc<Slab>,
 }
 
 impl<FS: Filesystem> SessionEventLoop<FS> {
@@ -529,27 +545,29 @@ impl<FS: Filesystem> SessionEventLoop<FS> {
         loop {
             // Read the next request from the given channel to kernel driver
             // The kernel driver makes sure that we get exactly one request per read
-            match self.ch.receive_retrying(buf) {
-                Ok(size) => match RequestWithSender::new(self.ch.sender(), &buf[..size]) {
-                    // Dispatch request
-                    Some(req) => {
-                        if let Ok(Operation::Destroy(_)) = req.request.operation() {
-                            req.reply::<ReplyEmpty>().ok();
-                            return Ok(());
-                        } else {
-                            req.dispatch(self)
-                        }
-                    }
-                    // Quit loop on illegal request
-                    None => {
-                        return Err(io::Error::new(
-                            io::ErrorKind::InvalidData,
-                            "Invalid request",
-                        ));
-                    }
-                },
+            let size = match self.ch.receive_retrying(buf) {
+                Ok(size) => size,
                 Err(nix::errno::Errno::ENODEV) => return Ok(()),
                 Err(err) => return Err(err.into()),
+            };
+            self.counts.count(&buf[..size]);
+            match RequestWithSender::new(self.ch.sender(), &buf[..size]) {
+                // Dispatch request
+                Some(req) => {
+                    if let Ok(Operation::Destroy(_)) = req.request.operation() {
+                        req.reply::<ReplyEmpty>().ok();
+                        return Ok(());
+                    } else {
+                        req.dispatch(self)
+                    }
+                }
+                // Quit loop on illegal request
+                None => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        "Invalid request",
+                    ));
+                }
             }
         }
     }
