@@ -11,6 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::daemon::{Approver, Daemon, Prompt};
+use common::tmux::Tmux;
 use common::wait_until;
 
 const SECRET: &str = "ask-secret-0f3a\n";
@@ -1116,22 +1117,6 @@ fn when_the_only_approver_falls_behind_every_open_question_is_refused_at_once() 
 fn a_key_typed_ahead_never_answers_a_question_not_yet_shown() {
     let t = Tree::new();
     let _d = t.mount(&["--ask-timeout", "600"]);
-    let sock = t.p("tmux.sock");
-    let tmux = |args: &[&str]| {
-        Command::new("tmux")
-            .arg("-S")
-            .arg(&sock)
-            .args(args)
-            .env_remove("TMUX")
-            .output()
-            .expect("tmux is installed (scripts/test installs it)")
-    };
-    struct Server<'a>(&'a dyn Fn(&[&str]) -> std::process::Output);
-    impl Drop for Server<'_> {
-        fn drop(&mut self) {
-            (self.0)(&["kill-server"]);
-        }
-    }
     // Two questions open at once (an approver connected keeps them waiting);
     // then the prompt starts, shows the first, and the other waits.
     let mut a = t.approver();
@@ -1145,30 +1130,17 @@ fn a_key_typed_ahead_never_answers_a_question_not_yet_shown() {
         env!("CARGO_BIN_EXE_veilfs"),
         t.p("mnt").display()
     );
-    let o = tmux(&[
-        "new-session",
-        "-d",
-        "-s",
-        "p",
-        "-x",
-        "200",
-        "-y",
-        "50",
-        &cmd,
-    ]);
-    assert!(o.status.success(), "{o:?}");
-    let _server = Server(&tmux);
-    let screen =
-        || String::from_utf8_lossy(&tmux(&["capture-pane", "-p", "-t", "p"]).stdout).into_owned();
+    let tmux = Tmux::start(&t.p("tmux.sock"), &cmd, (200, 50));
+    let screen = || tmux.screen(false);
     let shows = |what: &str| wait_until(Duration::from_secs(20), || screen().contains(what));
     assert!(shows("waits its turn"), "{}", screen());
     // `yy`: the first answers the question shown; the second was typed before the
     // next question was shown, and is dropped.
-    tmux(&["send-keys", "-t", "p", "yy"]);
+    tmux.keys("yy");
     let (code, out, _) = finish(first);
     assert_eq!((code, out.as_str()), (0, SECRET));
     assert!(shows("mig/002.sql"), "{}", screen());
-    tmux(&["send-keys", "-t", "p", "n"]);
+    tmux.keys("n");
     let (code, out, err) = finish(second);
     assert_ne!(code, 0, "the second y answered the unseen question: {out}");
     assert!(err.contains("Permission denied"), "{err}");

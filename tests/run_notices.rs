@@ -9,34 +9,11 @@ use common::run::{show, text};
 
 use std::path::Path;
 use std::process::{Command, Output};
-use std::time::{Duration, Instant};
 
 use common::require_fuse;
+use common::tmux::Tmux;
 
 const SECRET: &str = "notices-secret-5150";
-
-fn tmux(sock: &Path, args: &[&str]) -> Output {
-    Command::new("tmux")
-        .arg("-S")
-        .arg(sock)
-        .args(args)
-        .env_remove("TMUX")
-        .output()
-        .expect("tmux is installed (scripts/test installs it)")
-}
-
-/// Polls the pane until `want` shows, at most ten seconds; its text.
-fn screen_with(sock: &Path, want: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let o = tmux(sock, &["capture-pane", "-p", "-t", "t"]);
-        let screen = text(&o.stdout);
-        if screen.contains(want) || Instant::now() > deadline {
-            return screen;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 #[test]
 fn notices_never_reach_the_commands_screen() {
@@ -55,29 +32,8 @@ fn notices_never_reach_the_commands_screen() {
         bin = env!("CARGO_BIN_EXE_veilfs"),
         n = notices.display(),
     );
-    let o = tmux(
-        &sock,
-        &[
-            "new-session",
-            "-d",
-            "-s",
-            "t",
-            "-x",
-            "120",
-            "-y",
-            "40",
-            &cmd,
-        ],
-    );
-    assert!(o.status.success(), "{}", show(&o));
-    struct Server<'a>(&'a Path);
-    impl Drop for Server<'_> {
-        fn drop(&mut self) {
-            tmux(self.0, &["kill-server"]);
-        }
-    }
-    let _server = Server(&sock);
-    let screen = screen_with(&sock, "READY");
+    let t = Tmux::start(&sock, &cmd, (120, 40));
+    let screen = t.screen_with("READY");
     assert!(screen.contains("READY"), "{screen}");
     assert!(
         !screen.contains("refused") && !screen.contains("veilfs:"),
@@ -91,8 +47,8 @@ fn notices_never_reach_the_commands_screen() {
         "{logged}"
     );
     // When the command ends, one summary line says how many and where.
-    tmux(&sock, &["send-keys", "-t", "t", "Enter"]);
-    let screen = screen_with(&sock, "veilfs: refused");
+    t.keys("Enter");
+    let screen = t.screen_with("veilfs: refused");
     assert!(screen.contains("BYE"), "{screen}");
     assert!(
         screen.contains(&format!(
@@ -470,39 +426,17 @@ fn the_summary_is_never_drawn_in_the_commands_attributes() {
         bin = env!("CARGO_BIN_EXE_veilfs"),
         n = notices.display(),
     );
-    let o = tmux(
-        &sock,
-        &[
-            "new-session",
-            "-d",
-            "-s",
-            "t",
-            "-x",
-            "200",
-            "-y",
-            "40",
-            &cmd,
-        ],
-    );
-    assert!(o.status.success(), "{}", show(&o));
-    struct Server<'a>(&'a Path);
-    impl Drop for Server<'_> {
-        fn drop(&mut self) {
-            tmux(self.0, &["kill-server"]);
-        }
-    }
-    let _server = Server(&sock);
+    let t = Tmux::start(&sock, &cmd, (200, 40));
     // Drawn whole on the screen, not in the two-line scrolling region the command
     // left.
-    let screen = screen_with(&sock, "veilfs: refused 2 names");
+    let screen = t.screen_with("veilfs: refused 2 names");
     assert!(
         screen.contains("veilfs: refused 2 names (.env, new.pem)"),
         "{screen}"
     );
     // With its attributes: the hidden text the command turned on is off again
     // before veilfs's line.
-    let o = tmux(&sock, &["capture-pane", "-p", "-e", "-t", "t"]);
-    let screen = text(&o.stdout);
+    let screen = t.screen(true);
     let at = screen.find("veilfs: refused").unwrap();
     // The attributes in force at veilfs's line: those of the last SGR sequence
     // before it (tmux says each change of attributes between cells).

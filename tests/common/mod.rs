@@ -17,6 +17,7 @@ use veilfs::{Mount, MountOptions, Policy};
 pub mod daemon;
 pub mod outside;
 pub mod run;
+pub mod tmux;
 
 pub struct Fixture {
     pub tmp: tempfile::TempDir,
