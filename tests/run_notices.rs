@@ -17,12 +17,7 @@ const SECRET: &str = "notices-secret-5150";
 
 #[test]
 fn notices_never_reach_the_commands_screen() {
-    require_fuse();
-    let tmp = tempfile::tempdir().unwrap();
-    let ws = tmp.path().join("ws");
-    std::fs::create_dir(&ws).unwrap();
-    std::fs::write(ws.join(".env"), SECRET).unwrap();
-    let notices = tmp.path().join("notices.log");
+    let Scratch { tmp, ws, notices } = Scratch::new(true);
     let sock = tmp.path().join("tmux.sock");
     // A full-screen program's view: the command reads .env (refused) and waits.
     let cmd = format!(
@@ -59,6 +54,28 @@ fn notices_never_reach_the_commands_screen() {
     );
 }
 
+/// A test's directory: the workspace `ws` (holding a `.env` when asked) and where
+/// the notices go.
+struct Scratch {
+    tmp: tempfile::TempDir,
+    ws: std::path::PathBuf,
+    notices: std::path::PathBuf,
+}
+
+impl Scratch {
+    fn new(env: bool) -> Scratch {
+        require_fuse();
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().join("ws");
+        std::fs::create_dir(&ws).unwrap();
+        if env {
+            std::fs::write(ws.join(".env"), SECRET).unwrap();
+        }
+        let notices = tmp.path().join("notices.log");
+        Scratch { tmp, ws, notices }
+    }
+}
+
 /// `veilfs run -- sh -c SCRIPT` in `dir`, with the notices in `notices`: its output.
 fn run_in(dir: &Path, notices: &Path, args: &[&str], script: &str) -> Output {
     Command::new(env!("CARGO_BIN_EXE_veilfs"))
@@ -88,12 +105,11 @@ fn repository(dir: &Path, files: &[(&str, &str)]) {
 /// The start-up lines are at most three short ones; `-v` says each thing in full.
 #[test]
 fn the_start_up_lines_are_three_short_ones() {
-    require_fuse();
-    let tmp = tempfile::tempdir().unwrap();
-    let ws = tmp.path().join("ws");
-    std::fs::create_dir(&ws).unwrap();
-    std::fs::write(ws.join(".env"), SECRET).unwrap();
-    let notices = tmp.path().join("notices.log");
+    let Scratch {
+        tmp: _tmp,
+        ws,
+        notices,
+    } = Scratch::new(true);
     let o = run_in(&ws, &notices, &[], "true");
     assert!(o.status.success(), "{}", show(&o));
     let err = text(&o.stderr);
@@ -131,12 +147,11 @@ fn the_start_up_lines_are_three_short_ones() {
 /// in the summary, not named; the others are named.
 #[test]
 fn routine_refusals_are_counted_not_named() {
-    require_fuse();
-    let tmp = tempfile::tempdir().unwrap();
-    let ws = tmp.path().join("ws");
-    std::fs::create_dir(&ws).unwrap();
-    std::fs::write(ws.join(".env"), SECRET).unwrap();
-    let notices = tmp.path().join("notices.log");
+    let Scratch {
+        tmp: _tmp,
+        ws,
+        notices,
+    } = Scratch::new(true);
     let o = run_in(
         &ws,
         &notices,
@@ -275,11 +290,11 @@ fn a_refused_checkout_says_the_rule_to_add_and_that_rule_works() {
 /// reaches the person's terminal escaped, in the names and in the rule offered.
 #[test]
 fn the_summary_escapes_the_names_the_command_chose() {
-    require_fuse();
-    let tmp = tempfile::tempdir().unwrap();
-    let ws = tmp.path().join("ws");
-    std::fs::create_dir(&ws).unwrap();
-    let notices = tmp.path().join("notices.log");
+    let Scratch {
+        tmp: _tmp,
+        ws,
+        notices,
+    } = Scratch::new(false);
     let o = run_in(
         &ws,
         &notices,
@@ -412,12 +427,7 @@ fn a_refused_checkout_in_the_home_directory_says_both_rules() {
 /// coloured) on the person's terminal is reset before the summary.
 #[test]
 fn the_summary_is_never_drawn_in_the_commands_attributes() {
-    require_fuse();
-    let tmp = tempfile::tempdir().unwrap();
-    let ws = tmp.path().join("ws");
-    std::fs::create_dir(&ws).unwrap();
-    std::fs::write(ws.join(".env"), SECRET).unwrap();
-    let notices = tmp.path().join("notices.log");
+    let Scratch { tmp, ws, notices } = Scratch::new(true);
     let sock = tmp.path().join("tmux.sock");
     let cmd = format!(
         "cd {ws} && {bin} run --notices {n} -- sh -c 'cat .env 2>/dev/null; touch new.pem 2>/dev/null; printf \"fake\\033[8m\"; \
