@@ -49,12 +49,8 @@ pub enum ConfigError {
     NotOwned { path: PathBuf, uid: u32 },
     /// An ignore file the policy imports (or a directory on the way to it) could
     /// not be read: its rules could not be honoured.
-    #[error("cannot read {path}, which the policy imports rules from: {source}")]
-    Import {
-        /// Workspace-relative (`.` for the root).
-        path: String,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Import(#[from] crate::policy_imports::ImportError),
 }
 
 /// How a workspace was chosen, for the start-up line.
@@ -261,9 +257,7 @@ pub fn load_file(path: &Path) -> Result<LoadedPolicy, ConfigError> {
     parse_file(path, &text)
 }
 
-/// The largest policy file read: a policy is text a person writes, so anything
-/// bigger is refused rather than read until memory runs out.
-pub const MAX_POLICY_BYTES: u64 = 4 << 20;
+pub use crate::policy::MAX_POLICY_BYTES;
 
 /// Reads a policy file's text: only a regular file (a FIFO, a device such as
 /// `/dev/zero`, a socket or a directory is refused without reading, and opening never

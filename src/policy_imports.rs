@@ -7,7 +7,7 @@
 //! policy denies by its other rules (nothing in it can be seen anyway), and stops
 //! with an error (the load stops, as for a bad policy) after [`MAX_DIRS`]
 //! directories. An ignore file must be a regular
-//! file of at most [`crate::config::MAX_POLICY_BYTES`] in UTF-8: one that is a
+//! file of at most [`crate::policy::MAX_POLICY_BYTES`] in UTF-8: one that is a
 //! symbolic link, unreadable or too big stops the load, as a bad policy does, since
 //! the rules it holds could not be honoured.
 
@@ -17,9 +17,19 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::config::{ConfigError, MAX_POLICY_BYTES};
+use crate::policy::MAX_POLICY_BYTES;
 use crate::policy::{Action, Decision, Found, Policy, claude};
 use crate::sys;
+
+/// An ignore file the policy imports (or a directory on the way to it) could not be
+/// read: its rules could not be honoured.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read {path}, which the policy imports rules from: {source}")]
+pub struct ImportError {
+    /// Workspace-relative (`.` for the root).
+    pub path: String,
+    pub source: std::io::Error,
+}
 
 /// The most directories one walk enters.
 pub const MAX_DIRS: usize = 1_000_000;
@@ -107,11 +117,11 @@ fn is_home(root: BorrowedFd) -> bool {
 /// to the real directory) and attaches them. Returns warnings to print: lines that
 /// could not be compiled (as `DIR/NAME:LINE:1: warning: ...`) and a walk cut short.
 /// A policy without import rules is not walked for.
-pub fn attach(policy: &mut Policy, root: &Path) -> Result<Vec<String>, ConfigError> {
+pub fn attach(policy: &mut Policy, root: &Path) -> Result<Vec<String>, ImportError> {
     if policy.import_names().is_empty() {
         return Ok(Vec::new());
     }
-    let fd = sys::open_dir_path(root).map_err(|source| ConfigError::Import {
+    let fd = sys::open_dir_path(root).map_err(|source| ImportError {
         path: root.display().to_string(),
         source,
     })?;
@@ -119,7 +129,7 @@ pub fn attach(policy: &mut Policy, root: &Path) -> Result<Vec<String>, ConfigErr
 }
 
 /// [`attach`] from a descriptor on the workspace root.
-pub fn attach_at(policy: &mut Policy, root: BorrowedFd) -> Result<Vec<String>, ConfigError> {
+pub fn attach_at(policy: &mut Policy, root: BorrowedFd) -> Result<Vec<String>, ImportError> {
     attach_checked(policy, root, &|_| false)
 }
 
@@ -131,13 +141,13 @@ pub fn attach_checked(
     policy: &mut Policy,
     root: BorrowedFd,
     written: &dyn Fn((u64, u64)) -> bool,
-) -> Result<Vec<String>, ConfigError> {
+) -> Result<Vec<String>, ImportError> {
     if policy.import_names().is_empty() {
         return Ok(Vec::new());
     }
     let Finding { found, ids } = find(root, policy)?;
     if let Some((f, _)) = found.iter().zip(&ids).find(|(_, id)| written(**id)) {
-        return Err(ConfigError::Import {
+        return Err(ImportError {
             path: shown(&f.dir, f.name.as_bytes()),
             source: std::io::Error::other(
                 "this file was opened for writing through the mount lately, so the \
@@ -193,13 +203,13 @@ fn find_claude(
     root: BorrowedFd,
     policy: &Policy,
     ids: &mut Vec<(u64, u64)>,
-) -> Result<Vec<Found>, ConfigError> {
+) -> Result<Vec<Found>, ImportError> {
     let mut found = Vec::new();
     for name in policy.import_names().iter().filter(|n| claude::is_name(n)) {
         let Some((dir, file)) = name.rsplit_once('/') else {
             continue;
         };
-        let err = |source| ConfigError::Import {
+        let err = |source| ImportError {
             path: name.clone(),
             source,
         };
@@ -288,9 +298,9 @@ pub fn walk<S>(
     limit: usize,
     start: S,
     mut enter: impl FnMut(&S, &[u8]) -> Option<S>,
-    mut file: impl FnMut(&S, Entry) -> Result<(), ConfigError>,
-) -> Result<bool, ConfigError> {
-    let err = |path: String| move |source| ConfigError::Import { path, source };
+    mut file: impl FnMut(&S, Entry) -> Result<(), ImportError>,
+) -> Result<bool, ImportError> {
+    let err = |path: String| move |source| ImportError { path, source };
     let root_dir =
         sys::openat(root, c".", libc::O_RDONLY | libc::O_DIRECTORY, 0).map_err(err(".".into()))?;
     // Depth first (`todo` is a stack): the descriptors held are those of the
@@ -389,7 +399,7 @@ pub fn walk<S>(
 /// Every path under `root` as [`walk`] meets it: `f(path, kind)` for each entry,
 /// directories (`DT_DIR`, given after the rest) included. `Ok(false)`: the walk
 /// was cut short at [`MAX_DIRS`].
-pub fn each_path(root: BorrowedFd, f: impl FnMut(&[u8], u8)) -> Result<bool, ConfigError> {
+pub fn each_path(root: BorrowedFd, f: impl FnMut(&[u8], u8)) -> Result<bool, ImportError> {
     each_path_within(root, MAX_DIRS, f)
 }
 
@@ -398,7 +408,7 @@ pub fn each_path_within(
     root: BorrowedFd,
     limit: usize,
     mut f: impl FnMut(&[u8], u8),
-) -> Result<bool, ConfigError> {
+) -> Result<bool, ImportError> {
     let mut dirs: Vec<Vec<u8>> = Vec::new();
     let complete = walk(
         root,
@@ -420,7 +430,7 @@ pub fn each_path_within(
 }
 
 /// Every file `policy` imports under `root`, and warnings.
-pub fn find(root: BorrowedFd, policy: &Policy) -> Result<Finding, ConfigError> {
+pub fn find(root: BorrowedFd, policy: &Policy) -> Result<Finding, ImportError> {
     find_within(root, policy, MAX_DIRS)
 }
 
@@ -429,7 +439,7 @@ pub fn find_within(
     root: BorrowedFd,
     policy: &Policy,
     limit: usize,
-) -> Result<Finding, ConfigError> {
+) -> Result<Finding, ImportError> {
     let mut ids = Vec::new();
     let mut found = find_claude(root, policy, &mut ids)?;
     let names: Vec<&String> = policy
@@ -453,12 +463,12 @@ pub fn find_within(
                 return Ok(());
             };
             let path = shown(e.rel_dir, e.name);
-            let cname = CString::new(e.name).map_err(|_| ConfigError::Import {
+            let cname = CString::new(e.name).map_err(|_| ImportError {
                 path: path.clone(),
                 source: std::io::ErrorKind::InvalidInput.into(),
             })?;
             let (text, id) =
-                read_file(e.dir, &cname).map_err(|source| ConfigError::Import { path, source })?;
+                read_file(e.dir, &cname).map_err(|source| ImportError { path, source })?;
             ids.push(id);
             found.push(Found {
                 dir: e.rel_dir.to_vec(),
@@ -472,7 +482,7 @@ pub fn find_within(
         // Fail closed: a file in a directory not reached could not be honoured (and
         // a command could make directories enough to push the person's out of
         // reach).
-        return Err(ConfigError::Import {
+        return Err(ImportError {
             path: ".".into(),
             source: std::io::Error::other(format!(
                 "more than {limit} directories to look for {} in: the files in the \

@@ -810,6 +810,11 @@ fn inherit(parent: &Decision, parent_path: &[u8]) -> Decision {
     }
 }
 
+/// The largest policy file read, and the largest imported ignore file: a policy is
+/// text a person writes, so anything bigger is refused rather than read until
+/// memory runs out.
+pub const MAX_POLICY_BYTES: u64 = 4 << 20;
+
 /// `text` as a TOML basic string on one line: in quotes, with `"`, `\` and every
 /// control character escaped (a newline in a name cannot end the line it is
 /// written on, a comment included).
