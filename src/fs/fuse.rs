@@ -19,8 +19,9 @@ use super::VeilFs;
 use super::inval::Inval;
 use super::ops::SetAttr;
 
+#[cfg(feature = "fault-injection")]
+pub use super::fault::inject_lookup_panic;
 pub use super::parked::Served;
-pub use super::reply::inject_lookup_panic;
 
 use super::parked::settle;
 use super::reply::{
@@ -56,6 +57,7 @@ impl Filesystem for Served {
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         self.guard_req(req, "lookup", || {
+            #[cfg(feature = "fault-injection")]
             self.injected_fault(parent.0, name);
             let r = VeilFs::lookup(self, parent.0, name);
             if let Err(e) = &r {

@@ -6,6 +6,8 @@
 
 pub mod ask;
 mod broker;
+#[cfg(feature = "fault-injection")]
+mod fault;
 pub mod fuse;
 pub mod git_guard;
 pub mod inode;

@@ -2,11 +2,11 @@
 //! ([`err`]), the panic guard, the audit and notice of refusals, attributes and
 //! times as fuser wants them, and serving a listing.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsStr;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{
@@ -44,30 +44,6 @@ pub(super) fn guard(op: &'static str, handler: impl FnOnce()) {
             .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
             .unwrap_or("a non-string payload");
         log::error!("{op}: the request handler panicked ({what}); answered EIO");
-    }
-}
-
-/// Set while a fault is injected (see [`inject_lookup_panic`]).
-static FAULT_ARMED: AtomicBool = AtomicBool::new(false);
-static PANIC_ON_LOOKUP: parking_lot::Mutex<Option<OsString>> = parking_lot::Mutex::new(None);
-
-/// Fault injection, for tests of [`guard`]: while `name` is set, every lookup of that
-/// name (in any directory, in every mount of this process) panics inside its
-/// handler, holding the parent directory's node lock.
-#[doc(hidden)]
-pub fn inject_lookup_panic(name: Option<&OsStr>) {
-    *PANIC_ON_LOOKUP.lock() = name.map(OsStr::to_os_string);
-    FAULT_ARMED.store(name.is_some(), Ordering::SeqCst);
-}
-
-impl VeilFs {
-    /// Panics here if a test injected a fault for a lookup of `name`.
-    pub(super) fn injected_fault(&self, parent: u64, name: &OsStr) {
-        if FAULT_ARMED.load(Ordering::Relaxed) && PANIC_ON_LOOKUP.lock().as_deref() == Some(name) {
-            let dir = self.inodes.get(parent);
-            let _held = dir.as_ref().map(|d| d.place.lock());
-            panic!("injected fault: lookup of {name:?}");
-        }
     }
 }
 
