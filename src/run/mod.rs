@@ -189,18 +189,21 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         Ok(c) => c,
         Err(e) => return refuse(e),
     };
-    // Said before a user namespace makes us root inside it.
-    let as_root = startup::as_root_note(opts.user.is_none() && sys::euid() == 0);
+    let facts = Facts {
+        command: &command,
+        ws: &ws,
+        found: &found,
+        source: loaded.source(),
+        home_source: home_loaded.as_ref().map(config::home_source),
+        layout: &layout,
+        walk: &walk,
+        notes,
+        // Said before a user namespace makes us root inside it.
+        as_root: startup::as_root_note(opts.user.is_none() && sys::euid() == 0),
+    };
     if opts.dry_run {
-        let policies = (&loaded, home_loaded.as_ref());
-        say_dry_run(
-            &opts,
-            (&command, &ws, &found),
-            policies,
-            (&layout, &walk),
-            notes,
-            as_root,
-        );
+        let asks = loaded.policy.asks() || home_loaded.as_ref().is_some_and(|h| h.policy.asks());
+        say_dry_run(&opts, facts, asks);
         return Ok(ExitCode::SUCCESS);
     }
     let real_root = sys::euid() == 0;
@@ -240,13 +243,11 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     // From here on every way out kills init and unmounts what was mounted.
     let mut started = ending::Started::new(init);
 
-    let source = loaded.source();
     let ws_policy_file = loaded.path.clone();
     let mut fs = match serve::workspace(root_fd, &ws, loaded, home_base, ws_after, &notices) {
         Ok(fs) => fs,
         Err(e) => return refuse(e),
     };
-    let home_source = home_loaded.as_ref().map(config::home_source);
     let home_policy_file = home_loaded.as_ref().and_then(|h| h.path.clone());
     let home = (&layout, home_fd, home_loaded, home_after);
     let mut home_fs = match serve::home(home, &mut fs, &ws, &notices) {
@@ -285,19 +286,8 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         return refuse(e);
     }
     if !opts.quiet {
-        let running = format!(
-            "running {} in {} ({found})",
-            command[0].to_string_lossy(),
-            ws.display()
-        );
-        let person = vec![
-            startup::ask_note(asks, &opts.mount, &ws),
-            as_root,
-            notices_note,
-        ];
-        let home = (&layout, home_source.as_deref());
-        said(&opts, running, (&source, &walk), home, notes, person)
-            .say(walk.warning.as_deref(), opts.verbose);
+        let ask = startup::ask_note(asks, &opts.mount, &ws);
+        facts.say(&opts, "running", ask, notices_note, opts.verbose);
     }
 
     let _control = control.and_then(|c| {
@@ -429,24 +419,9 @@ fn fork_init(
     })
 }
 
-/// `--dry-run`: the start-up lines in full, of the session that would run
-/// `command` in `ws` (found as `found` says) under the workspace and home
-/// policies, with `layout`, the walk of the workspace, the confinement's `notes`
-/// and the as-root note; nothing was started.
-fn say_dry_run(
-    opts: &RunOptions,
-    (command, ws, found): (&[OsString], &std::path::Path, &config::Found),
-    (loaded, home_loaded): (&config::LoadedPolicy, Option<&config::LoadedPolicy>),
-    (layout, walk): (&home::Layout, &crate::explain_all::StartupWalk),
-    notes: [startup::Note; 4],
-    as_root: startup::Note,
-) {
-    let running = format!(
-        "would run {} in {} ({found})",
-        command[0].to_string_lossy(),
-        ws.display()
-    );
-    let asks = loaded.policy.asks() || home_loaded.is_some_and(|h| h.policy.asks());
+/// `--dry-run`: the start-up lines in full, of the session that would run (`asks`:
+/// some path of its policies asks a person); nothing was started.
+fn say_dry_run(opts: &RunOptions, facts: Facts<'_>, asks: bool) {
     let notices = match &opts.notices {
         Some(n) => format!("refusal notices in {}", n.display()),
         None => format!(
@@ -454,44 +429,54 @@ fn say_dry_run(
             crate::control::runtime_dir_path().display()
         ),
     };
-    let person = vec![
-        startup::ask_note(asks, &opts.mount, ws),
-        as_root,
-        startup::Note::same(notices),
-    ];
-    let home_source = home_loaded.map(config::home_source);
-    let source = loaded.source();
-    said(
-        opts,
-        running,
-        (&source, walk),
-        (layout, home_source.as_deref()),
-        notes,
-        person,
-    )
-    .say(walk.warning.as_deref(), true);
+    let ask = startup::ask_note(asks, &opts.mount, facts.ws);
+    facts.say(opts, "would run", ask, startup::Note::same(notices), true);
 }
 
-/// What the start-up lines say: `running` (what runs where), the workspace policy
-/// (its `source` and what its walk found), the home directory (its layout and
-/// policy), the confinement's `notes` (see [`plan::Confinement`]) and what the
-/// person may need to do.
-fn said(
-    opts: &RunOptions,
-    running: String,
-    (source, walk): (&str, &crate::explain_all::StartupWalk),
-    (layout, home_source): (&home::Layout, Option<&str>),
+/// What the start-up lines say of a session, gathered before anything starts
+/// (the policies go into the filesystems later).
+struct Facts<'a> {
+    command: &'a [OsString],
+    ws: &'a std::path::Path,
+    found: &'a config::Found,
+    /// Where the workspace policy came from, and what its walk found.
+    source: String,
+    walk: &'a crate::explain_all::StartupWalk,
+    /// The home directory: its layout and where its policy came from.
+    layout: &'a home::Layout,
+    home_source: Option<String>,
+    /// The confinement's notes (see [`plan::Confinement`]).
     notes: [startup::Note; 4],
-    person: Vec<startup::Note>,
-) -> startup::Startup {
-    startup::Startup {
-        running,
-        policy: startup::policy_note(source, walk),
-        mode: startup::mode_note(&opts.mount, layout),
-        confined: std::iter::once(startup::home_note(layout, home_source))
-            .chain(notes)
-            .collect(),
-        person,
+    as_root: startup::Note,
+}
+
+impl Facts<'_> {
+    /// Says the start-up lines (`verbose`: in full): `VERB CMD in WS (how it was
+    /// found)`, the policies and the confinement, then what the person may need to
+    /// do (`ask`) and where refusals go (`notices`).
+    fn say(
+        self,
+        opts: &RunOptions,
+        verb: &str,
+        ask: startup::Note,
+        notices: startup::Note,
+        verbose: bool,
+    ) {
+        let said = startup::Startup {
+            running: format!(
+                "{verb} {} in {} ({})",
+                self.command[0].to_string_lossy(),
+                self.ws.display(),
+                self.found
+            ),
+            policy: startup::policy_note(&self.source, self.walk),
+            mode: startup::mode_note(&opts.mount, self.layout),
+            confined: std::iter::once(startup::home_note(self.layout, self.home_source.as_deref()))
+                .chain(self.notes)
+                .collect(),
+            person: vec![ask, self.as_root, notices],
+        };
+        said.say(self.walk.warning.as_deref(), verbose);
     }
 }
 
