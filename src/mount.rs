@@ -68,25 +68,38 @@ impl MountOptions {
     /// beside it enforces its own policy); else, when `asks`, how to answer (with
     /// `veilfs prompt` for `served`, the path the session's control socket serves).
     pub fn mode_note(&self, asks: bool, home: bool, served: &Path) -> String {
-        match &self.audit {
-            Some(log) if self.permissive => format!(
-                "; PERMISSIVE: nothing {}is refused, what the policy would refuse is logged \
-                 to {} (read it with `veilfs explain --audit {}`)",
-                if home {
-                    "in the workspace (the home policy is enforced) "
-                } else {
-                    ""
-                },
-                log.display(),
-                log.display()
-            ),
-            _ if asks => format!(
-                "; some paths ask: answer with `veilfs prompt {}` in another terminal",
-                served.display()
-            ),
-            _ => String::new(),
+        match self.permissive_note(home) {
+            Some(note) => format!("; {note}"),
+            None if asks => format!("; {}", ask_note(served)),
+            None => String::new(),
         }
     }
+
+    /// In permissive mode (with its audit log), that nothing is refused (in the
+    /// workspace, when `home`: a home mount beside it enforces its own policy).
+    pub fn permissive_note(&self, home: bool) -> Option<String> {
+        let log = self.audit.as_ref().filter(|_| self.permissive)?;
+        Some(format!(
+            "PERMISSIVE: nothing {}is refused, what the policy would refuse is logged to {} \
+             (read it with `veilfs explain --audit {}`)",
+            if home {
+                "in the workspace (the home policy is enforced) "
+            } else {
+                ""
+            },
+            log.display(),
+            log.display()
+        ))
+    }
+}
+
+/// How to answer the questions of the session serving `served` (the path to give
+/// `veilfs prompt`).
+pub fn ask_note(served: &Path) -> String {
+    format!(
+        "some paths ask: answer with `veilfs prompt {}` in another terminal",
+        served.display()
+    )
 }
 
 /// Where a daemon says what a policy reload did.

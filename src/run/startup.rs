@@ -148,10 +148,7 @@ pub(super) fn mode_note(mount: &crate::mount::MountOptions, layout: &super::home
                 if home { "in the workspace " } else { "" },
                 log.display()
             ),
-            mount
-                .mode_note(false, home, std::path::Path::new(""))
-                .trim_start_matches("; ")
-                .to_string(),
+            mount.permissive_note(home).unwrap_or_default(),
         ),
         _ => Note::default(),
     }
@@ -165,12 +162,7 @@ pub(super) fn ask_note(
     ws: &std::path::Path,
 ) -> Note {
     match asks && !mount.permissive {
-        true => Note::same(
-            mount
-                .mode_note(true, false, ws)
-                .trim_start_matches("; ")
-                .to_string(),
-        ),
+        true => Note::same(crate::mount::ask_note(ws)),
         false => Note::default(),
     }
 }
