@@ -666,6 +666,9 @@ fn mount(
         absolute(mnt).display()
     );
     eprintln!("{}", crate::printable::escape(&line));
+    if let Some(note) = opts.transport.note(session.uring()) {
+        eprintln!("veilfs: {note}");
+    }
     let mut unmounter = session.unmount_callable();
     let (tx, rx) = std::sync::mpsc::channel::<Option<i32>>();
     let done = tx.clone();

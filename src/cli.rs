@@ -334,6 +334,17 @@ pub struct CacheArgs {
     /// Threads serving requests (by default one per core, at least 2 and at most 8).
     #[arg(long, value_name = "N", default_value_t = crate::mount::default_threads())]
     pub threads: usize,
+    /// How requests travel between the kernel and veilfs: `uring` (FUSE over
+    /// io_uring: one queue per CPU, each reply sent in the same system call that
+    /// waits for the next request; needs Linux 6.14 or later with the fuse module's
+    /// `enable_uring` on, see `veilfs doctor`), `dev` (reads and writes on
+    /// /dev/fuse), or `auto`: `uring` where the kernel grants it, else `dev`.
+    /// When `uring` is asked for by name and not granted, veilfs says so and uses
+    /// `dev`. Under `uring`, a question about an `ask` path holds one of its CPU's
+    /// 32 queue entries while it waits; with all 32 held, that CPU's other
+    /// requests wait for an answer or a question's timeout.
+    #[arg(long, value_enum, value_name = "WAY", default_value_t = crate::mount::Transport::Auto)]
+    pub transport: crate::mount::Transport,
     /// Log every refusal as one JSON line to FILE (`-`: stderr): time, operation,
     /// path, action, rule, pid, uid, gid and process name.
     #[arg(long, value_name = "FILE")]
@@ -372,6 +383,7 @@ impl CacheArgs {
         opts.watch = !self.no_watch;
         opts.strict_open = self.strict_open;
         opts.threads = self.threads.max(1);
+        opts.transport = self.transport;
         opts.audit = self.audit.clone();
         opts.audit_all = self.audit_all;
         opts.permissive = self.permissive;

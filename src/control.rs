@@ -269,7 +269,8 @@ pub struct Listener {
 /// What `veilfs stats` is told of a session: the requests each of its mounts has
 /// received, by opcode, and the daemon's own CPU time and peak RSS so far, as one
 /// JSON object: `{"cpu_seconds": 1.25, "max_rss_kib": 20480, "mounts": [{"path":
-/// "/mnt", "requests": {"LOOKUP": 12, "OPEN": 30080}}]}`. Counting costs the
+/// "/mnt", "requests": {"LOOKUP": 12, "OPEN": 30080}, "through": {"io_uring": 0,
+/// "dev_fuse": 30092}}]}` (`through`: by which transport they came). Counting costs the
 /// request path one add per request (see `fuser::RequestCounts`).
 #[derive(Clone, Debug, Default)]
 pub struct Stats {
@@ -302,9 +303,11 @@ impl Stats {
                     .into_iter()
                     .map(|(op, n)| (op.to_string(), n.into()))
                     .collect();
+                let (ring, dev) = counts.by_transport();
                 serde_json::json!({
                     "path": path.to_string_lossy(),
                     "requests": requests,
+                    "through": {"io_uring": ring, "dev_fuse": dev},
                 })
             })
             .collect();

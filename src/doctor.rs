@@ -67,6 +67,42 @@ fn userns_works() -> Result<(), String> {
     }
 }
 
+/// Where the fuse module says whether FUSE over io_uring may be used.
+pub const ENABLE_URING: &str = "/sys/module/fuse/parameters/enable_uring";
+
+/// Whether `--transport uring` can be granted here, and how to make it so.
+fn uring(version: Option<(u32, u32)>, release: &str, root: bool) -> (Level, String) {
+    if !matches!(version, Some(v) if v >= (6, 14)) {
+        return (
+            Level::Ok,
+            format!("unavailable: kernel {release} < 6.14; requests travel through /dev/fuse"),
+        );
+    }
+    match std::fs::read_to_string(ENABLE_URING).map(|s| s.trim().to_string()) {
+        Ok(v) if v == "Y" || v == "1" => (
+            Level::Ok,
+            "available: `--transport uring` serves requests through one io_uring queue per CPU"
+                .into(),
+        ),
+        Ok(_) if root => (
+            Level::Ok,
+            format!(
+                "off: `echo Y > {ENABLE_URING}` turns it on until the next boot (`options fuse enable_uring=1` in /etc/modprobe.d/ for good); then `--transport uring`"
+            ),
+        ),
+        Ok(_) => (
+            Level::Ok,
+            format!(
+                "off: root can turn it on (`echo Y > {ENABLE_URING}`); then `--transport uring`"
+            ),
+        ),
+        Err(_) => (
+            Level::Ok,
+            format!("unavailable: {ENABLE_URING} is missing (the kernel was built without it)"),
+        ),
+    }
+}
+
 fn checks() -> Vec<Check> {
     let mut out = Vec::new();
     let root = sys::euid() == 0;
@@ -119,6 +155,8 @@ fn checks() -> Vec<Check> {
         ),
     };
     add(passthrough.0, "FUSE passthrough", passthrough.1);
+    let (level, detail) = uring(version, &release, root);
+    add(level, "FUSE over io_uring", detail);
 
     // User namespaces, for `veilfs run` without root.
     let max = read_num("/proc/sys/user/max_user_namespaces");

@@ -34,6 +34,8 @@ pub struct MountOptions {
     pub read_only: bool,
     /// Request threads.
     pub threads: usize,
+    /// How requests travel between the kernel and veilfs.
+    pub transport: Transport,
     /// FUSE passthrough where the kernel allows it: for files opened for writing
     /// (and, with `strict_open`, large files opened for reading).
     pub passthrough: bool,
@@ -129,6 +131,7 @@ impl Default for MountOptions {
             allow_other: false,
             read_only: false,
             threads: default_threads(),
+            transport: Transport::Auto,
             passthrough: true,
             ttl: crate::fs::DEFAULT_TTL,
             strict_open: false,
@@ -141,6 +144,34 @@ impl Default for MountOptions {
         }
     }
 }
+
+/// How requests travel between the kernel and veilfs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Transport {
+    /// `uring` where the kernel grants it, `dev` elsewhere (said with `-v` only).
+    Auto,
+    /// `read` and `writev` on `/dev/fuse`, by [`MountOptions::threads`] threads.
+    Dev,
+    /// FUSE over io_uring: one queue of [`RING_DEPTH`] entries per CPU, served by a
+    /// thread bound to that CPU; `/dev/fuse` keeps forgets, interrupts and
+    /// notifications. Granted by the kernel at `INIT` or not at all; when it is
+    /// not, veilfs says so in one line and uses `dev`.
+    Uring,
+}
+
+impl Transport {
+    /// What to say of the transport a mount got: one line when `uring` was asked
+    /// for by name and the kernel did not grant it, else nothing.
+    pub fn note(self, granted: bool) -> Option<String> {
+        (self == Transport::Uring && !granted).then(|| {
+            "--transport uring: the kernel did not grant FUSE over io_uring (the fuse module's enable_uring is off, or Linux is older than 6.14: see `veilfs doctor`); requests travel through /dev/fuse".to_string()
+        })
+    }
+}
+
+/// Entries in each io_uring queue: the requests of one CPU that can be in veilfs at
+/// once, parked questions included.
+pub const RING_DEPTH: u16 = 32;
 
 /// How many threads serve requests unless told: one per core, at least 2 (a request
 /// that takes long, such as an `fsync`, leaves another thread serving) and at most
@@ -276,6 +307,7 @@ pub(crate) fn config(src: &Path, opts: &MountOptions) -> Config {
     };
     c.n_threads = Some(opts.threads.max(1));
     c.clone_fd = opts.threads > 1;
+    c.uring = (opts.transport != Transport::Dev).then_some(RING_DEPTH);
     c
 }
 
@@ -424,6 +456,8 @@ pub struct Mount {
     broker: Arc<Broker>,
     watcher: Option<Arc<Watcher>>,
     audit: Option<crate::audit::Writer>,
+    counts: Arc<fuser::RequestCounts>,
+    uring: bool,
 }
 
 impl Mount {
@@ -448,6 +482,7 @@ impl Mount {
             watcher,
             audit,
         } = session(src, mnt, policy, policy_file, opts)?;
+        let (counts, uring) = (s.request_counts(), s.uring());
         let bg = s.spawn().map_err(|source| MountError::Mount {
             mnt: mnt.to_path_buf(),
             source,
@@ -460,7 +495,19 @@ impl Mount {
             broker,
             watcher,
             audit,
+            counts,
+            uring,
         })
+    }
+
+    /// Whether the kernel granted FUSE over io_uring (see [`Transport`]).
+    pub fn uring(&self) -> bool {
+        self.uring
+    }
+
+    /// The requests the mount has received, by opcode and by transport.
+    pub fn request_counts(&self) -> &Arc<fuser::RequestCounts> {
+        &self.counts
     }
 
     /// Where questions about the mount's `ask` paths go.

@@ -15,6 +15,7 @@ fn doctor_passes_here_and_names_each_capability() {
         "fusermount3:",
         "kernel:",
         "FUSE passthrough:",
+        "FUSE over io_uring:",
         "user namespaces:",
         "--allow-other:",
         "open-file limit:",
@@ -44,4 +45,42 @@ fn doctor_fails_without_a_fuse_device_and_says_what_to_do() {
         "{out}"
     );
     assert!(out.contains("install fuse3"), "{out}");
+}
+
+/// What doctor says of FUSE over io_uring with the fuse module's `enable_uring` off
+/// and on (a file bound over the parameter in a private mount namespace, so the
+/// machine's setting is neither read nor changed).
+#[test]
+fn doctor_says_whether_the_ring_is_on_and_how_to_turn_it_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let said = |value: &str| {
+        let f = tmp.path().join(value);
+        std::fs::write(&f, format!("{value}\n")).unwrap();
+        let script = format!(
+            "mount --bind {} /sys/module/fuse/parameters/enable_uring && exec {} doctor",
+            f.display(),
+            env!("CARGO_BIN_EXE_veilfs")
+        );
+        let o = Command::new("unshare")
+            .args(["--mount", "--propagation", "private", "sh", "-c", &script])
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        out.lines()
+            .find(|l| l.contains("FUSE over io_uring:"))
+            .unwrap_or_else(|| {
+                panic!(
+                    "no io_uring line:\n{out}\n{}",
+                    String::from_utf8_lossy(&o.stderr)
+                )
+            })
+            .to_string()
+    };
+    let off = said("N");
+    assert!(
+        off.contains("off: `echo Y > /sys/module/fuse/parameters/enable_uring`"),
+        "{off}"
+    );
+    let on = said("Y");
+    assert!(on.contains("available: `--transport uring`"), "{on}");
 }

@@ -269,6 +269,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         asks,
         reloaders: _held,
         stats,
+        uring,
     } = match serve::mount_all(fs, home_fs, &ws, &opts.mount, &mut started.sessions) {
         Ok(m) => m,
         Err(e) => return refuse(e),
@@ -288,6 +289,9 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     if !opts.quiet {
         let ask = startup::ask_note(asks, &opts.mount, &ws);
         facts.say(&opts, "running", ask, notices_note, opts.verbose);
+        if let Some(note) = opts.mount.transport.note(uring) {
+            eprintln!("veilfs: {note}");
+        }
     }
 
     let _control = control.and_then(|c| {

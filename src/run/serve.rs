@@ -118,6 +118,8 @@ pub(super) struct Mounted {
     pub reloaders: Vec<std::sync::Arc<crate::fs::reload::Reloader>>,
     /// The requests each mount served, for `veilfs stats`.
     pub stats: crate::control::Stats,
+    /// Every mount got FUSE over io_uring from the kernel.
+    pub uring: bool,
 }
 
 /// Mounts `fs` over `ws` and `home` (a root and its filesystem) over its root,
@@ -152,6 +154,7 @@ pub(super) fn mount_all(
     let mut asks = false;
     let mut reloaders = Vec::new();
     let mut stats = crate::control::Stats::default();
+    let mut uring = true;
     for (root, fs) in roots {
         // `--permissive` tunes the workspace's policy; the home policy is enforced.
         let mut mount_opts = opts.clone();
@@ -165,6 +168,7 @@ pub(super) fn mount_all(
             reloader = Some(live.reloader);
         }
         stats = stats.mount(&root, live.session.request_counts());
+        uring &= live.session.uring();
         let bg = live
             .session
             .spawn()
@@ -177,6 +181,7 @@ pub(super) fn mount_all(
         asks,
         reloaders,
         stats,
+        uring,
     })
 }
 

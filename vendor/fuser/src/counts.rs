@@ -19,9 +19,10 @@ use parking_lot::Mutex;
 /// Opcodes below this are counted under their own number; any other under 0.
 const SLOTS: usize = 64;
 
-/// One worker's counters, indexed by opcode.
+/// One worker's counters, indexed by opcode, and whether the worker serves a ring
+/// queue (`uring.rs`) rather than `/dev/fuse`.
 #[derive(Debug)]
-pub(crate) struct Slab([AtomicU64; SLOTS]);
+pub(crate) struct Slab([AtomicU64; SLOTS], bool);
 
 impl Slab {
     /// Counts the request whose bytes (header first) are `request`.
@@ -44,11 +45,26 @@ pub struct RequestCounts {
 }
 
 impl RequestCounts {
-    /// A slab for one more worker.
-    pub(crate) fn slab(&self) -> Arc<Slab> {
-        let s = Arc::new(Slab(std::array::from_fn(|_| AtomicU64::new(0))));
+    /// A slab for one more worker (`ring`: one serving a ring queue).
+    pub(crate) fn slab(&self, ring: bool) -> Arc<Slab> {
+        let s = Arc::new(Slab(std::array::from_fn(|_| AtomicU64::new(0)), ring));
         self.slabs.lock().push(s.clone());
         s
+    }
+
+    /// How many requests came through a ring queue (FUSE over io_uring), and how
+    /// many through `/dev/fuse`.
+    pub fn by_transport(&self) -> (u64, u64) {
+        let (mut ring, mut dev) = (0, 0);
+        for s in self.slabs.lock().iter() {
+            let n: u64 = s.0.iter().map(|c| c.load(Ordering::Relaxed)).sum();
+            if s.1 {
+                ring += n;
+            } else {
+                dev += n;
+            }
+        }
+        (ring, dev)
     }
 
     /// Every opcode received at least once, with how many times, in opcode order

@@ -50,6 +50,9 @@ use crate::reply::Reply;
 use crate::reply::ReplyRaw;
 use crate::reply::ReplySender;
 use crate::request::RequestWithSender;
+use crate::request::Route;
+use crate::uring::Queue;
+use crate::uring::Shape;
 
 /// The max size of write requests from the kernel. The absolute minimum is 4k,
 /// FUSE recommends at least 128k, max 16M. The FUSE default is 16M on macOS
@@ -143,6 +146,8 @@ pub struct Session<FS: Filesystem> {
     pub(crate) config: Config,
     /// Requests received, by opcode (see [`RequestCounts`]).
     pub(crate) counts: Arc<RequestCounts>,
+    /// The ring's entries, when the kernel granted FUSE over io_uring at `INIT`.
+    pub(crate) uring: Option<Shape>,
 }
 
 impl<FS: Filesystem> AsFd for Session<FS> {
@@ -191,6 +196,7 @@ impl<FS: Filesystem> Session<FS> {
             proto_version: None,
             config: options.clone(),
             counts: Arc::default(),
+            uring: None,
         };
 
         session.handshake()?;
@@ -220,6 +226,7 @@ impl<FS: Filesystem> Session<FS> {
             proto_version: None,
             config,
             counts: Arc::default(),
+            uring: None,
         };
 
         session.handshake()?;
@@ -259,9 +266,21 @@ impl<FS: Filesystem> Session<FS> {
             proto_version: _,
             config,
             counts,
+            uring,
         } = self;
 
-        let n_threads = config.n_threads.unwrap_or(1);
+        let mut filesystem = Arc::new(filesystem);
+        let (queues, ring_threads) = match uring {
+            Some(shape) => start_rings(shape, &ch, &filesystem, allowed, session_owner, &counts),
+            None => (Vec::new(), Vec::new()),
+        };
+        // With the ring serving, `/dev/fuse` carries little (forgets, interrupts,
+        // requests sent before every queue was registered): one reader is enough.
+        let n_threads = if queues.is_empty() {
+            config.n_threads.unwrap_or(1)
+        } else {
+            1
+        };
 
         if !cfg!(target_os = "linux") && n_threads != 1 {
             // TODO: check whether it works on macOS/FreeBSD and enable if it works.
@@ -273,8 +292,6 @@ impl<FS: Filesystem> Session<FS> {
         let Some(n_threads_minus_one) = n_threads.checked_sub(1) else {
             return Err(io::Error::other("n_threads"));
         };
-
-        let mut filesystem = Arc::new(filesystem);
 
         let mut channels = Vec::with_capacity(n_threads);
 
@@ -305,7 +322,7 @@ impl<FS: Filesystem> Session<FS> {
                 ch,
                 allowed,
                 session_owner,
-                counts: counts.slab(),
+                counts: counts.slab(false),
             };
             threads.push(
                 thread::Builder::new()
@@ -315,7 +332,15 @@ impl<FS: Filesystem> Session<FS> {
         }
 
         let mut reply: io::Result<()> = Ok(());
-        for thread in threads {
+        // The `/dev/fuse` readers end when the connection does; then the queues.
+        let mut all = threads;
+        all.extend(ring_threads);
+        for (i, thread) in all.into_iter().enumerate() {
+            if i == n_threads {
+                for q in &queues {
+                    q.stop();
+                }
+            }
             let res = match thread.join() {
                 Ok(res) => res,
                 Err(_) => {
@@ -439,6 +464,7 @@ impl<FS: Filesystem> Session<FS> {
 
             // Remember the ABI version supported by kernel and mark the session initialized.
             self.proto_version = Some(v);
+            self.uring = self.grant_uring(&init.capabilities(), &mut config);
 
             // Log capability status for debugging
             for bit in 0..64 {
@@ -485,6 +511,36 @@ impl<FS: Filesystem> Session<FS> {
         }
     }
 
+    /// Asks for FUSE over io_uring when the configuration wants it and the kernel
+    /// offers it; the entries' payload holds the largest request or reply the
+    /// connection allows (as the kernel requires).
+    fn grant_uring(&self, offered: &InitFlags, config: &mut KernelConfig) -> Option<Shape> {
+        let depth = self.config.uring?;
+        if !offered.contains(InitFlags::FUSE_OVER_IO_URING)
+            || config
+                .add_capabilities(InitFlags::FUSE_OVER_IO_URING)
+                .is_err()
+        {
+            info!(
+                "FUSE over io_uring not offered by the kernel (is the fuse module's enable_uring on?)"
+            );
+            return None;
+        }
+        let pages = usize::from(config.max_pages()) * page_size::get();
+        let payload = (config.max_write as usize).max(pages).max(8192);
+        Some(Shape {
+            depth: depth.max(1),
+            payload,
+        })
+    }
+
+    /// Whether the kernel granted FUSE over io_uring at `INIT` (see
+    /// [`Config::uring`]). If registering the queues then fails, the session
+    /// serves through `/dev/fuse` and logs a warning.
+    pub fn uring(&self) -> bool {
+        self.uring.is_some()
+    }
+
     /// Unmount the filesystem
     pub fn unmount(&mut self) -> io::Result<()> {
         self.mount.umount()
@@ -525,6 +581,82 @@ impl SessionUnmounter {
     }
 }
 
+/// The ring's queues and their threads.
+type Rings = (Vec<Arc<Queue>>, Vec<JoinHandle<io::Result<()>>>);
+
+/// Starts one ring queue per possible CPU (the kernel wants them all before it
+/// uses the ring). If any cannot be registered, stops those that were and returns
+/// none: the session then serves through `/dev/fuse`.
+fn start_rings<FS: Filesystem>(
+    shape: Shape,
+    ch: &Channel,
+    filesystem: &Arc<FilesystemHolder<FS>>,
+    allowed: SessionACL,
+    session_owner: Uid,
+    counts: &Arc<RequestCounts>,
+) -> Rings {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut handles = Vec::new();
+    let mut failure = None;
+    for qid in 0..possible_cpus() {
+        let se = SessionEventLoop {
+            thread_name: format!("fuser-ring-{qid}"),
+            filesystem: filesystem.clone(),
+            ch: ch.clone(),
+            allowed,
+            session_owner,
+            counts: counts.slab(true),
+        };
+        let (dev, tx) = (ch.sender(), tx.clone());
+        match thread::Builder::new()
+            .name(se.thread_name.clone())
+            .spawn(move || crate::uring::serve(qid, shape, dev, se, tx))
+        {
+            Ok(h) => handles.push(h),
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        }
+    }
+    drop(tx);
+    let mut queues = Vec::new();
+    for _ in 0..handles.len() {
+        match rx.recv() {
+            Ok(Ok(q)) => queues.push(q),
+            Ok(Err(e)) => failure = failure.or(Some(e)),
+            Err(_) => failure = failure.or(Some(io::Error::other("a ring thread ended early"))),
+        }
+    }
+    let Some(e) = failure else {
+        return (queues, handles);
+    };
+    warn!("FUSE over io_uring: a queue could not be registered ({e}); serving through /dev/fuse");
+    for q in &queues {
+        q.stop();
+    }
+    for h in handles {
+        let _ = h.join();
+    }
+    (Vec::new(), Vec::new())
+}
+
+/// The CPUs the kernel may ever run a task on (`/sys/devices/system/cpu/possible`,
+/// such as `0-3` or `0,2-5`): the kernel keeps one ring queue for each.
+fn possible_cpus() -> u16 {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/possible").unwrap_or_default();
+    let last = text
+        .trim()
+        .split([',', '-'])
+        .filter_map(|n| n.parse::<u16>().ok())
+        .max();
+    match last {
+        Some(n) => n.saturating_add(1),
+        None => std::thread::available_parallelism()
+            .map_or(1, |n| u16::try_from(n.get()).unwrap_or(u16::MAX)),
+    }
+}
+
 pub(crate) struct SessionEventLoop<FS: Filesystem> {
     /// Cache thread name for faster `debug!`.
     pub(crate) thread_name: String,
@@ -551,7 +683,7 @@ impl<FS: Filesystem> SessionEventLoop<FS> {
                 Err(err) => return Err(err.into()),
             };
             self.counts.count(&buf[..size]);
-            match RequestWithSender::new(self.ch.sender(), &buf[..size]) {
+            match RequestWithSender::new(Route::Channel(self.ch.sender()), &buf[..size]) {
                 // Dispatch request
                 Some(req) => {
                     if let Ok(Operation::Destroy(_)) = req.request.operation() {

@@ -18,6 +18,10 @@ pub struct Config {
     /// This enables more efficient request processing
     /// when multiple threads are used. Requires Linux 4.5+.
     pub clone_fd: bool,
+    /// Ask for FUSE over io_uring with queues of this many entries (`None`:
+    /// `/dev/fuse` only). The kernel grants it only when the `fuse` module's
+    /// `enable_uring` is on; see [`crate::Session::uring`].
+    pub uring: Option<u16>,
 }
 
 /// Mount options accepted by the FUSE filesystem type
