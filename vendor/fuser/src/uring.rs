@@ -142,17 +142,25 @@ impl RingReply {
 /// for the payload is answered `EIO` instead, so that the entry still goes back.
 fn write_reply(header: &mut [u8], payload: &mut [u8], data: &[IoSlice<'_>]) -> io::Result<()> {
     let total: usize = data.iter().map(|d| d.len()).sum();
-    let mut flat = data.iter().flat_map(|d| d.iter().copied());
-    for b in header.iter_mut().take(OUT_HEADER) {
-        *b = flat.next().unwrap_or(0);
-    }
     let body = total.saturating_sub(OUT_HEADER);
     let fits = total >= OUT_HEADER && body <= payload.len();
-    if fits {
-        for (dst, src) in payload.iter_mut().zip(flat) {
-            *dst = src;
+    // Byte `at` of the reply goes to the header's first 16 bytes, then the payload.
+    let mut at = 0;
+    for d in data {
+        let mut src: &[u8] = d;
+        if at < OUT_HEADER {
+            let n = src.len().min(OUT_HEADER - at);
+            header[at..at + n].copy_from_slice(&src[..n]);
+            (at, src) = (at + n, &src[n..]);
         }
-    } else {
+        if !fits {
+            break;
+        }
+        let off = at - OUT_HEADER;
+        payload[off..off + src.len()].copy_from_slice(src);
+        at += src.len();
+    }
+    if !fits {
         header[0..4].copy_from_slice(&(OUT_HEADER as u32).to_ne_bytes());
         header[4..8].copy_from_slice(&(-libc::EIO).to_ne_bytes());
     }
