@@ -11,9 +11,12 @@ use std::process::Command;
 use veilfs::Policy;
 use veilfs::fs::VeilFs;
 use veilfs::fs::inode::ROOT;
-use veilfs::fs::ops::{Caller, Refusal, SetAttr};
+use veilfs::fs::ops::{Refusal, SetAttr};
 
-const ROOT_CALLER: Caller = Caller { uid: 0, gid: 0 };
+/// The request each call stands for: this process, as root.
+fn cx() -> veilfs::fs::request::Req {
+    veilfs::fs::request::Req::new("test", std::process::id(), 0, 0)
+}
 
 /// A workspace holding a repository with one commit, a submodule's repository in
 /// `.git/modules/lib/sub` (named over two directories), a linked worktree's in
@@ -75,7 +78,7 @@ impl Repo {
     fn walk(&self, rel: &str) -> io::Result<u64> {
         let mut ino = ROOT;
         for name in rel.split('/').filter(|n| !n.is_empty()) {
-            ino = self.fs.lookup(ino, OsStr::new(name))?.0.ino;
+            ino = self.fs.lookup(&cx(), ino, OsStr::new(name))?.0.ino;
         }
         Ok(ino)
     }
@@ -107,25 +110,25 @@ fn attempt(r: &Repo, op: &Op) -> io::Result<()> {
     match *op {
         Create(p) => {
             let (dir, name) = r.parent(p)?;
-            r.fs.create(dir, name, 0o644, 0, libc::O_WRONLY, ROOT_CALLER)
+            r.fs.create(&cx(), dir, name, 0o644, 0, libc::O_WRONLY)
                 .map(|_| ())
         }
         Mkdir(p) => {
             let (dir, name) = r.parent(p)?;
-            r.fs.mkdir(dir, name, 0o755, 0, ROOT_CALLER).map(|_| ())
+            r.fs.mkdir(&cx(), dir, name, 0o755, 0).map(|_| ())
         }
         Symlink(p) => {
             let (dir, name) = r.parent(p)?;
-            r.fs.symlink(dir, name, OsStr::new("/tmp"), ROOT_CALLER)
+            r.fs.symlink(&cx(), dir, name, OsStr::new("/tmp"))
                 .map(|_| ())
         }
         Fifo(p) => {
             let (dir, name) = r.parent(p)?;
-            r.fs.mknod(dir, name, libc::S_IFIFO | 0o644, 0, 0, ROOT_CALLER)
+            r.fs.mknod(&cx(), dir, name, libc::S_IFIFO | 0o644, 0, 0)
                 .map(|_| ())
         }
         Write(p) => {
-            r.fs.open(r.walk(p)?, libc::O_WRONLY)
+            r.fs.open(&cx(), r.walk(p)?, libc::O_WRONLY)
                 .map(|fh| r.fs.release(fh))
         }
         Truncate(p) => {
@@ -133,18 +136,18 @@ fn attempt(r: &Repo, op: &Op) -> io::Result<()> {
                 size: Some(0),
                 ..SetAttr::default()
             };
-            r.fs.setattr(r.walk(p)?, &size, None).map(|_| ())
+            r.fs.setattr(&cx(), r.walk(p)?, &size, None).map(|_| ())
         }
         Chmod(p) => {
             let mode = SetAttr {
                 mode: Some(0o777),
                 ..SetAttr::default()
             };
-            r.fs.setattr(r.walk(p)?, &mode, None).map(|_| ())
+            r.fs.setattr(&cx(), r.walk(p)?, &mode, None).map(|_| ())
         }
         Unlink(p) => {
             let (dir, name) = r.parent(p)?;
-            r.fs.unlink(dir, name)
+            r.fs.unlink(&cx(), dir, name)
         }
         Rename(from, to) | Exchange(from, to) => {
             let flags = if matches!(op, Exchange(..)) {
@@ -153,11 +156,11 @@ fn attempt(r: &Repo, op: &Op) -> io::Result<()> {
                 0
             };
             let ((fd, fname), (td, tname)) = (r.parent(from)?, r.parent(to)?);
-            r.fs.rename(fd, fname, td, tname, flags).map(|_| ())
+            r.fs.rename(&cx(), fd, fname, td, tname, flags).map(|_| ())
         }
         Link(from, to) => {
             let (td, tname) = r.parent(to)?;
-            r.fs.link(r.walk(from)?, td, tname).map(|_| ())
+            r.fs.link(&cx(), r.walk(from)?, td, tname).map(|_| ())
         }
     }
 }

@@ -11,9 +11,12 @@ use std::process::Command;
 use veilfs::Policy;
 use veilfs::fs::VeilFs;
 use veilfs::fs::inode::ROOT;
-use veilfs::fs::ops::{Caller, Refusal, SetAttr};
+use veilfs::fs::ops::{Refusal, SetAttr};
 
-const ROOT_CALLER: Caller = Caller { uid: 0, gid: 0 };
+/// The request each call stands for: this process, as root.
+fn cx() -> veilfs::fs::request::Req {
+    veilfs::fs::request::Req::new("test", std::process::id(), 0, 0)
+}
 
 /// A workspace on a temp directory and the filesystem serving it.
 struct Ws {
@@ -58,7 +61,7 @@ impl Ws {
     fn walk(&self, rel: &str) -> io::Result<u64> {
         let mut ino = ROOT;
         for name in rel.split('/') {
-            ino = self.fs.lookup(ino, OsStr::new(name))?.0.ino;
+            ino = self.fs.lookup(&cx(), ino, OsStr::new(name))?.0.ino;
         }
         Ok(ino)
     }
@@ -69,7 +72,7 @@ impl Ws {
         } else {
             self.walk(rel).unwrap()
         };
-        let (listing, _) = self.fs.listing_at(ino, 0, 0).unwrap();
+        let (listing, _) = self.fs.listing_at(&cx(), ino, 0).unwrap();
         let mut v: Vec<String> = listing
             .entries
             .iter()
@@ -142,34 +145,28 @@ fn create_write_and_read_back() {
     let (node, st, fh) = ws
         .fs
         .create(
+            &cx(),
             app,
             OsStr::new("new.txt"),
             0o644,
             0o022,
             libc::O_WRONLY,
-            ROOT_CALLER,
         )
         .unwrap();
     assert_eq!(st.st_mode & 0o777, 0o644);
-    assert_eq!(ws.fs.write(node.ino, fh, 0, b"hello").unwrap(), 5);
+    assert_eq!(ws.fs.write(&cx(), node.ino, fh, 0, b"hello").unwrap(), 5);
     ws.fs.release(fh);
-    let fh = ws.fs.open(node.ino, libc::O_RDONLY).unwrap();
-    assert_eq!(ws.fs.read(node.ino, fh, 1, 100).unwrap(), b"ello");
+    let fh = ws.fs.open(&cx(), node.ino, libc::O_RDONLY).unwrap();
+    assert_eq!(ws.fs.read(&cx(), node.ino, fh, 1, 100).unwrap(), b"ello");
     ws.fs.release(fh);
     assert_eq!(std::fs::read(ws.s("app/new.txt")).unwrap(), b"hello");
-    assert_eq!(ws.fs.getattr(node.ino, None).unwrap().st_size, 5);
+    assert_eq!(ws.fs.getattr(&cx(), node.ino, None).unwrap().st_size, 5);
     // Looked up again by name: the same node.
     assert_eq!(ws.walk("app/new.txt").unwrap(), node.ino);
     // A denied name is never created.
     refused(
-        ws.fs.create(
-            app,
-            OsStr::new(".env"),
-            0o644,
-            0,
-            libc::O_WRONLY,
-            ROOT_CALLER,
-        ),
+        ws.fs
+            .create(&cx(), app, OsStr::new(".env"), 0o644, 0, libc::O_WRONLY),
         "app/.env",
     );
     assert!(!ws.s("app/.env").exists());
@@ -183,16 +180,25 @@ fn a_read_only_file_refuses_every_change() {
         size: Some(0),
         ..SetAttr::default()
     };
-    refused(ws.fs.setattr(ino, &truncate, None), "locked.txt");
-    refused(ws.fs.open(ino, libc::O_WRONLY), "locked.txt");
-    refused(ws.fs.unlink(ROOT, OsStr::new("locked.txt")), "locked.txt");
+    refused(ws.fs.setattr(&cx(), ino, &truncate, None), "locked.txt");
+    refused(ws.fs.open(&cx(), ino, libc::O_WRONLY), "locked.txt");
     refused(
-        ws.fs
-            .rename(ROOT, OsStr::new("locked.txt"), ROOT, OsStr::new("x"), 0),
+        ws.fs.unlink(&cx(), ROOT, OsStr::new("locked.txt")),
         "locked.txt",
     );
-    let fh = ws.fs.open(ino, libc::O_RDONLY).unwrap();
-    assert_eq!(ws.fs.read(ino, fh, 0, 10).unwrap(), b"keep");
+    refused(
+        ws.fs.rename(
+            &cx(),
+            ROOT,
+            OsStr::new("locked.txt"),
+            ROOT,
+            OsStr::new("x"),
+            0,
+        ),
+        "locked.txt",
+    );
+    let fh = ws.fs.open(&cx(), ino, libc::O_RDONLY).unwrap();
+    assert_eq!(ws.fs.read(&cx(), ino, fh, 0, 10).unwrap(), b"keep");
     ws.fs.release(fh);
     assert_eq!(std::fs::read(ws.s("locked.txt")).unwrap(), b"keep");
 }
@@ -204,7 +210,7 @@ fn renaming_a_directory_may_not_expose_a_denied_descendant() {
     ws.walk("a").unwrap();
     refused(
         ws.fs
-            .rename(ROOT, OsStr::new("a"), ROOT, OsStr::new("b"), 0),
+            .rename(&cx(), ROOT, OsStr::new("a"), ROOT, OsStr::new("b"), 0),
         "a/inner/.token",
     );
     assert!(ws.s("a/inner/.token").exists() && !ws.s("b").exists());
@@ -226,9 +232,9 @@ fn a_reload_applies_to_nodes_decided_before_it() {
     .unwrap();
     ws.fs.reloader().reload().unwrap();
     // The node looked up under the old policy is decided again before use.
-    refused(ws.fs.getattr(a, None), "dir/a.txt");
-    refused(ws.fs.open(a, libc::O_RDONLY), "dir/a.txt");
-    refused(ws.fs.lookup(dir, OsStr::new("a.txt")), "dir/a.txt");
+    refused(ws.fs.getattr(&cx(), a, None), "dir/a.txt");
+    refused(ws.fs.open(&cx(), a, libc::O_RDONLY), "dir/a.txt");
+    refused(ws.fs.lookup(&cx(), dir, OsStr::new("a.txt")), "dir/a.txt");
     assert!(
         ws.names("dir").is_empty(),
         "a listing taken after the reload"
@@ -287,14 +293,19 @@ fn create_as_nobody_child() {
     };
     let p = Policy::parse("allow", "default = \"allow\"\n").unwrap();
     let fs = VeilFs::new(Path::new(&src), p, None).unwrap();
-    let me = Caller {
-        uid: 65534,
-        gid: 65534,
-    };
+    let nobody = veilfs::fs::request::Req::new("create", std::process::id(), 65534, 65534);
     let (node, _, fh) = fs
-        .create(ROOT, OsStr::new("w.txt"), 0o644, 0o022, libc::O_WRONLY, me)
+        .create(
+            &nobody,
+            ROOT,
+            OsStr::new("w.txt"),
+            0o644,
+            0o022,
+            libc::O_WRONLY,
+        )
         .expect("create (O_WRONLY) of a write-only file that exists");
-    fs.write(node.ino, fh, 0, b"written by nobody").unwrap();
+    fs.write(&cx(), node.ino, fh, 0, b"written by nobody")
+        .unwrap();
     fs.release(fh);
 }
 
@@ -324,49 +335,32 @@ fn a_directory_only_deny_never_says_whether_the_directory_exists() {
         "a file of that name is served"
     );
     let new = |dir| {
-        ws.fs.create(
-            dir,
-            OsStr::new("secrets"),
-            0o644,
-            0,
-            libc::O_WRONLY,
-            ROOT_CALLER,
-        )
+        ws.fs
+            .create(&cx(), dir, OsStr::new("secrets"), 0o644, 0, libc::O_WRONLY)
     };
     refused(new(c), "c/secrets");
     refused(
-        ws.fs.mknod(
-            c,
-            OsStr::new("secrets"),
-            libc::S_IFREG | 0o644,
-            0,
-            0,
-            ROOT_CALLER,
-        ),
+        ws.fs
+            .mknod(&cx(), c, OsStr::new("secrets"), libc::S_IFREG | 0o644, 0, 0),
         "c/secrets",
     );
     refused(
         ws.fs
-            .symlink(c, OsStr::new("secrets"), OsStr::new("x"), ROOT_CALLER),
+            .symlink(&cx(), c, OsStr::new("secrets"), OsStr::new("x")),
         "c/secrets",
     );
     refused(
-        ws.fs.mkdir(c, OsStr::new("secrets"), 0o755, 0, ROOT_CALLER),
+        ws.fs.mkdir(&cx(), c, OsStr::new("secrets"), 0o755, 0),
         "c/secrets",
     );
-    refused(ws.fs.unlink(c, OsStr::new("secrets")), "c/secrets");
+    refused(ws.fs.unlink(&cx(), c, OsStr::new("secrets")), "c/secrets");
     assert!(!ws.s("c/secrets").exists());
     refused(
         ws.fs
-            .mkdir(b, OsStr::new("x"), 0o755, 0, ROOT_CALLER)
+            .mkdir(&cx(), b, OsStr::new("x"), 0o755, 0)
             .and_then(|_| {
-                ws.fs.mkdir(
-                    ws.walk("b/x")?,
-                    OsStr::new("secrets"),
-                    0o755,
-                    0,
-                    ROOT_CALLER,
-                )
+                ws.fs
+                    .mkdir(&cx(), ws.walk("b/x")?, OsStr::new("secrets"), 0o755, 0)
             }),
         "b/x/secrets",
     );
@@ -426,9 +420,11 @@ fn sealed_child() {
     };
     let p = Policy::parse("policy.toml", DIR_ONLY).unwrap();
     let fs = VeilFs::new(Path::new(&src), p, None).unwrap();
-    let sealed = fs.lookup(ROOT, OsStr::new("sealed")).unwrap().0.ino;
+    let sealed = fs.lookup(&cx(), ROOT, OsStr::new("sealed")).unwrap().0.ino;
     // The disk would refuse: this is its own EACCES, not the policy's.
-    let e = fs.lookup(sealed, OsStr::new("open.txt")).unwrap_err();
+    let e = fs
+        .lookup(&cx(), sealed, OsStr::new("open.txt"))
+        .unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::EACCES), "{e}");
     assert!(
         e.get_ref()
@@ -439,11 +435,17 @@ fn sealed_child() {
     // A denied name is refused by the policy without the disk being asked, where
     // it exists (`sealed/.env`) and where it does not (`bare/.env`).
     for dir in ["sealed", "bare"] {
-        let ino = fs.lookup(ROOT, OsStr::new(dir)).unwrap().0.ino;
-        refused(fs.lookup(ino, OsStr::new(".env")), &format!("{dir}/.env"));
+        let ino = fs.lookup(&cx(), ROOT, OsStr::new(dir)).unwrap().0.ino;
+        refused(
+            fs.lookup(&cx(), ino, OsStr::new(".env")),
+            &format!("{dir}/.env"),
+        );
     }
     // A directory-only pattern needs the type; one that cannot be read is refused.
-    refused(fs.lookup(sealed, OsStr::new("secrets")), "sealed/secrets");
+    refused(
+        fs.lookup(&cx(), sealed, OsStr::new("secrets")),
+        "sealed/secrets",
+    );
 }
 
 /// A policy reloaded while a lookup is between the directory's decision and the
@@ -473,17 +475,17 @@ fn a_reload_mid_lookup_never_mixes_two_policies() {
     let (ws, d) = mid_request_reload();
     // Hidden under each policy; a mix (the directory's decision from the old one,
     // the name's from the new) would admit it.
-    refused(ws.fs.lookup(d, OsStr::new("x")), "d/x");
-    refused(ws.fs.lookup(d, OsStr::new("x")), "d/x");
+    refused(ws.fs.lookup(&cx(), d, OsStr::new("x")), "d/x");
+    refused(ws.fs.lookup(&cx(), d, OsStr::new("x")), "d/x");
     let keep = ws.walk("d/keep").unwrap();
-    assert!(ws.fs.getattr(keep, None).is_ok());
+    assert!(ws.fs.getattr(&cx(), keep, None).is_ok());
 }
 
 #[test]
 fn a_reload_mid_listing_never_mixes_two_policies() {
     let (ws, d) = mid_request_reload();
     let names = || -> Vec<String> {
-        let (listing, _) = ws.fs.listing_at(d, 0, 0).unwrap();
+        let (listing, _) = ws.fs.listing_at(&cx(), d, 0).unwrap();
         let mut v: Vec<String> = listing
             .entries
             .iter()
@@ -511,11 +513,11 @@ fn a_decision_taken_before_a_reload_is_cached_as_stale() {
     });
     // Answered under one of the two policies (the one the lookup started with);
     // an admission under the old one is never served as current afterwards.
-    match ws.fs.lookup(d, OsStr::new("a.txt")) {
-        Ok((a, _)) => refused(ws.fs.getattr(a.ino, None), "d/a.txt"),
+    match ws.fs.lookup(&cx(), d, OsStr::new("a.txt")) {
+        Ok((a, _)) => refused(ws.fs.getattr(&cx(), a.ino, None), "d/a.txt"),
         r => refused(r, "d/a.txt"),
     }
-    refused(ws.fs.lookup(d, OsStr::new("a.txt")), "d/a.txt");
+    refused(ws.fs.lookup(&cx(), d, OsStr::new("a.txt")), "d/a.txt");
 }
 
 /// An editor's save (write a temporary, rename it over the file) keeps every other
@@ -530,7 +532,7 @@ fn an_editor_save_keeps_the_other_cached_decisions() {
     let src = ws.walk("src").unwrap();
     let stat_all = || {
         for &ino in &inos {
-            ws.fs.getattr(ino, None).unwrap();
+            ws.fs.getattr(&cx(), ino, None).unwrap();
         }
     };
     stat_all();
@@ -538,18 +540,25 @@ fn an_editor_save_keeps_the_other_cached_decisions() {
     let (tmp, _, fh) = ws
         .fs
         .create(
+            &cx(),
             src,
             OsStr::new(".f0.rs.swp"),
             0o644,
             0,
             libc::O_WRONLY,
-            ROOT_CALLER,
         )
         .unwrap();
-    ws.fs.write(tmp.ino, fh, 0, b"saved").unwrap();
+    ws.fs.write(&cx(), tmp.ino, fh, 0, b"saved").unwrap();
     ws.fs.release(fh);
     ws.fs
-        .rename(src, OsStr::new(".f0.rs.swp"), src, OsStr::new("f0.rs"), 0)
+        .rename(
+            &cx(),
+            src,
+            OsStr::new(".f0.rs.swp"),
+            src,
+            OsStr::new("f0.rs"),
+            0,
+        )
         .unwrap();
     stat_all();
     let after_save = ws.fs.decisions_recomputed() - before;
@@ -559,11 +568,18 @@ fn an_editor_save_keeps_the_other_cached_decisions() {
     );
     // The saved file is decided under its new name.
     assert_eq!(ws.walk("src/f0.rs").unwrap(), tmp.ino);
-    assert!(ws.fs.getattr(tmp.ino, None).is_ok());
+    assert!(ws.fs.getattr(&cx(), tmp.ino, None).is_ok());
     // A directory rename still recomputes what it moved.
     let before = ws.fs.decisions_recomputed();
     ws.fs
-        .rename(ROOT, OsStr::new("notes"), ROOT, OsStr::new("notes2"), 0)
+        .rename(
+            &cx(),
+            ROOT,
+            OsStr::new("notes"),
+            ROOT,
+            OsStr::new("notes2"),
+            0,
+        )
         .unwrap();
     stat_all();
     assert!(ws.fs.decisions_recomputed() > before);
@@ -585,31 +601,93 @@ fn a_path_longer_than_a_place_keeps_is_spelled_from_its_names() {
     let bottom = ws.walk(&dir).unwrap();
     let file = ws.walk(&locked).unwrap();
     refused(
-        ws.fs.lookup(bottom, OsStr::new(".env")),
+        ws.fs.lookup(&cx(), bottom, OsStr::new(".env")),
         &format!("{dir}/.env"),
     );
-    refused(ws.fs.setattr(file, &chmod, None), &locked);
+    refused(ws.fs.setattr(&cx(), file, &chmod, None), &locked);
     ws.fs
-        .rename(ROOT, OsStr::new(&levels[0]), ROOT, OsStr::new("top"), 0)
+        .rename(
+            &cx(),
+            ROOT,
+            OsStr::new(&levels[0]),
+            ROOT,
+            OsStr::new("top"),
+            0,
+        )
         .unwrap();
     let moved = format!("top/{}", levels[1..].join("/"));
     refused(
-        ws.fs.lookup(bottom, OsStr::new(".env")),
+        ws.fs.lookup(&cx(), bottom, OsStr::new(".env")),
         &format!("{moved}/.env"),
     );
     refused(
-        ws.fs.setattr(file, &chmod, None),
+        ws.fs.setattr(&cx(), file, &chmod, None),
         &format!("{moved}/locked.txt"),
     );
     // And the decisions follow the new names: `top/…/locked.txt` is still read-only,
     // and a file made at the bottom is allowed.
     let made = ws.fs.create(
+        &cx(),
         bottom,
         OsStr::new("new.txt"),
         0o644,
         0,
         libc::O_WRONLY,
-        ROOT_CALLER,
     );
     assert!(made.is_ok(), "{made:?}");
+}
+
+/// The `ask` action without a mount: a request with no grant stops with a question
+/// (and its body leaves the disk alone), the same request run again with the grant
+/// an approval gives is served, a grant covers its path and access only, and a grant
+/// never reaches another request.
+#[test]
+fn a_grant_serves_the_request_that_holds_it_and_no_other() {
+    use veilfs::fs::ask::{Access, Broker, Grant, question_of};
+    use veilfs::fs::request::Req;
+    let mut ws = Ws::new(
+        "[[rules]]\naction = \"ask\"\npaths = [\"mig/\"]\n",
+        &[
+            ("mig/001.sql", "one\n"),
+            ("mig/002.sql", "two\n"),
+            ("plain", "p\n"),
+        ],
+    );
+    let broker = Broker::new("test".into(), std::time::Duration::from_secs(1), None);
+    ws.fs.set_broker(broker, "", Path::new("/mnt"));
+    let one = ws.walk("mig/001.sql").unwrap();
+    let two = ws.walk("mig/002.sql").unwrap();
+    let asked = |r: io::Result<u64>| match r {
+        Err(e) => question_of(&e).map(|q| String::from_utf8_lossy(&q.path).into_owned()),
+        Ok(_) => None,
+    };
+    assert_eq!(
+        asked(ws.fs.open(&cx(), one, libc::O_RDONLY)),
+        Some("mig/001.sql".into())
+    );
+    let grant = |path: &str, access| Grant {
+        root: "",
+        path: path.as_bytes().to_vec(),
+        beneath: false,
+        access,
+    };
+    let approved = Req::new("open", 1, 0, 0).with_grants(vec![grant("mig/001.sql", Access::Read)]);
+    let fh = ws.fs.open(&approved, one, libc::O_RDONLY).unwrap();
+    ws.fs.release(fh);
+    // The grant is for that path, and for reading.
+    assert_eq!(
+        asked(ws.fs.open(&approved, two, libc::O_RDONLY)),
+        Some("mig/002.sql".into())
+    );
+    let w = ws.fs.open(&approved, one, libc::O_WRONLY);
+    assert_eq!(asked(w), Some("mig/001.sql".into()));
+    // Another request, after the approved one was served: asked again.
+    assert_eq!(
+        asked(ws.fs.open(&cx(), one, libc::O_RDONLY)),
+        Some("mig/001.sql".into())
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.src.join("mig/001.sql")).unwrap(),
+        "one\n"
+    );
 }

@@ -10,7 +10,7 @@
 //! lines of [`crate::control`]), and when the answer comes:
 //!
 //! * `allow once`: the parked requests run again with a grant for this path that
-//!   lives only while they run (a thread-local, see [`with_grants`]);
+//!   lives only while they run (held by their [`super::request::Req`]);
 //! * `allow this path` / `allow this directory` for the session: a session grant,
 //!   kept until unmount or the next policy reload, then the requests run again;
 //! * `deny` (with an optional reason, written to the audit log): `EACCES`.
@@ -24,11 +24,11 @@
 //! question beneath a read-only rule grants reading only, and a request to change
 //! such a path is refused without a question.
 
-use std::cell::RefCell;
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::request::Req;
 use crate::policy::{Action, Decision};
 
 pub use super::broker::{APPROVER_QUEUE, Broker};
@@ -122,28 +122,6 @@ impl Grant {
                         || (path.starts_with(&self.path)
                             && path.get(self.path.len()) == Some(&b'/')))))
     }
-}
-
-thread_local! {
-    /// The once-grants of the request this thread is running again after approval.
-    static ONCE: RefCell<Vec<Grant>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Runs `f` (a parked request, run again) with `grants` in force on this thread.
-pub fn with_grants<T>(grants: &[Grant], f: impl FnOnce() -> T) -> T {
-    struct Reset;
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            ONCE.with(|g| g.borrow_mut().clear());
-        }
-    }
-    ONCE.with(|g| *g.borrow_mut() = grants.to_vec());
-    let _reset = Reset;
-    f()
-}
-
-fn granted_once(root: &str, path: &[u8], access: Access) -> bool {
-    ONCE.with(|g| g.borrow().iter().any(|g| g.covers(root, path, access)))
 }
 
 /// A request that waits for a person: carried in an `io::Error` (as a refusal is)
@@ -250,9 +228,10 @@ pub struct Seat {
 }
 
 impl Seat {
-    /// Whether a grant in force lets a request for `access` use `path` now.
-    pub fn granted(&self, path: &[u8], access: Access) -> bool {
-        granted_once(self.root, path, access) || self.broker.session_covers(self.root, path, access)
+    /// Whether a grant in force (the request's own, or one for the session) lets
+    /// `req` use `path` for `access` now.
+    pub fn granted(&self, req: &Req, path: &[u8], access: Access) -> bool {
+        req.granted(self.root, path, access) || self.broker.session_covers(self.root, path, access)
     }
 }
 
@@ -261,6 +240,7 @@ impl Seat {
 /// approved is not enough, else a [`NeedsApproval`].
 pub fn gate(
     seat: Option<&Seat>,
+    req: &Req,
     path: &[u8],
     d: &Decision,
     access: Access,
@@ -272,7 +252,7 @@ pub fn gate(
     if access == Access::Write && !d.granted().writable() {
         return Err(super::ops::refuse(path, &d.once_approved()));
     }
-    if seat.is_some_and(|s| s.granted(path, access)) {
+    if seat.is_some_and(|s| s.granted(req, path, access)) {
         return Ok(d.once_approved());
     }
     Err(io::Error::new(

@@ -24,9 +24,7 @@ pub use super::fault::inject_lookup_panic;
 pub use super::parked::Served;
 
 use super::parked::settle;
-use super::reply::{
-    CACHED_OPEN, PASSTHROUGH_OPEN, caller, fill_dir, fill_dir_plus, guard, timespec,
-};
+use super::reply::{CACHED_OPEN, PASSTHROUGH_OPEN, fill_dir, fill_dir_plus, guard, timespec};
 
 impl Filesystem for Served {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
@@ -56,14 +54,14 @@ impl Filesystem for Served {
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        self.guard_req(req, "lookup", || {
+        self.guard_req(req, "lookup", |cx| {
             #[cfg(feature = "fault-injection")]
             self.injected_fault(parent.0, name);
-            let r = VeilFs::lookup(self, parent.0, name);
+            let r = VeilFs::lookup(self, cx, parent.0, name);
             if let Err(e) = &r {
                 self.notice_refused_lookup(req.pid(), name, e);
             }
-            self.reply_entry(req, "lookup", r, reply)
+            self.reply_entry(cx, "lookup", r, reply)
         })
     }
 
@@ -74,8 +72,8 @@ impl Filesystem for Served {
     }
 
     fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
-        self.guard_req(req, "getattr", || {
-            match VeilFs::getattr(self, ino.0, fh.map(|f| f.0)) {
+        self.guard_req(req, "getattr", |cx| {
+            match VeilFs::getattr(self, cx, ino.0, fh.map(|f| f.0)) {
                 Ok(st) => reply.attr(&self.ttl_of(ino.0), &self.attr(ino.0, &st)),
                 Err(e) => reply.error(self.fail(req, "getattr", e)),
             }
@@ -108,22 +106,24 @@ impl Filesystem for Served {
             atime: atime.map(timespec),
             mtime: mtime.map(timespec),
         };
-        self.asking(req, "setattr", reply, move |fs, who, reply| {
+        self.asking(req, "setattr", reply, move |fs, cx, reply| {
             settle(
-                VeilFs::setattr(fs, ino.0, &a, fh.map(|f| f.0)),
+                VeilFs::setattr(fs, cx, ino.0, &a, fh.map(|f| f.0)),
                 reply,
                 |r, reply| match r {
                     Ok(st) => reply.attr(&fs.ttl_of(ino.0), &fs.attr(ino.0, &st)),
-                    Err(e) => reply.error(fs.fail(who, "setattr", e)),
+                    Err(e) => reply.error(fs.fail(cx, "setattr", e)),
                 },
             )
         })
     }
 
     fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
-        self.guard_req(req, "readlink", || match VeilFs::readlink(self, ino.0) {
-            Ok(t) => reply.data(&t),
-            Err(e) => reply.error(self.fail(req, "readlink", e)),
+        self.guard_req(req, "readlink", |cx| {
+            match VeilFs::readlink(self, cx, ino.0) {
+                Ok(t) => reply.data(&t),
+                Err(e) => reply.error(self.fail(req, "readlink", e)),
+            }
         })
     }
 
@@ -138,9 +138,9 @@ impl Filesystem for Served {
         reply: ReplyEntry,
     ) {
         let name = name.to_owned();
-        self.asking(req, "mknod", reply, move |fs, who, reply| {
-            let r = VeilFs::mknod(fs, parent.0, &name, mode, umask, rdev, caller(who));
-            settle(r, reply, |r, reply| fs.reply_entry(who, "mknod", r, reply))
+        self.asking(req, "mknod", reply, move |fs, cx, reply| {
+            let r = VeilFs::mknod(fs, cx, parent.0, &name, mode, umask, rdev);
+            settle(r, reply, |r, reply| fs.reply_entry(cx, "mknod", r, reply))
         })
     }
 
@@ -154,25 +154,25 @@ impl Filesystem for Served {
         reply: ReplyEntry,
     ) {
         let name = name.to_owned();
-        self.asking(req, "mkdir", reply, move |fs, who, reply| {
-            let r = VeilFs::mkdir(fs, parent.0, &name, mode, umask, caller(who));
-            settle(r, reply, |r, reply| fs.reply_entry(who, "mkdir", r, reply))
+        self.asking(req, "mkdir", reply, move |fs, cx, reply| {
+            let r = VeilFs::mkdir(fs, cx, parent.0, &name, mode, umask);
+            settle(r, reply, |r, reply| fs.reply_entry(cx, "mkdir", r, reply))
         })
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let name = name.to_owned();
-        self.asking(req, "unlink", reply, move |fs, who, reply| {
-            let r = VeilFs::unlink(fs, parent.0, &name);
-            settle(r, reply, |r, reply| fs.reply_empty(who, "unlink", r, reply))
+        self.asking(req, "unlink", reply, move |fs, cx, reply| {
+            let r = VeilFs::unlink(fs, cx, parent.0, &name);
+            settle(r, reply, |r, reply| fs.reply_empty(cx, "unlink", r, reply))
         })
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let name = name.to_owned();
-        self.asking(req, "rmdir", reply, move |fs, who, reply| {
-            let r = VeilFs::rmdir(fs, parent.0, &name);
-            settle(r, reply, |r, reply| fs.reply_empty(who, "rmdir", r, reply))
+        self.asking(req, "rmdir", reply, move |fs, cx, reply| {
+            let r = VeilFs::rmdir(fs, cx, parent.0, &name);
+            settle(r, reply, |r, reply| fs.reply_empty(cx, "rmdir", r, reply))
         })
     }
 
@@ -185,11 +185,9 @@ impl Filesystem for Served {
         reply: ReplyEntry,
     ) {
         let (link_name, target) = (link_name.to_owned(), target.as_os_str().to_owned());
-        self.asking(req, "symlink", reply, move |fs, who, reply| {
-            let r = VeilFs::symlink(fs, parent.0, &link_name, &target, caller(who));
-            settle(r, reply, |r, reply| {
-                fs.reply_entry(who, "symlink", r, reply)
-            })
+        self.asking(req, "symlink", reply, move |fs, cx, reply| {
+            let r = VeilFs::symlink(fs, cx, parent.0, &link_name, &target);
+            settle(r, reply, |r, reply| fs.reply_entry(cx, "symlink", r, reply))
         })
     }
 
@@ -204,9 +202,9 @@ impl Filesystem for Served {
         reply: ReplyEmpty,
     ) {
         let (name, newname) = (name.to_owned(), newname.to_owned());
-        self.asking(req, "rename", reply, move |fs, who, reply| {
+        self.asking(req, "rename", reply, move |fs, cx, reply| {
             let flags = flags.bits();
-            let r = VeilFs::rename(fs, parent.0, &name, newparent.0, &newname, flags);
+            let r = VeilFs::rename(fs, cx, parent.0, &name, newparent.0, &newname, flags);
             settle(r, reply, |r, reply| match r {
                 Ok(moved_dir) => {
                     reply.ok();
@@ -222,7 +220,7 @@ impl Filesystem for Served {
                         }
                     }
                 }
-                Err(e) => reply.error(fs.fail(who, "rename", e)),
+                Err(e) => reply.error(fs.fail(cx, "rename", e)),
             })
         })
     }
@@ -236,23 +234,23 @@ impl Filesystem for Served {
         reply: ReplyEntry,
     ) {
         let newname = newname.to_owned();
-        self.asking(req, "link", reply, move |fs, who, reply| {
-            let r = VeilFs::link(fs, ino.0, newparent.0, &newname);
-            settle(r, reply, |r, reply| fs.reply_entry(who, "link", r, reply))
+        self.asking(req, "link", reply, move |fs, cx, reply| {
+            let r = VeilFs::link(fs, cx, ino.0, newparent.0, &newname);
+            settle(r, reply, |r, reply| fs.reply_entry(cx, "link", r, reply))
         })
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        self.asking(req, "open", reply, move |fs, who, reply| {
+        self.asking(req, "open", reply, move |fs, cx, reply| {
             if fs.light_open.load(Ordering::Relaxed) && !super::ops::opens_for_writing(flags.0) {
                 // Checked, and no handle: reads come with handle 0 and are checked
                 // again when they miss the cache (see `VeilFs::set_light_open`),
                 // unless a writer holds the file in passthrough mode, which a
                 // handle-less open cannot join: then a handle on the same backing
                 // file, as below.
-                match VeilFs::open_for_reading(fs, ino.0) {
+                match VeilFs::open_for_reading(fs, cx, ino.0) {
                     Ok(()) if fs.light_opened(ino.0) => {
-                        fs.allowed(who, "open", ino.0);
+                        fs.allowed(cx, "open", ino.0);
                         reply.opened(FileHandle(super::ops::NO_HANDLE), CACHED_OPEN);
                         return Ok(());
                     }
@@ -260,14 +258,14 @@ impl Filesystem for Served {
                     r => {
                         return settle(r, reply, |r, reply| {
                             if let Err(e) = r {
-                                reply.error(fs.fail(who, "open", e));
+                                reply.error(fs.fail(cx, "open", e));
                             }
                         });
                     }
                 }
             }
             settle(
-                VeilFs::open(fs, ino.0, flags.0),
+                VeilFs::open(fs, cx, ino.0, flags.0),
                 reply,
                 |r, reply| match r {
                     Ok(fh) => match fs.io_mode_for(
@@ -279,7 +277,7 @@ impl Filesystem for Served {
                         Some(id) => reply.opened_passthrough(FileHandle(fh), PASSTHROUGH_OPEN, &id),
                         None => reply.opened(FileHandle(fh), CACHED_OPEN),
                     },
-                    Err(e) => reply.error(fs.fail(who, "open", e)),
+                    Err(e) => reply.error(fs.fail(cx, "open", e)),
                 },
             )
         })
@@ -296,8 +294,8 @@ impl Filesystem for Served {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        self.guard_req(req, "read", || {
-            match VeilFs::read(self, ino.0, fh.0, offset, size) {
+        self.guard_req(req, "read", |cx| {
+            match VeilFs::read(self, cx, ino.0, fh.0, offset, size) {
                 Ok(data) => reply.data(&data),
                 Err(e) => reply.error(self.fail(req, "read", e)),
             }
@@ -316,8 +314,8 @@ impl Filesystem for Served {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        self.guard_req(req, "write", || {
-            match VeilFs::write(self, ino.0, fh.0, offset, data) {
+        self.guard_req(req, "write", |cx| {
+            match VeilFs::write(self, cx, ino.0, fh.0, offset, data) {
                 Ok(n) => reply.written(n),
                 Err(e) => {
                     reply.error(self.fail(req, "write", e));
@@ -376,18 +374,18 @@ impl Filesystem for Served {
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        self.guard_req(req, "fsync", || {
+        self.guard_req(req, "fsync", |cx| {
             self.reply_empty(
                 req,
                 "fsync",
-                VeilFs::fsync(self, ino.0, fh.0, datasync),
+                VeilFs::fsync(self, cx, ino.0, fh.0, datasync),
                 reply,
             )
         })
     }
 
     fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        self.asking(req, "opendir", reply, move |fs, who, reply| {
+        self.asking(req, "opendir", reply, move |fs, cx, reply| {
             if fs.no_opendir.load(Ordering::Relaxed) {
                 // The kernel then stops sending OPENDIR and RELEASEDIR (two round trips
                 // per directory walked) and caches listings itself; the policy is
@@ -395,14 +393,14 @@ impl Filesystem for Served {
                 reply.error(Errno::from_i32(libc::ENOSYS));
                 return Ok(());
             }
-            settle(VeilFs::opendir(fs, ino.0), reply, |r, reply| match r {
+            settle(VeilFs::opendir(fs, cx, ino.0), reply, |r, reply| match r {
                 // The kernel may keep the listing; the watcher invalidates it when the
                 // directory changes outside the mount.
                 Ok(()) => reply.opened(
                     FileHandle(0),
                     FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE,
                 ),
-                Err(e) => reply.error(fs.fail(who, "opendir", e)),
+                Err(e) => reply.error(fs.fail(cx, "opendir", e)),
             })
         })
     }
@@ -415,16 +413,16 @@ impl Filesystem for Served {
         offset: u64,
         reply: ReplyDirectory,
     ) {
-        self.asking(req, "readdir", reply, move |fs, who, reply| {
-            match fs.listing_at(ino.0, offset, who.pid) {
+        self.asking(req, "readdir", reply, move |fs, cx, reply| {
+            match fs.listing_at(cx, ino.0, offset) {
                 Ok((listing, pos)) => {
                     fill_dir(ino, &listing, pos, reply);
-                    fs.after_listing(ino.0);
+                    fs.after_listing(cx, ino.0);
                     Ok(())
                 }
                 Err(e) if super::ask::question_of(&e).is_some() => Err((e, reply)),
                 Err(e) => {
-                    reply.error(fs.fail(who, "readdir", e));
+                    reply.error(fs.fail(cx, "readdir", e));
                     Ok(())
                 }
             }
@@ -439,16 +437,16 @@ impl Filesystem for Served {
         offset: u64,
         reply: fuser::ReplyDirectoryPlus,
     ) {
-        self.asking(req, "readdirplus", reply, move |fs, who, reply| {
-            match fs.listing_at(ino.0, offset, who.pid) {
+        self.asking(req, "readdirplus", reply, move |fs, cx, reply| {
+            match fs.listing_at(cx, ino.0, offset) {
                 Ok((listing, pos)) => {
-                    fill_dir_plus(fs, ino, &listing, pos, reply);
-                    fs.after_listing(ino.0);
+                    fill_dir_plus(fs, cx, ino, &listing, pos, reply);
+                    fs.after_listing(cx, ino.0);
                     Ok(())
                 }
                 Err(e) if super::ask::question_of(&e).is_some() => Err((e, reply)),
                 Err(e) => {
-                    reply.error(fs.fail(who, "readdirplus", e));
+                    reply.error(fs.fail(cx, "readdirplus", e));
                     Ok(())
                 }
             }
@@ -476,11 +474,11 @@ impl Filesystem for Served {
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        self.guard_req(req, "fsyncdir", || {
+        self.guard_req(req, "fsyncdir", |cx| {
             self.reply_empty(
                 req,
                 "fsyncdir",
-                VeilFs::fsyncdir(self, ino.0, datasync),
+                VeilFs::fsyncdir(self, cx, ino.0, datasync),
                 reply,
             )
         })
@@ -507,7 +505,7 @@ impl Filesystem for Served {
     }
 
     fn statfs(&self, req: &Request, ino: INodeNo, reply: ReplyStatfs) {
-        self.guard_req(req, "statfs", || match VeilFs::statfs(self, ino.0) {
+        self.guard_req(req, "statfs", |_| match VeilFs::statfs(self, ino.0) {
             Ok(s) => reply.statfs(
                 s.f_blocks,
                 s.f_bfree,
@@ -533,17 +531,17 @@ impl Filesystem for Served {
         reply: ReplyEmpty,
     ) {
         let (name, value) = (name.to_owned(), value.to_vec());
-        self.asking(req, "setxattr", reply, move |fs, who, reply| {
-            let r = VeilFs::setxattr(fs, ino.0, &name, &value, flags);
+        self.asking(req, "setxattr", reply, move |fs, cx, reply| {
+            let r = VeilFs::setxattr(fs, cx, ino.0, &name, &value, flags);
             settle(r, reply, |r, reply| {
-                fs.reply_empty(who, "setxattr", r, reply)
+                fs.reply_empty(cx, "setxattr", r, reply)
             })
         })
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        self.guard_req(req, "getxattr", || {
-            match VeilFs::getxattr(self, ino.0, name, size) {
+        self.guard_req(req, "getxattr", |cx| {
+            match VeilFs::getxattr(self, cx, ino.0, name, size) {
                 Ok((n, _)) if size == 0 => reply.size(n as u32),
                 Ok((_, data)) => reply.data(&data),
                 Err(e) => reply.error(self.fail(req, "getxattr", e)),
@@ -552,8 +550,8 @@ impl Filesystem for Served {
     }
 
     fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        self.guard_req(req, "listxattr", || {
-            match VeilFs::listxattr(self, ino.0, size) {
+        self.guard_req(req, "listxattr", |cx| {
+            match VeilFs::listxattr(self, cx, ino.0, size) {
                 Ok((n, _)) if size == 0 => reply.size(n as u32),
                 Ok((_, data)) => reply.data(&data),
                 Err(e) => reply.error(self.fail(req, "listxattr", e)),
@@ -563,20 +561,20 @@ impl Filesystem for Served {
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let name = name.to_owned();
-        self.asking(req, "removexattr", reply, move |fs, who, reply| {
-            let r = VeilFs::removexattr(fs, ino.0, &name);
+        self.asking(req, "removexattr", reply, move |fs, cx, reply| {
+            let r = VeilFs::removexattr(fs, cx, ino.0, &name);
             settle(r, reply, |r, reply| {
-                fs.reply_empty(who, "removexattr", r, reply)
+                fs.reply_empty(cx, "removexattr", r, reply)
             })
         })
     }
 
     fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
-        self.guard_req(req, "access", || {
+        self.guard_req(req, "access", |cx| {
             self.reply_empty(
                 req,
                 "access",
-                VeilFs::access(self, ino.0, mask.bits()),
+                VeilFs::access(self, cx, ino.0, mask.bits()),
                 reply,
             )
         })
@@ -593,8 +591,8 @@ impl Filesystem for Served {
         reply: ReplyCreate,
     ) {
         let name = name.to_owned();
-        self.asking(req, "create", reply, move |fs, who, reply| {
-            let r = VeilFs::create(fs, parent.0, &name, mode, umask, flags, caller(who));
+        self.asking(req, "create", reply, move |fs, cx, reply| {
+            let r = VeilFs::create(fs, cx, parent.0, &name, mode, umask, flags);
             settle(r, reply, |r, reply| match r {
                 Ok((node, st, fh)) => {
                     let attr = fs.attr(node.ino, &st);
@@ -617,7 +615,7 @@ impl Filesystem for Served {
                         ),
                     }
                 }
-                Err(e) => reply.error(fs.fail(who, "create", e)),
+                Err(e) => reply.error(fs.fail(cx, "create", e)),
             })
         })
     }
@@ -632,11 +630,11 @@ impl Filesystem for Served {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        self.guard_req(req, "fallocate", || {
+        self.guard_req(req, "fallocate", |cx| {
             self.reply_empty(
                 req,
                 "fallocate",
-                VeilFs::fallocate(self, ino.0, fh.0, mode, offset, length),
+                VeilFs::fallocate(self, cx, ino.0, fh.0, mode, offset, length),
                 reply,
             )
         })
@@ -651,8 +649,8 @@ impl Filesystem for Served {
         whence: i32,
         reply: ReplyLseek,
     ) {
-        self.guard_req(req, "lseek", || {
-            match VeilFs::lseek(self, ino.0, fh.0, offset, whence) {
+        self.guard_req(req, "lseek", |cx| {
+            match VeilFs::lseek(self, cx, ino.0, fh.0, offset, whence) {
                 Ok(o) => reply.offset(o),
                 Err(e) => reply.error(self.fail(req, "lseek", e)),
             }
@@ -672,9 +670,10 @@ impl Filesystem for Served {
         _flags: fuser::CopyFileRangeFlags,
         reply: ReplyWrite,
     ) {
-        self.guard_req(req, "copy_file_range", || {
+        self.guard_req(req, "copy_file_range", |cx| {
             match VeilFs::copy_file_range(
                 self,
+                cx,
                 (ino_in.0, fh_in.0, offset_in),
                 (ino_out.0, fh_out.0, offset_out),
                 len,

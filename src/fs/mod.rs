@@ -1,8 +1,18 @@
 //! The filesystem: a read-write mirror of a source directory that enforces a policy.
 //!
-//! One request goes kernel → [`fuse`] (decode, reply) → [`ops`] (policy, then one
-//! syscall relative to a parent's descriptor) → [`crate::sys`]. [`ops`] is the only
-//! place the policy is enforced.
+//! How one request flows:
+//! 1. fuser reads it from `/dev/fuse` or a ring queue and calls [`fuse`]'s handler.
+//! 2. The handler makes the request's [`request::Req`] (who asks, which operation,
+//!    the grants it holds) and runs the operation in [`ops`] with it, under a panic
+//!    guard; an operation that may ask a person runs through `parked`.
+//! 3. The operation takes one [`snapshot::Snapshot`] (the policy, its epoch, the
+//!    request) and decides each place it touches: the policy, then veilfs's guards
+//!    ([`protect`], [`git_guard`]), then an enclosing mount's policy.
+//! 4. Allowed: one system call relative to a parent's descriptor ([`crate::sys`]).
+//!    A question: `parked` parks the reply until an answer runs it again with a
+//!    new `Req` holding the grant. Refused: `reply` sets the one errno and logs.
+//!
+//! [`ops`] is the only place the policy is enforced.
 
 pub mod ask;
 mod broker;
@@ -19,6 +29,7 @@ mod permissive;
 pub mod protect;
 pub mod reload;
 mod reply;
+pub mod request;
 pub mod snapshot;
 pub mod watch;
 

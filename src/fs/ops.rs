@@ -27,6 +27,7 @@ pub use unseen::shown_nlink;
 use super::ask::Access;
 use super::inode::{Key, Node, Place};
 use super::permissive::Need::{Change, See};
+use super::request::Req;
 use super::snapshot::Snapshot;
 use super::{FileHandle, VeilFs};
 use crate::policy::{Decision, Policy};
@@ -97,6 +98,16 @@ pub struct SetAttr {
 pub struct Caller {
     pub uid: u32,
     pub gid: u32,
+}
+
+impl Caller {
+    /// The user and group of the request `cx`.
+    pub fn of(cx: &Req) -> Caller {
+        Caller {
+            uid: cx.who.uid,
+            gid: cx.who.gid,
+        }
+    }
 }
 
 fn join(parent: &[u8], name: &[u8]) -> Vec<u8> {
@@ -342,8 +353,8 @@ impl VeilFs {
             .find_map(|(p, n)| self.inodes.get(p).map(|node| (node, n.clone())))
     }
 
-    fn visible(&self, node: &Node) -> io::Result<Place> {
-        self.visible_in(&self.snapshot(), node)
+    fn visible(&self, cx: &Req, node: &Node) -> io::Result<Place> {
+        self.visible_in(&self.snapshot(cx), node)
     }
 
     fn visible_in(&self, s: &Snapshot, node: &Node) -> io::Result<Place> {
@@ -377,7 +388,7 @@ impl VeilFs {
         if need.met_by(d) {
             return Ok(());
         }
-        self.admit(&s.policy, &self.path_of(s, node, p)?, d, need, log)
+        self.admit(s, &self.path_of(s, node, p)?, d, need, log)
     }
 
     /// [`VeilFs::gate`] for `node` at its place `p` (its path spelled only for a
@@ -405,8 +416,8 @@ impl VeilFs {
         self.guard_key(node.key, &self.path_of(s, node, p)?)
     }
 
-    fn writable(&self, node: &Node) -> io::Result<Place> {
-        self.writable_in(&self.snapshot(), node)
+    fn writable(&self, cx: &Req, node: &Node) -> io::Result<Place> {
+        self.writable_in(&self.snapshot(cx), node)
     }
 
     fn writable_in(&self, s: &Snapshot, node: &Node) -> io::Result<Place> {
@@ -420,8 +431,8 @@ impl VeilFs {
 
     /// The node's content may be read (opened for reading, listed): visible, and
     /// approved where the path asks (see [`super::ask`]).
-    fn readable(&self, node: &Node) -> io::Result<Place> {
-        self.readable_in(&self.snapshot(), node)
+    fn readable(&self, cx: &Req, node: &Node) -> io::Result<Place> {
+        self.readable_in(&self.snapshot(cx), node)
     }
 
     fn readable_in(&self, s: &Snapshot, node: &Node) -> io::Result<Place> {
@@ -443,16 +454,16 @@ impl VeilFs {
         if d.action != crate::policy::Action::Ask {
             return Ok(None);
         }
-        if let Some(d) = self.waived_question(&s.policy, path, d, access) {
+        if let Some(d) = self.waived_question(s, path, d, access) {
             return Ok(Some(d));
         }
-        super::ask::gate(self.seat.as_ref(), path, d, access, is_dir).map(Some)
+        super::ask::gate(self.seat.as_ref(), s.req, path, d, access, is_dir).map(Some)
     }
 
     /// The node's own attributes may be changed (see
     /// [`Decision::for_own_attributes`]).
-    fn attributes_writable(&self, node: &Node) -> io::Result<Place> {
-        let s = self.snapshot();
+    fn attributes_writable(&self, cx: &Req, node: &Node) -> io::Result<Place> {
+        let s = self.snapshot(cx);
         let p = self.writable_in(&s, node)?;
         let d = p.decision.for_own_attributes(s.policy.default_action());
         self.admit_node(&s, node, &p, &d, Change, true)?;
@@ -687,15 +698,20 @@ impl VeilFs {
         Ok((node, st))
     }
 
-    pub fn lookup(&self, parent: u64, name: &OsStr) -> io::Result<(Arc<Node>, libc::stat)> {
-        let s = self.snapshot();
+    pub fn lookup(
+        &self,
+        cx: &Req,
+        parent: u64,
+        name: &OsStr,
+    ) -> io::Result<(Arc<Node>, libc::stat)> {
+        let s = self.snapshot(cx);
         let dir = self.node(parent)?;
         let dp = self.dir_visible_in(&s, &dir)?;
         let cname = sys::name(name)?;
         self.seam.run();
         let path = join(&self.path_of(&s, &dir, &dp)?, cname.to_bytes());
         let (d, as_file) = self.decide_on_disk(&s.policy, &dir, &dp.decision, &path, &cname);
-        self.admit(&s.policy, &path, &d, See, true)?;
+        self.admit(&s, &path, &d, See, true)?;
         let at = Entering {
             parent,
             dir: &dir,
@@ -805,20 +821,26 @@ impl VeilFs {
     /// descriptor the daemon opened (`--strict-open`, or a file created before the
     /// kernel began opening files without asking) keeps working after its path is
     /// denied, as with Unix permissions.
-    pub fn getattr(&self, ino: u64, fh: Option<u64>) -> io::Result<libc::stat> {
+    pub fn getattr(&self, cx: &Req, ino: u64, fh: Option<u64>) -> io::Result<libc::stat> {
         if let Some(h) = fh.and_then(|fh| self.file(fh).ok())
             && h.ino == ino
         {
             return sys::stat(h.file.as_fd());
         }
         let node = self.node(ino)?;
-        self.visible(&node)?;
+        self.visible(cx, &node)?;
         self.stat_of(&node)
     }
 
-    pub fn setattr(&self, ino: u64, a: &SetAttr, fh: Option<u64>) -> io::Result<libc::stat> {
+    pub fn setattr(
+        &self,
+        cx: &Req,
+        ino: u64,
+        a: &SetAttr,
+        fh: Option<u64>,
+    ) -> io::Result<libc::stat> {
         let node = self.node(ino)?;
-        let place = self.attributes_writable(&node)?;
+        let place = self.attributes_writable(cx, &node)?;
         let own = self.own(place.parent, &place.name);
         let nfd = self.fd_of(&node)?;
         let fd = nfd.as_fd();
@@ -852,9 +874,9 @@ impl VeilFs {
         own.done_if(sys::stat(fd))
     }
 
-    pub fn readlink(&self, ino: u64) -> io::Result<Vec<u8>> {
+    pub fn readlink(&self, cx: &Req, ino: u64) -> io::Result<Vec<u8>> {
         let node = self.node(ino)?;
-        self.visible(&node)?;
+        self.visible(cx, &node)?;
         sys::readlink(self.fd_of(&node)?.as_fd())
     }
 
@@ -865,9 +887,9 @@ impl VeilFs {
 
     /// `access(2)`: never asks. A path that asks answers as it would once
     /// approved (a question comes when the content is used).
-    pub fn access(&self, ino: u64, mask: i32) -> io::Result<()> {
+    pub fn access(&self, cx: &Req, ino: u64, mask: i32) -> io::Result<()> {
         let node = self.node(ino)?;
-        let s = self.snapshot();
+        let s = self.snapshot(cx);
         let p = self.visible_in(&s, &node)?;
         if mask & libc::W_OK != 0 {
             let d = p.decision.once_approved();

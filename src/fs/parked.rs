@@ -12,6 +12,7 @@ use fuser::{
 
 use super::VeilFs;
 use super::reply::{Who, guard};
+use super::request::Req;
 
 /// The filesystem as fuser serves it: shared, so that a request parked on a
 /// question (see [`super::ask`]) can be answered from another thread.
@@ -30,16 +31,11 @@ impl Served {
         req: &Request,
         op: &'static str,
         reply: R,
-        body: impl Fn(&VeilFs, Who, R) -> Parked<R> + Send + Sync + 'static,
+        body: impl Fn(&VeilFs, &Req, R) -> Parked<R> + Send + Sync + 'static,
     ) {
         let who = Who::from(req);
         guard(op, || {
-            let r = if self.0.permissive {
-                super::permissive::serving(op, who, || body(&self.0, who, reply))
-            } else {
-                body(&self.0, who, reply)
-            };
-            if let Err((e, reply)) = r {
+            if let Err((e, reply)) = body(&self.0, &Req::of(who, op), reply) {
                 park(
                     self.0.clone(),
                     who,
@@ -66,7 +62,7 @@ impl std::ops::Deref for Served {
 pub(super) type Parked<R> = Result<(), (io::Error, R)>;
 
 /// The body of a parked request, run again after an approval.
-type Body<R> = dyn Fn(&VeilFs, Who, R) -> Parked<R> + Send + Sync;
+type Body<R> = dyn Fn(&VeilFs, &Req, R) -> Parked<R> + Send + Sync;
 
 /// A reply a parked request can be refused with.
 pub(crate) trait Refuse: Send + 'static {
@@ -140,13 +136,8 @@ fn park<R: Refuse>(
                 let mut grants = grants;
                 grants.push(g);
                 guard(op, || {
-                    let run = || super::ask::with_grants(&grants, || body(&fs, who, reply));
-                    let r = if fs.permissive {
-                        super::permissive::serving(op, who, run)
-                    } else {
-                        run()
-                    };
-                    if let Err((e, reply)) = r {
+                    let cx = Req::of(who, op).with_grants(grants.clone());
+                    if let Err((e, reply)) = body(&fs, &cx, reply) {
                         park(fs.clone(), who, op, e, reply, body.clone(), grants.clone());
                     }
                 })

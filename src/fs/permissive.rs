@@ -25,12 +25,12 @@
 //! mount can only log `certs`: the lookup stops there). The checks of a request's
 //! parent directories log nothing of their own.
 
-use std::cell::RefCell;
 use std::io;
 
 use super::VeilFs;
 use super::ops::refuse;
-use super::reply::Who;
+use super::request::Req;
+use super::snapshot::Snapshot;
 use crate::policy::{Decision, Policy};
 
 /// What a check needs of a path.
@@ -51,46 +51,6 @@ impl Need {
     }
 }
 
-/// The request a thread is serving (set by [`serving`]): its operation, who made
-/// it, and the paths whose would-be refusal it has logged.
-struct Serving {
-    op: &'static str,
-    who: Who,
-    logged: Vec<Vec<u8>>,
-}
-
-thread_local! {
-    static SERVING: RefCell<Option<Serving>> = const { RefCell::new(None) };
-}
-
-/// Runs `f` as the request `op` of `who` (for the log of what it would have been
-/// refused). Nested calls keep the outer request.
-pub(super) fn serving<T>(op: &'static str, who: Who, f: impl FnOnce() -> T) -> T {
-    let outer = SERVING.with(|s| {
-        let mut s = s.borrow_mut();
-        if s.is_some() {
-            false
-        } else {
-            *s = Some(Serving {
-                op,
-                who,
-                logged: Vec::new(),
-            });
-            true
-        }
-    });
-    struct Reset(bool);
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            if self.0 {
-                SERVING.with(|s| s.borrow_mut().take());
-            }
-        }
-    }
-    let _reset = Reset(outer);
-    f()
-}
-
 impl VeilFs {
     /// Enforces none of the policy's rules (see the module documentation). Set
     /// before mounting; it is meant to be used with an audit log.
@@ -104,7 +64,7 @@ impl VeilFs {
     /// of a directory above it). A guard that refuses is named as the reason.
     pub(super) fn admit(
         &self,
-        policy: &Policy,
+        s: &Snapshot,
         path: &[u8],
         d: &Decision,
         need: Need,
@@ -116,23 +76,23 @@ impl VeilFs {
         if !self.permissive {
             return Err(refuse(path, d));
         }
-        let g = self.guards_alone(policy, path);
+        let g = self.guards_alone(&s.policy, path);
         if !need.met_by(&g) {
             return Err(refuse(path, &g));
         }
         if log {
-            self.would_refuse(path, d, "would-refuse");
+            self.would_refuse(s.req, path, d, "would-refuse");
         }
         Ok(())
     }
 
     /// [`VeilFs::admit`] for the refusal `e` (of a check made elsewhere): `Ok` where
     /// a permissive mount waives it.
-    pub(super) fn admit_refusal(&self, policy: &Policy, e: io::Error) -> io::Result<()> {
+    pub(super) fn admit_refusal(&self, s: &Snapshot, e: io::Error) -> io::Result<()> {
         match super::ops::refusal_of(&e) {
             Some(r) if self.permissive => {
                 let (path, d) = (r.path.clone(), r.decision.clone());
-                self.admit(policy, &path, &d, Need::Change, true)
+                self.admit(s, &path, &d, Need::Change, true)
             }
             _ => Err(e),
         }
@@ -162,7 +122,7 @@ impl VeilFs {
     /// approval would not allow).
     pub(super) fn waived_question(
         &self,
-        policy: &Policy,
+        s: &Snapshot,
         path: &[u8],
         d: &Decision,
         access: super::ask::Access,
@@ -176,27 +136,23 @@ impl VeilFs {
         } else {
             "would-ask"
         };
-        self.would_refuse(path, d, result);
-        Some(self.guards_alone(policy, path))
+        self.would_refuse(s.req, path, d, result);
+        Some(self.guards_alone(&s.policy, path))
     }
 
-    /// Logs that the request being served would have been refused `path` by `d`,
-    /// once per request and path.
-    fn would_refuse(&self, path: &[u8], d: &Decision, result: &'static str) {
-        if self.audit.is_none() {
+    /// Logs that `req` would have been refused `path` by `d`, once per request and
+    /// path.
+    fn would_refuse(&self, req: &Req, path: &[u8], d: &Decision, result: &'static str) {
+        if self.audit.is_none() || !req.first_mention(path) {
             return;
         }
-        let Some((op, who)) = SERVING.with(|s| {
-            let mut s = s.borrow_mut();
-            let s = s.as_mut()?;
-            if s.logged.iter().any(|p| p.as_slice() == path) {
-                return None;
-            }
-            s.logged.push(path.to_vec());
-            Some((s.op, s.who))
-        }) else {
-            return;
-        };
-        self.audit_as(who, op, path.to_vec(), d.clone(), false, Some(result));
+        self.audit_as(
+            req.who,
+            req.op,
+            path.to_vec(),
+            d.clone(),
+            false,
+            Some(result),
+        );
     }
 }

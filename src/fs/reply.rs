@@ -15,7 +15,8 @@ use fuser::{
 };
 
 use super::VeilFs;
-use super::ops::{Caller, Refusal};
+use super::ops::Refusal;
+use super::request::Req;
 
 /// The one place an `io::Error` becomes a reply errno: a policy refusal is
 /// `EACCES`, anything else the backing errno untouched.
@@ -137,6 +138,12 @@ pub(crate) struct Who {
     pub gid: u32,
 }
 
+impl From<&Req> for Who {
+    fn from(req: &Req) -> Who {
+        req.who
+    }
+}
+
 impl From<&Request> for Who {
     fn from(req: &Request) -> Who {
         Who {
@@ -144,14 +151,6 @@ impl From<&Request> for Who {
             uid: req.uid(),
             gid: req.gid(),
         }
-    }
-}
-
-pub(super) fn caller(who: impl Into<Who>) -> Caller {
-    let who = who.into();
-    Caller {
-        uid: who.uid,
-        gid: who.gid,
     }
 }
 
@@ -181,15 +180,10 @@ pub(super) fn timespec(t: TimeOrNow) -> Option<libc::timespec> {
 }
 
 impl VeilFs {
-    /// [`guard`] for a request of `req`'s, which a permissive mount logs as `op` of
-    /// its caller (see [`super::permissive`]).
-    pub(super) fn guard_req(&self, req: &Request, op: &'static str, handler: impl FnOnce()) {
-        if self.permissive {
-            let who = Who::from(req);
-            guard(op, || super::permissive::serving(op, who, handler))
-        } else {
-            guard(op, handler)
-        }
+    /// [`guard`] for the request `op` of `req`'s, handed to `handler` as the
+    /// operations see it.
+    pub(super) fn guard_req(&self, req: &Request, op: &'static str, handler: impl FnOnce(&Req)) {
+        guard(op, || handler(&Req::of(Who::from(req), op)))
     }
 
     /// The errno for a failed request; a policy refusal also goes to the audit log.
@@ -252,22 +246,21 @@ impl VeilFs {
     /// Replies with a new or found entry, logging it when asked to.
     pub(super) fn reply_entry(
         &self,
-        req: impl Into<Who>,
+        cx: &Req,
         op: &'static str,
         r: io::Result<(std::sync::Arc<super::inode::Node>, libc::stat)>,
         reply: ReplyEntry,
     ) {
-        let req = req.into();
         match r {
             Ok((node, st)) => {
-                self.allowed(req, op, node.ino);
+                self.allowed(cx, op, node.ino);
                 reply.entry(
                     &self.ttl_of(node.ino),
                     &self.attr(node.ino, &st),
                     Generation(0),
                 )
             }
-            Err(e) => reply.error(self.fail(req, op, e)),
+            Err(e) => reply.error(self.fail(cx, op, e)),
         }
     }
 
@@ -305,15 +298,15 @@ impl VeilFs {
     }
 
     /// Logs an allowed operation on node `ino` when the audit log wants them all.
-    pub(super) fn allowed(&self, req: impl Into<Who>, op: &'static str, ino: u64) {
+    pub(super) fn allowed(&self, cx: &Req, op: &'static str, ino: u64) {
         if self.audit.as_ref().is_some_and(|a| a.all())
             && let Some(node) = self.inodes.get(ino)
         {
             let place = node.place();
             // A path that cannot be spelled (its parent gone) is logged empty.
-            let path = self.path_of(&self.snapshot(), &node, &place);
+            let path = self.path_of(&self.snapshot(cx), &node, &place);
             let path = path.map(|p| p.to_vec()).unwrap_or_default();
-            self.audit(req.into(), op, path, place.decision, false);
+            self.audit(cx, op, path, place.decision, false);
         }
     }
 
@@ -426,6 +419,7 @@ pub(super) fn fill_dir(
 /// Serves `listing` from position `pos` with each entry's attributes.
 pub(super) fn fill_dir_plus(
     fs: &VeilFs,
+    cx: &Req,
     ino: INodeNo,
     listing: &super::ops::Listing,
     mut pos: u64,
@@ -436,7 +430,7 @@ pub(super) fn fill_dir_plus(
     // up (policy included) and forgotten again if the reply buffer had no room
     // for it. "." and ".." are not counted (node id 0).
     if pos < 2 {
-        if let Ok(st) = VeilFs::getattr(fs, ino.0, None) {
+        if let Ok(st) = VeilFs::getattr(fs, cx, ino.0, None) {
             let attr = FileAttr {
                 ino,
                 ..fs.attr(ino.0, &st)
@@ -472,7 +466,7 @@ pub(super) fn fill_dir_plus(
         }
         let name = OsStr::from_bytes(&e.name);
         let offset = cookie(i as u64 + 3);
-        let full = match VeilFs::lookup(fs, ino.0, name) {
+        let full = match VeilFs::lookup(fs, cx, ino.0, name) {
             Ok((node, st)) => {
                 let full = reply.add(
                     INodeNo(node.ino),

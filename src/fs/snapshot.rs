@@ -14,13 +14,15 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 
 use super::VeilFs;
+use super::request::Req;
 use crate::policy::Policy;
 
-/// The epoch and the policy a request decides under.
+/// The epoch and the policy a request decides under, and the request itself.
 #[derive(Clone, Debug)]
-pub struct Snapshot {
+pub struct Snapshot<'r> {
     pub epoch: u64,
     pub policy: Arc<Policy>,
+    pub req: &'r Req,
 }
 
 /// A test seam: something run inside a request between the decision of a
@@ -48,12 +50,13 @@ impl Seam {
 }
 
 impl VeilFs {
-    /// The epoch and the policy in force at it, read together.
-    pub(crate) fn snapshot(&self) -> Snapshot {
+    /// The epoch and the policy in force at it, read together, for `req`.
+    pub(crate) fn snapshot<'r>(&self, req: &'r Req) -> Snapshot<'r> {
         let policy = self.policy.read();
         Snapshot {
             epoch: self.epoch.load(Ordering::Acquire),
             policy: policy.clone(),
+            req,
         }
     }
 

@@ -25,6 +25,7 @@ use std::os::fd::{AsFd, OwnedFd};
 
 use super::{errno, refuse};
 use crate::fs::VeilFs;
+use crate::fs::snapshot::Snapshot;
 use crate::policy::{Action, Decision, Policy, Reason};
 use crate::sys;
 
@@ -93,7 +94,7 @@ impl VeilFs {
     /// permissive. `EACCES` names the first descendant that would be exposed.
     pub(super) fn no_exposure(
         &self,
-        policy: &Policy,
+        s: &Snapshot,
         dir: OwnedFd,
         old_path: &[u8],
         old: &Decision,
@@ -105,11 +106,11 @@ impl VeilFs {
         }
         // In a permissive mount nothing is hidden to expose: the rename it would
         // have refused is logged. What git would obey is refused there too.
-        Walk::new(self, policy, old_path, new_path)
+        Walk::new(self, &s.policy, old_path, new_path)
             .check(dir, old, new)
             .or_else(|e| match super::refusal_of(&e) {
                 Some(r) if matches!(r.decision.reason, Reason::GitControl) => Err(e),
-                _ => self.admit_refusal(policy, e),
+                _ => self.admit_refusal(s, e),
             })
     }
 }

@@ -58,10 +58,10 @@ impl VeilFs {
 
     /// An open for reading answered without a handle (see
     /// [`VeilFs::set_light_open`]): only the policy check.
-    pub fn open_for_reading(&self, ino: u64) -> io::Result<()> {
+    pub fn open_for_reading(&self, cx: &Req, ino: u64) -> io::Result<()> {
         let node = self.node(ino)?;
         self.still_named(&node)?;
-        self.readable(&node)?;
+        self.readable(cx, &node)?;
         self.pin(&node);
         Ok(())
     }
@@ -81,17 +81,17 @@ impl VeilFs {
         true
     }
 
-    pub fn open(&self, ino: u64, flags: i32) -> io::Result<u64> {
+    pub fn open(&self, cx: &Req, ino: u64, flags: i32) -> io::Result<u64> {
         let node = self.node(ino)?;
         self.still_named(&node)?;
         self.pin(&node);
         let writes = opens_for_writing(flags);
         let own = if writes {
-            let place = self.writable(&node)?;
+            let place = self.writable(cx, &node)?;
             self.protected.written(node.key);
             self.own(place.parent, &place.name)
         } else {
-            self.readable(&node)?;
+            self.readable(cx, &node)?;
             crate::fs::watch::Own::none()
         };
         // `O_DIRECT` is the kernel's business on the FUSE side: the daemon's buffers
@@ -113,15 +113,16 @@ impl VeilFs {
     #[allow(clippy::too_many_arguments)]
     pub fn create(
         &self,
+        cx: &Req,
         parent: u64,
         name: &OsStr,
         mode: u32,
         umask: u32,
         flags: i32,
-        caller: Caller,
     ) -> io::Result<(Arc<Node>, libc::stat, u64)> {
+        let caller = Caller::of(cx);
         let _names = self.names.read();
-        let (c, own) = self.new_name(&self.snapshot(), parent, name, false)?;
+        let (c, own) = self.new_name(&self.snapshot(cx), parent, name, false)?;
         self.guard_config_way(&c.path, libc::S_IFREG)?;
         let (dfd, mode) = (c.dir.dir_fd()?, mode & !umask);
         // Without `O_EXCL` an existing name is opened (and maybe truncated): never
@@ -192,7 +193,7 @@ impl VeilFs {
     /// What an I/O request works on: the handle it names, or, for handle 0 (a file
     /// opened for reading without a handle, see [`VeilFs::set_light_open`]), the
     /// node reopened for this one request after the check an open would have made.
-    pub(super) fn io(&self, ino: u64, fh: u64, write: bool) -> io::Result<Io> {
+    pub(super) fn io(&self, cx: &Req, ino: u64, fh: u64, write: bool) -> io::Result<Io> {
         if fh != NO_HANDLE {
             let h = self.file(fh)?;
             if write
@@ -200,7 +201,7 @@ impl VeilFs {
                 && self.protected.contains(node.key)
             {
                 // A handle opened before its file became the policy file.
-                let path = self.path_of(&self.snapshot(), &node, &node.place())?;
+                let path = self.path_of(&self.snapshot(cx), &node, &node.place())?;
                 self.guard_key(node.key, &path)?;
             }
             return Ok(Io::Handle(h));
@@ -210,17 +211,17 @@ impl VeilFs {
             return Err(errno(libc::EINVAL));
         }
         let access = if write {
-            self.writable(&node)?;
+            self.writable(cx, &node)?;
             libc::O_WRONLY
         } else {
-            self.visible(&node)?;
+            self.visible(cx, &node)?;
             libc::O_RDONLY
         };
         Ok(Io::Node(File::from(self.open_node(&node, access)?)))
     }
 
-    pub fn read(&self, ino: u64, fh: u64, offset: u64, size: u32) -> io::Result<Vec<u8>> {
-        let io = self.io(ino, fh, false)?;
+    pub fn read(&self, cx: &Req, ino: u64, fh: u64, offset: u64, size: u32) -> io::Result<Vec<u8>> {
+        let io = self.io(cx, ino, fh, false)?;
         let mut buf = vec![0u8; size as usize];
         let mut done = 0;
         while done < buf.len() {
@@ -235,8 +236,8 @@ impl VeilFs {
         Ok(buf)
     }
 
-    pub fn write(&self, ino: u64, fh: u64, offset: u64, data: &[u8]) -> io::Result<u32> {
-        let io = self.io(ino, fh, true)?;
+    pub fn write(&self, cx: &Req, ino: u64, fh: u64, offset: u64, data: &[u8]) -> io::Result<u32> {
+        let io = self.io(cx, ino, fh, true)?;
         let own = self.own_node(match &io {
             Io::Handle(h) => h.ino,
             Io::Node(_) => ino,
@@ -269,28 +270,40 @@ impl VeilFs {
         }
     }
 
-    pub fn fsync(&self, ino: u64, fh: u64, datasync: bool) -> io::Result<()> {
-        sys::fsync(self.io(ino, fh, false)?.file().as_fd(), datasync)
+    pub fn fsync(&self, cx: &Req, ino: u64, fh: u64, datasync: bool) -> io::Result<()> {
+        sys::fsync(self.io(cx, ino, fh, false)?.file().as_fd(), datasync)
     }
 
-    pub fn fallocate(&self, ino: u64, fh: u64, mode: i32, offset: u64, len: u64) -> io::Result<()> {
-        let io = self.io(ino, fh, true)?;
+    pub fn fallocate(
+        &self,
+        cx: &Req,
+        ino: u64,
+        fh: u64,
+        mode: i32,
+        offset: u64,
+        len: u64,
+    ) -> io::Result<()> {
+        let io = self.io(cx, ino, fh, true)?;
         sys::fallocate(io.file().as_fd(), mode, offset as i64, len as i64)
     }
 
-    pub fn lseek(&self, ino: u64, fh: u64, offset: i64, whence: i32) -> io::Result<i64> {
-        sys::lseek(self.io(ino, fh, false)?.file().as_fd(), offset, whence)
+    pub fn lseek(&self, cx: &Req, ino: u64, fh: u64, offset: i64, whence: i32) -> io::Result<i64> {
+        sys::lseek(self.io(cx, ino, fh, false)?.file().as_fd(), offset, whence)
     }
 
     /// `(ino, fh, offset)` in and out. Copies at most [`MAX_COPY`] bytes (the
     /// reply counts them in a `u32`); the caller asks again for the rest.
     pub fn copy_file_range(
         &self,
+        cx: &Req,
         from: (u64, u64, u64),
         to: (u64, u64, u64),
         len: u64,
     ) -> io::Result<usize> {
-        let (a, b) = (self.io(from.0, from.1, false)?, self.io(to.0, to.1, true)?);
+        let (a, b) = (
+            self.io(cx, from.0, from.1, false)?,
+            self.io(cx, to.0, to.1, true)?,
+        );
         let off_in = i64::try_from(from.2).map_err(|_| errno(libc::EINVAL))?;
         let off_out = i64::try_from(to.2).map_err(|_| errno(libc::EINVAL))?;
         sys::copy_file_range(

@@ -49,9 +49,9 @@ pub struct Listed {
 impl VeilFs {
     /// `opendir`: only the policy check. Listings are kept per directory (see
     /// [`VeilFs::listing_at`]), not per handle.
-    pub fn opendir(&self, ino: u64) -> io::Result<()> {
+    pub fn opendir(&self, cx: &Req, ino: u64) -> io::Result<()> {
         let node = self.node(ino)?;
-        self.readable(&node)?;
+        self.readable(cx, &node)?;
         Ok(())
     }
 
@@ -65,10 +65,11 @@ impl VeilFs {
     /// directory's mtime or the policy epoch has changed since the newest one.
     ///
     /// In a directory that asks, every new reading is approved first, and only the
-    /// process (`pid`) a listing was approved for continues it at a later offset
+    /// process (`cx`'s) a listing was approved for continues it at a later offset
     /// (an offset is only a number: another process could seek to it).
-    pub fn listing_at(&self, ino: u64, offset: u64, pid: u32) -> io::Result<(Arc<Listing>, u64)> {
-        let s = self.snapshot();
+    pub fn listing_at(&self, cx: &Req, ino: u64, offset: u64) -> io::Result<(Arc<Listing>, u64)> {
+        let s = self.snapshot(cx);
+        let pid = cx.who.pid;
         let node = self.node(ino)?;
         let place = self.visible_in(&s, &node)?;
         let (generation, pos) = ((offset >> 32) as u32, offset & 0xffff_ffff);
@@ -141,7 +142,7 @@ impl VeilFs {
     /// served again from the kernel's cache (to another process, or at an offset
     /// sought to), so drop it there. Every part of it: the reader's own
     /// continuations refill the cache too.
-    pub fn after_listing(&self, ino: u64) {
+    pub fn after_listing(&self, cx: &Req, ino: u64) {
         let Some(node) = self.inodes.get(ino) else {
             return;
         };
@@ -150,7 +151,7 @@ impl VeilFs {
             return;
         }
         if let Some(seat) = &self.seat
-            && let Ok(path) = self.path_of(&self.snapshot(), &node, &place)
+            && let Ok(path) = self.path_of(&self.snapshot(cx), &node, &place)
             && seat.broker.session_covers(seat.root, &path, Access::Read)
         {
             return;
@@ -238,9 +239,9 @@ impl VeilFs {
         Ok(entries)
     }
 
-    pub fn fsyncdir(&self, ino: u64, datasync: bool) -> io::Result<()> {
+    pub fn fsyncdir(&self, cx: &Req, ino: u64, datasync: bool) -> io::Result<()> {
         let node = self.node(ino)?;
-        self.visible(&node)?;
+        self.visible(cx, &node)?;
         let fd = sys::reopen(
             self.proc_fd.as_fd(),
             node.dir_fd()?,

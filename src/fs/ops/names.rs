@@ -20,7 +20,7 @@ impl VeilFs {
         let (path, d) = self.child(s, &dir, &dp, &cname, kind)?;
         let approved = self.gate(s, &path, &d, Access::Write, matches!(kind, Kind::Dir))?;
         let may = approved.as_ref().unwrap_or(&d);
-        self.admit(&s.policy, &path, may, Change, true)?;
+        self.admit(s, &path, may, Change, true)?;
         Ok(Changing {
             parent,
             dir,
@@ -75,15 +75,16 @@ impl VeilFs {
 
     pub fn mknod(
         &self,
+        cx: &Req,
         parent: u64,
         name: &OsStr,
         mode: u32,
         umask: u32,
         rdev: u32,
-        caller: Caller,
     ) -> io::Result<(Arc<Node>, libc::stat)> {
+        let caller = Caller::of(cx);
         let _names = self.names.read();
-        let (c, own) = self.new_name(&self.snapshot(), parent, name, false)?;
+        let (c, own) = self.new_name(&self.snapshot(cx), parent, name, false)?;
         // A type of 0 makes a regular file.
         let kind = if mode & libc::S_IFMT == 0 {
             libc::S_IFREG
@@ -97,14 +98,15 @@ impl VeilFs {
 
     pub fn mkdir(
         &self,
+        cx: &Req,
         parent: u64,
         name: &OsStr,
         mode: u32,
         umask: u32,
-        caller: Caller,
     ) -> io::Result<(Arc<Node>, libc::stat)> {
+        let caller = Caller::of(cx);
         let _names = self.names.read();
-        let (c, own) = self.new_name(&self.snapshot(), parent, name, true)?;
+        let (c, own) = self.new_name(&self.snapshot(cx), parent, name, true)?;
         if !self.git_guard.may_make_dir(&c.path) {
             return Err(refuse(&c.path, &crate::policy::Decision::git_control()));
         }
@@ -116,14 +118,15 @@ impl VeilFs {
 
     pub fn symlink(
         &self,
+        cx: &Req,
         parent: u64,
         name: &OsStr,
         target: &OsStr,
-        caller: Caller,
     ) -> io::Result<(Arc<Node>, libc::stat)> {
+        let caller = Caller::of(cx);
         let _names = self.names.read();
         // A link is decided as a directory would be (see `decided_as_dir`).
-        let (c, own) = self.new_name(&self.snapshot(), parent, name, true)?;
+        let (c, own) = self.new_name(&self.snapshot(cx), parent, name, true)?;
         self.guard_config_way(&c.path, libc::S_IFLNK)?;
         sys::symlinkat(target, c.dir.dir_fd()?, &c.name)?;
         own.done_if(self.made(c, caller))
@@ -131,6 +134,7 @@ impl VeilFs {
 
     pub fn link(
         &self,
+        cx: &Req,
         ino: u64,
         newparent: u64,
         newname: &OsStr,
@@ -141,7 +145,7 @@ impl VeilFs {
         // read-only inode a writable alias: the source must be writable too, under
         // a name that still reaches it (never an orphan: see `still_named`).
         self.named(&node)?;
-        let s = self.snapshot();
+        let s = self.snapshot(cx);
         self.writable_in(&s, &node)?;
         let (c, own) = self.new_name(&s, newparent, newname, node.decided_as_dir())?;
         let mode = sys::stat(self.fd_of(&node)?.as_fd())?.st_mode;
@@ -155,9 +159,15 @@ impl VeilFs {
         own.done_if(self.enter(c.at(), &c.name, c.path.clone(), c.decision.clone()))
     }
 
-    pub(super) fn remove(&self, parent: u64, name: &OsStr, is_dir: bool) -> io::Result<()> {
+    pub(super) fn remove(
+        &self,
+        cx: &Req,
+        parent: u64,
+        name: &OsStr,
+        is_dir: bool,
+    ) -> io::Result<()> {
         let kind = if is_dir { Kind::Dir } else { Kind::OnDisk };
-        let c = self.changeable(&self.snapshot(), parent, name, kind)?;
+        let c = self.changeable(&self.snapshot(cx), parent, name, kind)?;
         let st = sys::statat(c.dir.dir_fd()?, &c.name)?;
         self.guard_key(crate::fs::inode::key_of(&st), &c.path)?;
         self.guard_holder(&c.path)?;
@@ -195,11 +205,11 @@ impl VeilFs {
         }
     }
 
-    pub fn unlink(&self, parent: u64, name: &OsStr) -> io::Result<()> {
-        self.remove(parent, name, false)
+    pub fn unlink(&self, cx: &Req, parent: u64, name: &OsStr) -> io::Result<()> {
+        self.remove(cx, parent, name, false)
     }
 
-    pub fn rmdir(&self, parent: u64, name: &OsStr) -> io::Result<()> {
-        self.remove(parent, name, true)
+    pub fn rmdir(&self, cx: &Req, parent: u64, name: &OsStr) -> io::Result<()> {
+        self.remove(cx, parent, name, true)
     }
 }

@@ -8,6 +8,7 @@ impl VeilFs {
     /// it should then be dropped: its paths, and so its decisions, changed).
     pub fn rename(
         &self,
+        cx: &Req,
         parent: u64,
         name: &OsStr,
         newparent: u64,
@@ -16,8 +17,7 @@ impl VeilFs {
     ) -> io::Result<bool> {
         // Checked and made as one step (see `VeilFs::names`).
         let _names = self.names.write();
-        let s = self.snapshot();
-        let policy = &*s.policy;
+        let s = self.snapshot(cx);
         let (from_dir, to_dir) = (self.node(parent)?, self.node(newparent)?);
         let (fp, tp) = (
             self.dir_visible_in(&s, &from_dir)?,
@@ -35,7 +35,7 @@ impl VeilFs {
         let may = |path: &[u8], d: &Decision, is_dir: bool| -> io::Result<()> {
             let approved = self.gate(&s, path, d, Access::Write, is_dir)?;
             let d = approved.as_ref().unwrap_or(d);
-            self.admit(&s.policy, path, d, Change, true)
+            self.admit(&s, path, d, Change, true)
         };
         may(&from_path, &from_now, from_as_dir)?;
         may(&to_path, &from_then, from_as_dir)?;
@@ -73,7 +73,7 @@ impl VeilFs {
                 if to_is_dir {
                     let fd =
                         sys::openat(to_dir.dir_fd()?, &to, libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
-                    self.no_exposure(policy, fd, &to_path, &to_now, &from_path, &to_then)?;
+                    self.no_exposure(&s, fd, &to_path, &to_now, &from_path, &to_then)?;
                 }
             }
         }
@@ -93,7 +93,7 @@ impl VeilFs {
                 libc::O_RDONLY | libc::O_DIRECTORY,
                 0,
             )?;
-            self.no_exposure(policy, fd, &from_path, &from_now, &to_path, &from_then)?;
+            self.no_exposure(&s, fd, &from_path, &from_now, &to_path, &from_then)?;
         }
 
         // A moved directory takes its kernel-cached subtree along under a new path

@@ -84,7 +84,7 @@ impl VeilFs {
             return Ok(());
         }
         let d = self.decide(&s.policy, &dp.decision, path, || true);
-        let r = self.admit(&s.policy, path, &d, super::See, true);
+        let r = self.admit(s, path, &d, super::See, true);
         if r.is_err() {
             node.place.lock().epoch = u64::MAX;
             self.forget(node.ino, 1);

@@ -3,12 +3,12 @@
 use super::*;
 
 impl VeilFs {
-    pub(super) fn xattr_target(&self, ino: u64, write: bool) -> io::Result<Arc<Node>> {
+    pub(super) fn xattr_target(&self, cx: &Req, ino: u64, write: bool) -> io::Result<Arc<Node>> {
         let node = self.node(ino)?;
         if write {
-            self.attributes_writable(&node)?;
+            self.attributes_writable(cx, &node)?;
         } else {
-            self.visible(&node)?;
+            self.visible(cx, &node)?;
         }
         if node.fmt == libc::S_IFLNK {
             // `/proc/self/fd/N` of a link would reach its target: not supported.
@@ -17,25 +17,38 @@ impl VeilFs {
         Ok(node)
     }
 
-    pub fn getxattr(&self, ino: u64, name: &OsStr, size: u32) -> io::Result<(usize, Vec<u8>)> {
-        let node = self.xattr_target(ino, false)?;
+    pub fn getxattr(
+        &self,
+        cx: &Req,
+        ino: u64,
+        name: &OsStr,
+        size: u32,
+    ) -> io::Result<(usize, Vec<u8>)> {
+        let node = self.xattr_target(cx, ino, false)?;
         let c = std::ffi::CString::new(name.as_bytes()).map_err(|_| errno(libc::EINVAL))?;
         sys::getxattr(self.fd_of(&node)?.as_fd(), &c, size as usize)
     }
 
-    pub fn listxattr(&self, ino: u64, size: u32) -> io::Result<(usize, Vec<u8>)> {
-        let node = self.xattr_target(ino, false)?;
+    pub fn listxattr(&self, cx: &Req, ino: u64, size: u32) -> io::Result<(usize, Vec<u8>)> {
+        let node = self.xattr_target(cx, ino, false)?;
         sys::listxattr(self.fd_of(&node)?.as_fd(), size as usize)
     }
 
-    pub fn setxattr(&self, ino: u64, name: &OsStr, value: &[u8], flags: i32) -> io::Result<()> {
-        let node = self.xattr_target(ino, true)?;
+    pub fn setxattr(
+        &self,
+        cx: &Req,
+        ino: u64,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+    ) -> io::Result<()> {
+        let node = self.xattr_target(cx, ino, true)?;
         let c = std::ffi::CString::new(name.as_bytes()).map_err(|_| errno(libc::EINVAL))?;
         sys::setxattr(self.fd_of(&node)?.as_fd(), &c, value, flags)
     }
 
-    pub fn removexattr(&self, ino: u64, name: &OsStr) -> io::Result<()> {
-        let node = self.xattr_target(ino, true)?;
+    pub fn removexattr(&self, cx: &Req, ino: u64, name: &OsStr) -> io::Result<()> {
+        let node = self.xattr_target(cx, ino, true)?;
         let c = std::ffi::CString::new(name.as_bytes()).map_err(|_| errno(libc::EINVAL))?;
         sys::removexattr(self.fd_of(&node)?.as_fd(), &c)
     }
