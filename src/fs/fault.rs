@@ -1,9 +1,12 @@
 //! Faults injected by tests, in test builds only (the `fault-injection` feature,
 //! which the test suite turns on through its dev-dependency on this package): a
 //! lookup of a chosen name panics inside its handler, for the tests of the panic
-//! guard (`guard` in the module `reply`). Never in a build of the binary.
+//! guard (`guard` in the module `reply`); and a [`Seam`] run inside a request, for
+//! tests that land a policy reload at one point of it. Never in a build of the
+//! binary.
 
 use std::ffi::{OsStr, OsString};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::VeilFs;
@@ -29,5 +32,39 @@ impl VeilFs {
             let _held = dir.as_ref().map(|d| d.place.lock());
             panic!("injected fault: lookup of {name:?}");
         }
+    }
+}
+
+/// A test seam: something run inside a request between the decision of a
+/// directory and the decision of a name in it (where a concurrent reload can land),
+/// so a test can make that interleaving happen deterministically.
+#[derive(Default)]
+pub struct Seam(OnceLock<Box<dyn Fn() + Send + Sync>>);
+
+impl std::fmt::Debug for Seam {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.get().is_some() {
+            "Seam(set)"
+        } else {
+            "Seam"
+        })
+    }
+}
+
+impl Seam {
+    pub(crate) fn run(&self) {
+        if let Some(f) = self.0.get() {
+            f();
+        }
+    }
+}
+
+impl VeilFs {
+    /// Runs `f` inside each `lookup` and each new listing, after the directory's
+    /// decision and before those of the names in it (for tests that land a reload
+    /// there). Set once; later calls are ignored.
+    #[doc(hidden)]
+    pub fn set_mid_request_hook(&self, f: impl Fn() + Send + Sync + 'static) {
+        let _ = self.seam.0.set(Box::new(f));
     }
 }

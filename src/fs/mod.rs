@@ -154,8 +154,9 @@ pub struct VeilFs {
     pub(crate) notices: notice::Notices,
     /// Stale decisions recomputed (see [`VeilFs::decisions_recomputed`]).
     pub(crate) recomputed: AtomicU64,
-    /// See [`VeilFs::set_mid_request_hook`].
-    pub(crate) seam: snapshot::Seam,
+    /// A test's hook inside requests (test builds only, see `fault`).
+    #[cfg(feature = "fault-injection")]
+    pub(crate) seam: fault::Seam,
     /// Where questions about `ask` paths go (see [`ask`]); `None`: they are
     /// refused.
     pub(crate) seat: Option<ask::Seat>,
@@ -254,7 +255,8 @@ impl VeilFs {
             audit: None,
             notices: notice::Notices::default(),
             recomputed: AtomicU64::new(0),
-            seam: snapshot::Seam::default(),
+            #[cfg(feature = "fault-injection")]
+            seam: fault::Seam::default(),
             seat: None,
             permissive: false,
             log_paths: Vec::new(),

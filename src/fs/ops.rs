@@ -708,6 +708,7 @@ impl VeilFs {
         let dir = self.node(parent)?;
         let dp = self.dir_visible_in(&s, &dir)?;
         let cname = sys::name(name)?;
+        #[cfg(feature = "fault-injection")]
         self.seam.run();
         let path = join(&self.path_of(&s, &dir, &dp)?, cname.to_bytes());
         let (d, as_file) = self.decide_on_disk(&s.policy, &dir, &dp.decision, &path, &cname);

@@ -215,6 +215,7 @@ impl VeilFs {
             libc::O_RDONLY | libc::O_DIRECTORY,
         )?;
         let dev = node.key.0;
+        #[cfg(feature = "fault-injection")]
         self.seam.run();
         let mut entries = Vec::new();
         for e in sys::read_dir(reader)? {
