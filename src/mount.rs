@@ -43,7 +43,7 @@ pub struct MountOptions {
     pub ttl: std::time::Duration,
     /// Give every open of a file a handle and a backing descriptor in the daemon
     /// (by default an open for reading is checked and gets neither, see
-    /// [`crate::fs::VeilFs::set_light_open`]): a descriptor then keeps reading
+    /// [`crate::fs::config::FsConfig::light_open`]): a descriptor then keeps reading
     /// after a policy reload denies its path, as with Unix permissions, and FUSE
     /// passthrough serves files opened for writing and large files.
     pub strict_open: bool,
@@ -55,7 +55,7 @@ pub struct MountOptions {
     /// Log allowed operations too, not only refusals.
     pub audit_all: bool,
     /// Enforce none of the policy's rules; log what they would refuse (see
-    /// [`crate::fs::VeilFs::set_permissive`]).
+    /// [`crate::fs::config::FsConfig::permissive`]).
     pub permissive: bool,
     /// Where the daemon says what its policy reloads did.
     pub reports: Reports,
@@ -333,49 +333,45 @@ pub fn session(
     opts: &MountOptions,
 ) -> Result<Live, MountError> {
     let (src_c, mnt_c) = preflight(src, mnt)?;
-    let fs = VeilFs::new(&src_c, policy, policy_file).map_err(|source| MountError::Source {
-        src: src.to_path_buf(),
-        source,
-    })?;
-    start(fs, &mnt_c, &config(&src_c, opts), opts).map_err(|source| MountError::Mount {
+    let mount_err = |source| MountError::Mount {
         mnt: mnt.to_path_buf(),
         source,
-    })
-}
-
-/// Applies the caching options, mounts `fs` at `mnt` (live when this returns), and
-/// starts the threads that keep it current: the watcher that keeps the kernel's
-/// caches coherent with outside edits, and the one that reloads the policy file when
-/// it changes.
-pub fn start(mut fs: VeilFs, mnt: &Path, config: &Config, opts: &MountOptions) -> io::Result<Live> {
-    fs.set_ttl(opts.ttl);
-    fs.set_light_open(!opts.strict_open);
-    fs.set_passthrough(opts.passthrough);
-    if opts.permissive {
-        fs.set_permissive();
-    }
-    let audit = match &opts.audit {
+    };
+    let mut cfg = crate::fs::config::FsConfig::of(opts);
+    let writer = match &opts.audit {
         Some(target) => {
-            let (a, w) = crate::audit::Audit::start(target, opts.audit_all, crate::audit::QUEUE)?;
-            fs.set_audit(a);
+            let (a, w) = crate::audit::Audit::start(target, opts.audit_all, crate::audit::QUEUE)
+                .map_err(mount_err)?;
+            cfg.audit = Some(a);
             Some(w)
         }
         None => None,
     };
-    let watcher = if opts.watch {
-        fs.enable_watcher().ok()
-    } else {
-        None
-    };
-    // `veilfs run` gives both its mounts one broker; a mount of its own gets one.
-    let broker = match fs.broker() {
-        Some(b) => b,
-        None => {
-            let b = Broker::new("veilfs mount".into(), opts.ask_timeout, fs.audit.clone());
-            fs.set_broker(b.clone(), "", mnt);
-            b
-        }
-    };
+    let broker = Broker::new("veilfs mount".into(), opts.ask_timeout, cfg.audit.clone());
+    cfg.seat = Some(crate::fs::ask::Seat {
+        broker,
+        root: "",
+        mount: mnt_c.display().to_string(),
+    });
+    let fs =
+        VeilFs::new(&src_c, policy, policy_file, cfg).map_err(|source| MountError::Source {
+            src: src.to_path_buf(),
+            source,
+        })?;
+    let mut live = start(fs, &mnt_c, &config(&src_c, opts), opts).map_err(mount_err)?;
+    live.audit = writer;
+    Ok(live)
+}
+
+/// Mounts `fs` (built with everything it needs, see [`crate::fs::config::FsConfig`])
+/// at `mnt` (live when this returns), and starts the threads that keep it current:
+/// the watcher that keeps the kernel's caches coherent with outside edits, and the
+/// one that reloads the policy file when it changes. `fs` must have a broker.
+pub fn start(fs: VeilFs, mnt: &Path, config: &Config, opts: &MountOptions) -> io::Result<Live> {
+    let watcher = fs.watcher();
+    let broker = fs.broker().ok_or_else(|| {
+        io::Error::other("a filesystem to mount needs a broker for its questions")
+    })?;
     let inodes = fs.inodes();
     let reloader = fs.reloader();
     let inval = fs.invalidator();
@@ -427,7 +423,7 @@ pub fn start(mut fs: VeilFs, mnt: &Path, config: &Config, opts: &MountOptions) -
         reloader,
         broker,
         watcher,
-        audit,
+        audit: None,
     })
 }
 

@@ -125,7 +125,7 @@ fn serve_child() {
     let (ws, file) = (dir.join("ws"), dir.join("p.toml"));
     let text = std::fs::read_to_string(&file).unwrap();
     let policy = veilfs::Policy::parse("p.toml", &text).unwrap();
-    let fs = veilfs::fs::VeilFs::new(&ws, policy, Some(&file)).unwrap();
+    let fs = veilfs::fs::VeilFs::new(&ws, policy, Some(&file), Default::default()).unwrap();
     let broker = veilfs::fs::ask::Broker::new("veilfs mount".into(), Duration::from_secs(60), None);
     let guard = veilfs::control::Guard {
         inside: None,

@@ -69,8 +69,11 @@ impl Repo {
              mkdir -p vendor/lib && git -C vendor/lib init -q",
         );
         let policy = Policy::parse("policy.toml", "default = \"allow\"\n").unwrap();
-        let fs = VeilFs::new(&src, policy, None).unwrap();
-        fs.guard_git();
+        let git = veilfs::fs::config::FsConfig {
+            git: veilfs::fs::config::Git::Root,
+            ..Default::default()
+        };
+        let fs = VeilFs::new(&src, policy, None, git).unwrap();
         Repo { _tmp: tmp, src, fs }
     }
 

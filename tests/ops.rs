@@ -48,7 +48,7 @@ impl Ws {
         let policy_file = tmp.path().join("policy.toml");
         std::fs::write(&policy_file, policy).unwrap();
         let p = Policy::parse("policy.toml", policy).unwrap_or_else(|e| panic!("{e}"));
-        let fs = VeilFs::new(&src, p, Some(&policy_file)).unwrap();
+        let fs = VeilFs::new(&src, p, Some(&policy_file), Default::default()).unwrap();
         Ws {
             _tmp: tmp,
             src,
@@ -292,7 +292,7 @@ fn create_as_nobody_child() {
         return;
     };
     let p = Policy::parse("allow", "default = \"allow\"\n").unwrap();
-    let fs = VeilFs::new(Path::new(&src), p, None).unwrap();
+    let fs = VeilFs::new(Path::new(&src), p, None, Default::default()).unwrap();
     let nobody = veilfs::fs::request::Req::new("create", std::process::id(), 65534, 65534);
     let (node, _, fh) = fs
         .create(
@@ -419,7 +419,7 @@ fn sealed_child() {
         return;
     };
     let p = Policy::parse("policy.toml", DIR_ONLY).unwrap();
-    let fs = VeilFs::new(Path::new(&src), p, None).unwrap();
+    let fs = VeilFs::new(Path::new(&src), p, None, Default::default()).unwrap();
     let sealed = fs.lookup(&cx(), ROOT, OsStr::new("sealed")).unwrap().0.ino;
     // The disk would refuse: this is its own EACCES, not the policy's.
     let e = fs
@@ -654,7 +654,21 @@ fn a_grant_serves_the_request_that_holds_it_and_no_other() {
         ],
     );
     let broker = Broker::new("test".into(), std::time::Duration::from_secs(1), None);
-    ws.fs.set_broker(broker, "", Path::new("/mnt"));
+    let seat = veilfs::fs::ask::Seat {
+        broker,
+        root: "",
+        mount: "/mnt".into(),
+    };
+    let policy = Policy::parse(
+        "policy.toml",
+        &std::fs::read_to_string(&ws.policy_file).unwrap(),
+    )
+    .unwrap();
+    let cfg = veilfs::fs::config::FsConfig {
+        seat: Some(seat),
+        ..Default::default()
+    };
+    ws.fs = VeilFs::new(&ws.src, policy, Some(&ws.policy_file), cfg).unwrap();
     let one = ws.walk("mig/001.sql").unwrap();
     let two = ws.walk("mig/002.sql").unwrap();
     let asked = |r: io::Result<u64>| match r {

@@ -244,7 +244,7 @@ impl Filesystem for Served {
         self.asking(req, "open", reply, move |fs, cx, reply| {
             if fs.light_open.load(Ordering::Relaxed) && !super::ops::opens_for_writing(flags.0) {
                 // Checked, and no handle: reads come with handle 0 and are checked
-                // again when they miss the cache (see `VeilFs::set_light_open`),
+                // again when they miss the cache (see `VeilFs::light_open`),
                 // unless a writer holds the file in passthrough mode, which a
                 // handle-less open cannot join: then a handle on the same backing
                 // file, as below.

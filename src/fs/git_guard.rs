@@ -63,7 +63,7 @@ use super::VeilFs;
 mod marks;
 
 /// What git runs or obeys, kept read-only under `veilfs run`
-/// ([`VeilFs::guard_git`], [`VeilFs::guard_git_everywhere`]): code planted there
+/// ([`super::config::Git`]): code planted there
 /// runs later, outside any confinement, the next time the person runs git in the
 /// real directory (`core.fsmonitor`, `core.hooksPath`, aliases, filters, hooks, a
 /// rebase's `exec` lines).
@@ -82,7 +82,7 @@ mod marks;
 ///   read-only (it names the repository git uses);
 /// * no `.git`: a repository the command makes at the root is its own.
 ///
-/// In the home mount of `veilfs run` ([`VeilFs::guard_git_everywhere`]) every
+/// In the home mount of `veilfs run` ([`super::config::Git::Everywhere`]) every
 /// repository is guarded the same way (the person's other projects, dotfiles), but
 /// for the command's own: a repository made in a directory the command made
 /// during the session (`git clone URL dir`, `mkdir d && git init d`). A `.git` is
@@ -534,14 +534,14 @@ impl VeilFs {
     /// Keeps what git runs or obeys read-only in every repository the mount holds
     /// but those the command makes (see [`GitGuard`]). For the home mount of
     /// `veilfs run`.
-    pub fn guard_git_everywhere(&self) {
+    pub(super) fn guard_git_everywhere(&self) {
         self.git_guard.kind.store(GIT_EVERYWHERE, Ordering::Relaxed);
         self.git_guard.tracking.store(true, Ordering::Relaxed);
     }
 
     /// Keeps what git runs or obeys in the workspace's own repository read-only (see
     /// [`GitGuard`]); decided from what the root holds now. For `veilfs run`.
-    pub fn guard_git(&self) {
+    pub(super) fn guard_git(&self) {
         let kind = match self.inodes.get(super::inode::ROOT).and_then(|root| {
             let fd = root.dir_fd().ok()?;
             let name = crate::sys::name(std::ffi::OsStr::new(".git")).ok()?;

@@ -159,7 +159,7 @@ pub struct IoMode {
     /// Handles open on the inode (as far as the daemon has been told).
     pub open: u32,
     /// Files open for reading without a handle (see
-    /// [`super::VeilFs::set_light_open`]): always in cached mode, so while any is
+    /// [`super::config::FsConfig::light_open`]): always in cached mode, so while any is
     /// open no handle may start passthrough.
     pub light: u32,
     /// Meaningful while `open > 0`.

@@ -16,6 +16,7 @@
 
 pub mod ask;
 mod broker;
+pub mod config;
 #[cfg(feature = "fault-injection")]
 mod fault;
 pub mod fuse;
@@ -87,17 +88,16 @@ pub struct VeilFs {
     /// lies inside the source (see [`protect`]).
     pub(crate) policy_paths: Vec<Vec<u8>>,
     /// Directories kept read-only whatever the policy says (see
-    /// [`VeilFs::guard_config_dir`]).
+    /// [`config::FsConfig::config_dirs`]).
     pub(crate) config_dirs: Vec<Vec<u8>>,
     /// Rules every reload puts before the policy file's (see
-    /// [`VeilFs::set_policy_base`]).
+    /// [`config::FsConfig::policy_base`]).
     policy_base: Option<crate::policy::RawPolicy>,
-    /// Rules every reload puts after the policy file's (see
-    /// [`VeilFs::set_policy_after`]).
+    /// Rules every reload puts after the policy file's.
     policy_after: Vec<crate::policy::RawRule>,
-    /// The enclosing mount's policy (see [`VeilFs::set_outer`]).
+    /// The enclosing mount's policy (see [`config::FsConfig::outer`]).
     pub(crate) outer: Option<protect::Outer>,
-    /// Directories on the way to named paths (see [`VeilFs::guard_ways`]).
+    /// Directories on the way to named paths (see [`config::FsConfig::ways`]).
     pub(crate) ways: Vec<Vec<u8>>,
     /// The policy file read, by identity (see [`protect`]).
     pub(crate) protected: Arc<protect::ProtectedFiles>,
@@ -124,8 +124,7 @@ pub struct VeilFs {
     /// Answer OPENDIR with ENOSYS so that the kernel stops sending OPENDIR and
     /// RELEASEDIR (kernel >= 5.1); kept only if the kernel offers it at `init`.
     pub(crate) no_opendir: std::sync::atomic::AtomicBool,
-    /// Answer an open for reading with the policy check alone: no handle, no
-    /// backing descriptor (see [`VeilFs::set_light_open`]).
+    /// See [`config::FsConfig::light_open`].
     pub(crate) light_open: std::sync::atomic::AtomicBool,
     /// How many nodes may be pinned by a lookup (see [`inode`]).
     pub(crate) node_budget: usize,
@@ -163,7 +162,7 @@ pub struct VeilFs {
     /// The policy's rules refuse nothing; what they would refuse is logged (see
     /// [`permissive`]).
     pub(crate) permissive: bool,
-    /// The run's own logs this mount serves (see [`VeilFs::guard_run_log`]).
+    /// The run's own logs this mount serves (see [`config::FsConfig::run_logs`]).
     pub(crate) log_paths: Vec<Vec<u8>>,
 }
 
@@ -175,9 +174,14 @@ impl VeilFs {
     /// paths inside the source (as given and with links resolved) and by identity
     /// (the object it names now; a caller holding the descriptor it read through
     /// sets that one's key with [`VeilFs::protected`]).
-    pub fn new(src: &Path, policy: Policy, policy_file: Option<&Path>) -> io::Result<VeilFs> {
+    pub fn new(
+        src: &Path,
+        policy: Policy,
+        policy_file: Option<&Path>,
+        config: config::FsConfig,
+    ) -> io::Result<VeilFs> {
         let root_fd = sys::open_dir_path(src)?;
-        Self::from_fd(root_fd, src, policy, policy_file)
+        Self::from_fd(root_fd, src, policy, policy_file, config)
     }
 
     /// Like [`VeilFs::new`] with the root descriptor already open (`veilfs run` opens
@@ -187,6 +191,7 @@ impl VeilFs {
         src: &Path,
         policy: Policy,
         policy_file: Option<&Path>,
+        config: config::FsConfig,
     ) -> io::Result<VeilFs> {
         let st = sys::stat(root_fd.as_fd())?;
         // Each node keeps a descriptor: keep a quarter of the limit for everything
@@ -223,17 +228,35 @@ impl VeilFs {
             },
         );
         root.lookups.store(1, std::sync::atomic::Ordering::Relaxed);
-        Ok(VeilFs {
+        let config::FsConfig {
+            ttl,
+            passthrough,
+            light_open,
+            permissive,
+            watch,
+            audit,
+            seat,
+            notices,
+            policy_base,
+            policy_after,
+            outer,
+            ways,
+            config_dirs,
+            run_logs,
+            git,
+            kept_entries,
+        } = config;
+        let mut fs = VeilFs {
             inodes: Arc::new(Inodes::new(root)),
             policy: Arc::new(RwLock::new(Arc::new(policy))),
             epoch: Arc::new(AtomicU64::new(0)),
             policy_source: parking_lot::Mutex::new(policy_source),
             policy_paths,
             config_dirs: Vec::new(),
-            policy_base: None,
-            policy_after: Vec::new(),
-            outer: None,
-            ways: Vec::new(),
+            policy_base,
+            policy_after,
+            outer,
+            ways,
             protected,
             git_guard: git_guard::GitGuard::default(),
             proc_fd,
@@ -242,40 +265,53 @@ impl VeilFs {
             next_listing: std::sync::atomic::AtomicU32::new(1),
             next_fh: AtomicU64::new(1),
             chown_new: sys::euid() == 0,
-            passthrough: std::sync::atomic::AtomicBool::new(true),
+            passthrough: std::sync::atomic::AtomicBool::new(passthrough),
             no_opendir: std::sync::atomic::AtomicBool::new(true),
-            light_open: std::sync::atomic::AtomicBool::new(true),
+            light_open: std::sync::atomic::AtomicBool::new(light_open),
             node_budget,
             pin_cap,
             names: RwLock::new(()),
             inval: Arc::default(),
             watcher: None,
             unwatched: false,
-            ttl: DEFAULT_TTL,
-            audit: None,
+            ttl,
+            audit,
             notices: notice::Notices::default(),
             recomputed: AtomicU64::new(0),
             #[cfg(feature = "fault-injection")]
             seam: fault::Seam::default(),
-            seat: None,
-            permissive: false,
+            seat,
+            permissive,
             log_paths: Vec::new(),
-        })
+        };
+        if let Some(to) = notices {
+            fs.notices.send_to(to);
+        }
+        for dir in config_dirs {
+            fs.guard_config_dir(&dir);
+        }
+        for (path, key) in run_logs {
+            fs.guard_run_log(path, key);
+        }
+        match git {
+            config::Git::Off => {}
+            config::Git::Root => fs.guard_git(),
+            config::Git::Everywhere => fs.guard_git_everywhere(),
+        }
+        for (dir, name) in kept_entries {
+            fs.inodes.keep_entry(dir, &name);
+        }
+        if watch {
+            // Without inotify the filesystem checks every place at every request
+            // instead (see `enable_watcher`).
+            let _ = fs.enable_watcher();
+        }
+        Ok(fs)
     }
 
-    /// Logs refusals (and allowed operations, if the log asks) to `audit`.
-    pub fn set_audit(&mut self, audit: crate::audit::Audit) {
-        self.audit = Some(audit);
-    }
-
-    /// Sends the questions about `ask` paths to `broker`, for the mount of `root`
-    /// (`"workspace"`, `"home"`, or empty for `veilfs mount`) at `mount`.
-    pub fn set_broker(&mut self, broker: Arc<ask::Broker>, root: &'static str, mount: &Path) {
-        self.seat = Some(ask::Seat {
-            broker,
-            root,
-            mount: mount.display().to_string(),
-        });
+    /// The watcher of outside edits, when the filesystem watches.
+    pub fn watcher(&self) -> Option<Arc<watch::Watcher>> {
+        self.watcher.clone()
     }
 
     /// The broker questions go to, if any.
@@ -283,14 +319,10 @@ impl VeilFs {
         self.seat.as_ref().map(|s| s.broker.clone())
     }
 
-    /// Sets the entry and attribute TTL (see [`DEFAULT_TTL`]).
-    pub fn set_ttl(&mut self, ttl: std::time::Duration) {
-        self.ttl = ttl;
-    }
-
-    /// Starts watching the source for outside edits; the returned watcher must be
-    /// given the session's notifier with [`watch::Watcher::run`] once mounted.
-    pub fn enable_watcher(&mut self) -> io::Result<Arc<watch::Watcher>> {
+    /// Starts watching the source for outside edits (for [`config::FsConfig::watch`]);
+    /// the watcher must be given the session's notifier with [`watch::Watcher::run`]
+    /// once mounted (see [`VeilFs::watcher`]).
+    fn enable_watcher(&mut self) -> io::Result<Arc<watch::Watcher>> {
         let w = match watch::Watcher::new(self.epoch.clone()) {
             Ok(w) => Arc::new(w),
             Err(e) => {
@@ -312,21 +344,8 @@ impl VeilFs {
         Ok(w)
     }
 
-    /// Has every reload of the policy file put `base`'s rules before the file's
-    /// (see [`crate::policy::Policy::parse_on`]): the home policy under a workspace
-    /// that is the home directory. Set before [`VeilFs::reloader`].
-    pub fn set_policy_base(&mut self, base: crate::policy::RawPolicy) {
-        self.policy_base = Some(base);
-    }
-
-    /// Has every reload of the policy file put `after` after the file's rules (see
-    /// [`crate::policy::Policy::parse_between`]). Set before [`VeilFs::reloader`].
-    pub fn set_policy_after(&mut self, after: Vec<crate::policy::RawRule>) {
-        self.policy_after = after;
-    }
-
     /// The policy in force, shared (a mount inside this one decides by it too, see
-    /// [`VeilFs::set_outer`]).
+    /// [`config::FsConfig::outer`]).
     pub fn policy_handle(&self) -> Arc<RwLock<Arc<Policy>>> {
         self.policy.clone()
     }
@@ -344,39 +363,6 @@ impl VeilFs {
             self.policy_after.clone(),
             self.broker(),
         ))
-    }
-
-    /// Where refusal notices go (see [`notice`]).
-    pub fn set_notices(&self, to: notice::Destination) {
-        self.notices.send_to(to);
-    }
-
-    /// Turns FUSE passthrough off (it is on by default where the kernel allows it).
-    pub fn set_passthrough(&self, on: bool) {
-        self.passthrough
-            .store(on, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    /// Whether an open for reading is answered with the policy check alone (on by
-    /// default): no handle and no backing descriptor, so it costs one round trip
-    /// and one system call in the daemon (an `fstatat` checking that the node's
-    /// name still holds its object); each read that misses the cache reopens
-    /// the file by its name after checking the node's current decision. Opens for
-    /// writing (or truncating) are checked and get a handle either way, so an open
-    /// for writing of a read-only file fails before the kernel can put one byte of
-    /// it in the page cache. A file opened for writing is served by passthrough
-    /// while no file is open on it for reading without a handle (the kernel
-    /// refuses to mix cached opens and passthrough ones on an inode, see
-    /// [`inode::IoMode`]); an open for reading while a writer holds it in
-    /// passthrough mode gets a handle on the same backing file.
-    ///
-    /// The kernel could open files without asking at all (answering the first
-    /// OPEN with ENOSYS), but then an open for writing of a read-only file
-    /// succeeds, and the kernel copies each refused write into cached pages that
-    /// other readers see before the WRITE is refused: veilfs never does that.
-    pub fn set_light_open(&self, on: bool) {
-        self.light_open
-            .store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The queue of kernel cache invalidations; start it once mounted.

@@ -918,7 +918,7 @@ fn kind_of(is_dir: bool) -> Kind {
 pub const MAX_COPY: u64 = (u32::MAX as u64) & !0xfff;
 
 /// The handle number of a file opened for reading without a handle (see
-/// [`VeilFs::set_light_open`]).
+/// [`crate::fs::config::FsConfig::light_open`]).
 pub const NO_HANDLE: u64 = 0;
 
 /// Whether a directory-only pattern applies to an object of type `mode`: a

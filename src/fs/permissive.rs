@@ -52,12 +52,6 @@ impl Need {
 }
 
 impl VeilFs {
-    /// Enforces none of the policy's rules (see the module documentation). Set
-    /// before mounting; it is meant to be used with an audit log.
-    pub fn set_permissive(&mut self) {
-        self.permissive = true;
-    }
-
     /// A check that `d` meets `need` on `path`: `EACCES` when it does not, unless the
     /// mount is permissive and veilfs's own guards alone meet it; the refusal it
     /// would have been is then logged (`log`: a check of the request's own path, not

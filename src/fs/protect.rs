@@ -42,7 +42,7 @@ pub struct ProtectedFiles {
     /// [`crate::policy::Policy::source_ids`]).
     imported: RwLock<Vec<Key>>,
     /// The run's own logs (its audit log, its notices file), by identity (see
-    /// [`VeilFs::guard_run_log`]).
+    /// [`super::config::FsConfig::run_logs`]).
     logs: RwLock<Vec<Key>>,
     /// The objects opened for writing or created through the mount lately, and when
     /// (see [`ProtectedFiles::written`]).
@@ -382,7 +382,7 @@ impl VeilFs {
     }
 
     /// Refuses to make anything but a directory at `path` when it leads to a guarded
-    /// configuration directory (see [`VeilFs::guard_config_dir`]): a symbolic link
+    /// configuration directory (see [`crate::fs::config::FsConfig::config_dirs`]): a symbolic link
     /// made at `~/.config` would send the next run's search for its home policy to a
     /// directory the command chose. With [`VeilFs::guard_head`] for the new entry's
     /// type `mode`.
@@ -455,14 +455,6 @@ pub struct Outer {
 }
 
 impl VeilFs {
-    /// Decides every path of this mount by the enclosing mount's policy too, the
-    /// stricter of the two winning: a workspace inside the home directory (say
-    /// `~/.config` or a dotfiles repository) keeps what the home policy hides
-    /// hidden and what it makes read-only read-only. Set before mounting.
-    pub fn set_outer(&mut self, outer: Outer) {
-        self.outer = Some(outer);
-    }
-
     /// `d`, or the enclosing mount's decision for `path` when that is stricter.
     pub(crate) fn with_outer(&self, path: &[u8], is_dir: bool, d: Decision) -> Decision {
         let Some(o) = &self.outer else {
@@ -482,24 +474,14 @@ impl VeilFs {
     /// Keeps one of the run's own logs (its audit log, its notices file), at `path`
     /// (relative to the mount's root) and by identity `key`, read-only, and the
     /// directories that hold it from being renamed or removed (see
-    /// [`crate::policy::Reason::AuditLog`]). Set before mounting.
-    pub fn guard_run_log(&mut self, path: Vec<u8>, key: Key) {
+    /// [`crate::policy::Reason::AuditLog`]).
+    pub(super) fn guard_run_log(&mut self, path: Vec<u8>, key: Key) {
         self.protected.logs.write().push(key);
         self.log_paths.push(path);
     }
 
-    /// Keeps the directories on the way to the paths the policy hides or makes
-    /// read-only by name (`.cargo` for `/.cargo/config.toml`, `.local` and
-    /// `.local/share` for `/.local/share/systemd/`) from being replaced: nothing but
-    /// a directory is made there, and they are not renamed (a symbolic link put in
-    /// their place would send the name elsewhere, past the policy). Relative to the
-    /// mount's root. Set before mounting.
-    pub fn guard_ways(&mut self, ways: Vec<Vec<u8>>) {
-        self.ways = ways;
-    }
-
     /// Refuses to rename `from` to `to` when either is a guarded way (see
-    /// [`VeilFs::guard_ways`]).
+    /// [`super::config::FsConfig::ways`]).
     pub(crate) fn guard_way_rename(&self, from: &[u8], to: &[u8]) -> io::Result<()> {
         for p in [from, to] {
             if self.ways.iter().any(|w| w.as_slice() == p) {
@@ -523,8 +505,8 @@ impl VeilFs {
     /// beneath it read-only whatever the policy says, and the directories that lead
     /// to it from being renamed or removed: veilfs's own configuration directory in
     /// the home mount of `veilfs run` (see [`crate::policy::Reason::VeilfsConfig`]).
-    /// Set before mounting.
-    pub fn guard_config_dir(&mut self, dir: &[u8]) {
+    ///
+    pub(super) fn guard_config_dir(&mut self, dir: &[u8]) {
         if !dir.is_empty() && !self.config_dirs.iter().any(|d| d.as_slice() == dir) {
             self.config_dirs.push(dir.to_vec());
         }

@@ -88,7 +88,7 @@ impl Decision {
     }
 
     /// Allowed, with no rule behind it (what a permissive mount starts from before
-    /// veilfs's own guards, see [`crate::fs::VeilFs::set_permissive`]).
+    /// veilfs's own guards, see [`crate::fs::config::FsConfig::permissive`]).
     pub fn allowed() -> Decision {
         Decision {
             action: Action::Allow,

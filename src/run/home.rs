@@ -356,7 +356,7 @@ pub const WS_BUILTIN: (&str, &str) = (crate::policy::BUILTIN_NAME, crate::policy
 /// directories above its literal part (`root/.cargo` for `/.cargo/config.toml`), for
 /// each of its brace alternatives (`/.config/{Code,Cursor}/User/tasks.json` leads
 /// through `.config/Code/User` and `.config/Cursor/User`).
-/// See [`crate::fs::VeilFs::guard_ways`].
+/// See [`crate::fs::config::FsConfig::ways`].
 pub fn guarded_ways(root: &Path, policy: &Policy) -> Vec<PathBuf> {
     use crate::policy::Action;
     let mut out: Vec<PathBuf> = Vec::new();
@@ -396,26 +396,30 @@ pub fn ways_under(root: &Path, ways: &[PathBuf]) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// Keeps the way from the root `outer` of one mount down to `inner`, where another
-/// mount sits (the workspace inside the home directory, or the other way round):
-/// each entry on it is never invalidated by name in `outer`'s mount (the kernel
-/// would detach the inner mount, in every namespace, and its paths would then be
-/// served by the outer mount under the outer policy alone), and the paths returned,
-/// relative to `outer`, go to [`crate::fs::VeilFs::guard_ways`] so that none is
-/// renamed. Empty when `inner` is not inside `outer`.
-pub fn nested(outer: &Path, inner: &Path, inodes: &crate::fs::inode::Inodes) -> Vec<Vec<u8>> {
+/// A directory's identity and a name in it.
+pub type KeptEntry = (crate::fs::inode::Key, Vec<u8>);
+
+/// The way from the root `outer` of one mount down to `inner`, where another mount
+/// sits (the workspace inside the home directory, or the other way round): its
+/// paths relative to `outer`, for [`crate::fs::config::FsConfig::ways`] (so that
+/// none is renamed), and its entries, for
+/// [`crate::fs::config::FsConfig::kept_entries`] (each is never invalidated by name
+/// in `outer`'s mount: the kernel would detach the inner mount, in every namespace,
+/// and its paths would then be served by the outer mount under the outer policy
+/// alone). Empty when `inner` is not inside `outer`.
+pub fn nested(outer: &Path, inner: &Path) -> (Vec<Vec<u8>>, Vec<KeptEntry>) {
     use std::os::unix::ffi::OsStrExt;
     use std::os::unix::fs::MetadataExt;
     let Ok(rel) = inner.strip_prefix(outer) else {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     };
-    let mut out = Vec::new();
+    let (mut out, mut kept) = (Vec::new(), Vec::new());
     let mut dir = outer.to_path_buf();
     let mut path: Vec<u8> = Vec::new();
     for c in rel.components() {
         let name = c.as_os_str().as_bytes();
         if let Ok(md) = std::fs::metadata(&dir) {
-            inodes.keep_entry((md.dev(), md.ino()), name);
+            kept.push(((md.dev(), md.ino()), name.to_vec()));
         }
         if !path.is_empty() {
             path.push(b'/');
@@ -424,7 +428,7 @@ pub fn nested(outer: &Path, inner: &Path, inodes: &crate::fs::inode::Inodes) -> 
         out.push(path.clone());
         dir.push(c);
     }
-    out
+    (out, kept)
 }
 
 #[cfg(test)]

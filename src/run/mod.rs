@@ -244,26 +244,39 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     let mut started = ending::Started::new(init);
 
     let ws_policy_file = loaded.path.clone();
-    let mut fs = match serve::workspace(root_fd, &ws, loaded, home_base, ws_after, &notices) {
-        Ok(fs) => fs,
-        Err(e) => return refuse(e),
-    };
     let home_policy_file = home_loaded.as_ref().and_then(|h| h.path.clone());
-    let home = (&layout, home_fd, home_loaded, home_after);
-    let mut home_fs = match serve::home(home, &mut fs, &ws, &notices) {
-        Ok(h) => h,
-        Err(e) => return refuse(e),
-    };
     // Taken by the waiting loop (see `ending`); blocked before any thread starts,
     // so that every thread inherits the mask.
     ending::block_signals()?;
-    let logs = match serve::logs(&opts, &notices, &mut fs, home_fs.as_mut()) {
+    let mut logs = match serve::logs(&opts, &notices) {
         Ok(l) => l,
         Err(e) => return refuse(e),
     };
-    started.audit = logs.writer;
-    let (run_logs, audit_log) = (logs.files, logs.audit);
-    let broker = serve::broker(&opts.mount, audit_log, (&mut fs, &ws), home_fs.as_mut());
+    started.audit = logs.writer.take();
+    // Every holder of the audit log is gone once the mounts are: the writer then
+    // finishes (see `ending`).
+    let audit = logs.audit.take();
+    let broker = serve::broker(&opts.mount, audit.clone());
+    let sources = serve::Sources {
+        root_fd,
+        ws: &ws,
+        loaded,
+        home_base,
+        after: ws_after,
+        home: (&layout, home_fd, home_loaded, home_after),
+    };
+    let shared = serve::Shared {
+        notices: &notices,
+        logs: &logs.files,
+        audit,
+        broker: &broker,
+        opts: &opts.mount,
+    };
+    let (fs, home_fs) = match serve::filesystems(sources, shared) {
+        Ok(f) => f,
+        Err(e) => return refuse(e),
+    };
+    let run_logs = logs.files;
     let serve::Mounted {
         reloader,
         asks,

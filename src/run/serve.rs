@@ -8,103 +8,151 @@ use std::path::{Path, PathBuf};
 use super::home;
 use crate::config::LoadedPolicy;
 use crate::fs::VeilFs;
+use crate::fs::ask::Seat;
+use crate::fs::config::{FsConfig, Git};
 use crate::fs::notice::{Destination, Root};
 
-/// The workspace's filesystem over `root_fd` (the real `ws`), with its policy:
-/// git guarded; when the workspace is the home directory (`home_base`), every
-/// repository, the home policy's ways and veilfs's configuration directories too.
-pub(super) fn workspace(
-    root_fd: OwnedFd,
-    ws: &Path,
-    loaded: LoadedPolicy,
-    home_base: Option<crate::policy::RawPolicy>,
-    after: Vec<crate::policy::RawRule>,
-    notices: &Destination,
-) -> Result<VeilFs, String> {
-    let mut fs = VeilFs::from_fd(root_fd, ws, loaded.policy, loaded.path.as_deref())
-        .map_err(|e| format!("cannot serve {}: {e}", ws.display()))?;
-    fs.set_notices(notices.clone());
-    fs.guard_git();
-    if let Some(base) = home_base {
-        fs.guard_git_everywhere();
-        fs.set_policy_base(base);
-        fs.set_policy_after(after);
-        let ways = home::guarded_ways(ws, &fs.policy_handle().read().clone());
-        fs.guard_ways(home::ways_under(ws, &ways));
-        for dir in home::config_dirs_under(ws) {
-            fs.guard_config_dir(&dir);
-        }
-    }
-    Ok(fs)
-}
-
-/// The home directory's filesystem and its root, when the layout gives the home
-/// directory a mount of its own (`home`: the layout, the descriptor of the real
-/// home directory, its policy and the rules after it); see [`home_of`].
-pub(super) fn home(
-    (layout, fd, hp, after): (
-        &home::Layout,
+/// Where the session's filesystems come from: the workspace's descriptor and
+/// policy (`home_base` and `after`: the home policy's rules around it, when the
+/// workspace is the home directory), and the home directory's layout, descriptor,
+/// policy and the rules after it.
+pub(super) struct Sources<'a> {
+    pub root_fd: OwnedFd,
+    pub ws: &'a Path,
+    pub loaded: LoadedPolicy,
+    pub home_base: Option<crate::policy::RawPolicy>,
+    pub after: Vec<crate::policy::RawRule>,
+    pub home: (
+        &'a home::Layout,
         Option<OwnedFd>,
         Option<LoadedPolicy>,
         Vec<crate::policy::RawRule>,
     ),
-    fs: &mut VeilFs,
-    ws: &Path,
-    notices: &Destination,
-) -> Result<Option<(PathBuf, VeilFs)>, String> {
-    match (layout, fd, hp) {
-        (home::Layout::Separate(h), Some(fd), Some(hp)) => Ok(Some((
-            h.clone(),
-            home_of(fd, h, hp, after, fs, ws, notices)?,
-        ))),
-        _ => Ok(None),
+}
+
+/// What both filesystems share: where refusals are said and logged, the run's own
+/// logs, the broker and the mount options.
+pub(super) struct Shared<'a> {
+    pub notices: &'a Destination,
+    /// The run's own logs (the home mount guards those inside it).
+    pub logs: &'a [RunLog],
+    /// The audit log; given to the filesystems (and dropped with them).
+    pub audit: Option<crate::audit::Audit>,
+    pub broker: &'a std::sync::Arc<crate::fs::ask::Broker>,
+    pub opts: &'a crate::mount::MountOptions,
+}
+
+/// The workspace's filesystem and, when the layout gives the home directory a mount
+/// of its own, the home directory's, each built whole (see [`FsConfig`]).
+///
+/// The workspace is guarded for git; when it is the home directory, every
+/// repository, the home policy's ways and veilfs's configuration directories too.
+/// The home directory: every repository, the ways to what its policy names,
+/// veilfs's configuration directories and the run's logs inside it. A workspace
+/// inside the home directory is held by the home policy too (the stricter decision
+/// wins); a home directory inside the workspace keeps the way down to it.
+pub(super) fn filesystems(
+    src: Sources<'_>,
+    shared: Shared<'_>,
+) -> Result<(VeilFs, Option<(PathBuf, VeilFs)>), String> {
+    let Sources {
+        root_fd,
+        ws,
+        loaded,
+        home_base,
+        after,
+        home: (layout, hfd, hp, hafter),
+    } = src;
+    let mut wcfg = FsConfig {
+        notices: Some(shared.notices.clone()),
+        git: Git::Root,
+        audit: shared.audit.as_ref().map(|a| a.for_root("workspace")),
+        seat: Some(seat(shared.broker, "workspace", ws)),
+        ..FsConfig::of(shared.opts)
+    };
+    if let Some(base) = home_base {
+        wcfg.git = Git::Everywhere;
+        wcfg.policy_base = Some(base);
+        wcfg.policy_after = after;
+        wcfg.ways = home::ways_under(ws, &home::guarded_ways(ws, &loaded.policy));
+        wcfg.config_dirs = home::config_dirs_under(ws);
+    }
+    let home = match (layout, hfd, hp) {
+        (home::Layout::Separate(h), Some(fd), Some(hp)) => {
+            let hcfg = home_config(h, &hp, hafter, &mut wcfg, ws, &shared);
+            let hfs = VeilFs::from_fd(fd, h, hp.policy, hp.path.as_deref(), hcfg)
+                .map_err(|e| format!("cannot serve {}: {e}", h.display()))?;
+            if let Ok(prefix) = ws.strip_prefix(h) {
+                use std::os::unix::ffi::OsStrExt;
+                wcfg.outer = Some(crate::fs::protect::Outer {
+                    prefix: prefix.as_os_str().as_bytes().to_vec(),
+                    policy: hfs.policy_handle(),
+                });
+            }
+            Some((h.clone(), hfs))
+        }
+        _ => None,
+    };
+    let fs = VeilFs::from_fd(root_fd, ws, loaded.policy, loaded.path.as_deref(), wcfg)
+        .map_err(|e| format!("cannot serve {}: {e}", ws.display()))?;
+    Ok((fs, home))
+}
+
+fn seat(broker: &std::sync::Arc<crate::fs::ask::Broker>, root: &'static str, at: &Path) -> Seat {
+    Seat {
+        broker: broker.clone(),
+        root,
+        mount: at.display().to_string(),
     }
 }
 
-/// The home directory `h`'s filesystem over `fd`, with the home policy `hp`:
-/// every repository, the ways to what the policy names and veilfs's configuration
-/// directories guarded. The workspace's filesystem `fs` (of `ws`) learns of it: a
-/// workspace inside the home directory is held by the home policy too (the
-/// stricter decision wins); a home directory inside the workspace keeps the way
-/// down to it.
-fn home_of(
-    fd: OwnedFd,
+/// The home directory `h`'s configuration (its policy `hp`, the rules `after` it),
+/// and what the workspace's (`wcfg`, of `ws`) learns of it: the home policy's ways
+/// and veilfs's configuration directories inside the workspace, and the way down to
+/// a home directory inside the workspace. The workspace's outer policy is set once
+/// the home filesystem exists (see [`filesystems`]).
+fn home_config(
     h: &Path,
-    hp: LoadedPolicy,
+    hp: &LoadedPolicy,
     after: Vec<crate::policy::RawRule>,
-    fs: &mut VeilFs,
+    wcfg: &mut FsConfig,
     ws: &Path,
-    notices: &Destination,
-) -> Result<VeilFs, String> {
-    let mut hfs = VeilFs::from_fd(fd, h, hp.policy, hp.path.as_deref())
-        .map_err(|e| format!("cannot serve {}: {e}", h.display()))?;
-    hfs.set_notices(notices.for_root(Root::Home));
-    hfs.guard_git_everywhere();
-    hfs.set_policy_after(after);
-    let ways = home::guarded_ways(h, &hfs.policy_handle().read().clone());
+    shared: &Shared<'_>,
+) -> FsConfig {
+    let ways = home::guarded_ways(h, &hp.policy);
     let mut hways = home::ways_under(h, &ways);
     // The way down to the workspace mount when it lies inside: never renamed,
     // never invalidated by name (see `nested`).
-    hways.extend(home::nested(h, ws, &hfs.inodes()));
-    hfs.guard_ways(hways);
-    if let Ok(prefix) = ws.strip_prefix(h) {
-        use std::os::unix::ffi::OsStrExt;
-        fs.set_outer(crate::fs::protect::Outer {
-            prefix: prefix.as_os_str().as_bytes().to_vec(),
-            policy: hfs.policy_handle(),
-        });
-        fs.guard_ways(home::ways_under(ws, &ways));
-        for dir in home::config_dirs_under(ws) {
-            fs.guard_config_dir(&dir);
-        }
-    }
-    for dir in home::config_dirs_under(h) {
-        hfs.guard_config_dir(&dir);
+    let (down, kept) = home::nested(h, ws);
+    hways.extend(down);
+    if ws.starts_with(h) {
+        wcfg.ways.extend(home::ways_under(ws, &ways));
+        wcfg.config_dirs.extend(home::config_dirs_under(ws));
     }
     if h.starts_with(ws) {
-        fs.guard_ways(home::nested(ws, h, &fs.inodes()));
+        let (down, kept) = home::nested(ws, h);
+        wcfg.ways.extend(down);
+        wcfg.kept_entries.extend(kept);
     }
-    Ok(hfs)
+    let run_logs = shared
+        .logs
+        .iter()
+        .filter_map(|log| Some((super::within(&log.path, h)?, log.id)))
+        .collect();
+    FsConfig {
+        notices: Some(shared.notices.for_root(Root::Home)),
+        git: Git::Everywhere,
+        policy_after: after,
+        ways: hways,
+        config_dirs: home::config_dirs_under(h),
+        run_logs,
+        kept_entries: kept,
+        audit: shared.audit.as_ref().map(|a| a.for_root("home")),
+        seat: Some(seat(shared.broker, "home", h)),
+        // `--permissive` tunes the workspace's policy; the home policy is enforced.
+        permissive: false,
+        ..FsConfig::of(shared.opts)
+    }
 }
 
 /// What mounting gave.
@@ -207,12 +255,7 @@ pub(super) struct Logs {
 /// root), and notes the identities of the run's logs before anything is mounted
 /// over them; a log in the home directory is guarded by the home mount (a rename
 /// through it would drop the bind mount that keeps it read-only).
-pub(super) fn logs(
-    opts: &super::RunOptions,
-    notices: &Destination,
-    fs: &mut VeilFs,
-    mut home: Option<&mut (PathBuf, VeilFs)>,
-) -> Result<Logs, String> {
+pub(super) fn logs(opts: &super::RunOptions, notices: &Destination) -> Result<Logs, String> {
     use std::os::unix::fs::MetadataExt;
     let id_of = |p: &Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
     let mut files = Vec::new();
@@ -229,10 +272,6 @@ pub(super) fn logs(
     if let Some(target) = &opts.mount.audit {
         let (a, w) = crate::audit::Audit::start(target, opts.mount.audit_all, crate::audit::QUEUE)
             .map_err(|e| format!("audit log {}: {e}", target.display()))?;
-        fs.set_audit(a.for_root("workspace"));
-        if let Some((_, hfs)) = home.as_deref_mut() {
-            hfs.set_audit(a.for_root("home"));
-        }
         if target.as_path() != Path::new("-")
             && let Some(id) = id_of(target)
         {
@@ -244,13 +283,6 @@ pub(super) fn logs(
         }
         (writer, audit) = (Some(w), Some(a));
     }
-    if let Some((h, hfs)) = home {
-        for log in &files {
-            if let Some(rel) = super::within(&log.path, h) {
-                hfs.guard_run_log(rel, log.id);
-            }
-        }
-    }
     Ok(Logs {
         files,
         writer,
@@ -259,22 +291,14 @@ pub(super) fn logs(
 }
 
 /// One broker for both mounts (`veilfs prompt` answers the session's questions on
-/// its control socket), set on the workspace's filesystem `fs` (of `ws`) and the
-/// home directory's.
+/// its control socket).
 pub(super) fn broker(
     opts: &crate::mount::MountOptions,
     audit: Option<crate::audit::Audit>,
-    (fs, ws): (&mut VeilFs, &Path),
-    home: Option<&mut (PathBuf, VeilFs)>,
 ) -> std::sync::Arc<crate::fs::ask::Broker> {
-    let broker = crate::fs::ask::Broker::new(
+    crate::fs::ask::Broker::new(
         format!("veilfs run (pid {})", std::process::id()),
         opts.ask_timeout,
         audit,
-    );
-    fs.set_broker(broker.clone(), "workspace", ws);
-    if let Some((h, hfs)) = home {
-        hfs.set_broker(broker.clone(), "home", h);
-    }
-    broker
+    )
 }

@@ -326,7 +326,13 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         tree(tmp.path());
         let policy = Policy::parse("test.toml", rules).unwrap();
-        let fs = VeilFs::new(tmp.path(), Policy::parse("test.toml", rules).unwrap(), None).unwrap();
+        let fs = VeilFs::new(
+            tmp.path(),
+            Policy::parse("test.toml", rules).unwrap(),
+            None,
+            Default::default(),
+        )
+        .unwrap();
         let root = std::fs::File::open(tmp.path()).map(OwnedFd::from).unwrap();
         let top = sys::openat(root.as_fd(), c"top", libc::O_PATH | libc::O_DIRECTORY, 0).unwrap();
         let (old, new) = (policy.decide(b"top", true), policy.decide(b"moved", true));

@@ -57,7 +57,7 @@ impl VeilFs {
     }
 
     /// An open for reading answered without a handle (see
-    /// [`VeilFs::set_light_open`]): only the policy check.
+    /// [`crate::fs::config::FsConfig::light_open`]): only the policy check.
     pub fn open_for_reading(&self, cx: &Req, ino: u64) -> io::Result<()> {
         let node = self.node(ino)?;
         self.still_named(&node)?;
@@ -191,7 +191,7 @@ impl VeilFs {
     }
 
     /// What an I/O request works on: the handle it names, or, for handle 0 (a file
-    /// opened for reading without a handle, see [`VeilFs::set_light_open`]), the
+    /// opened for reading without a handle, see [`crate::fs::config::FsConfig::light_open`]), the
     /// node reopened for this one request after the check an open would have made.
     pub(super) fn io(&self, cx: &Req, ino: u64, fh: u64, write: bool) -> io::Result<Io> {
         if fh != NO_HANDLE {
