@@ -45,3 +45,52 @@ fn every_module_directory_is_named() {
         }
     }
 }
+
+/// The modules of `src/fs/` that a request's decision goes through, and the leaves
+/// they share, import each other without a circle (they once went ask → ops →
+/// permissive → reply → notice → ops). A module's imports are its `super::NAME`
+/// paths outside comments.
+#[test]
+fn the_decision_path_of_fs_has_no_import_circle() {
+    const MODULES: [&str; 10] = [
+        "ask",
+        "ops",
+        "permissive",
+        "reply",
+        "notice",
+        "request",
+        "grant",
+        "refusal",
+        "snapshot",
+        "parked",
+    ];
+    let fs = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/fs");
+    let imports = |m: &str| -> Vec<&'static str> {
+        let text = std::fs::read_to_string(fs.join(format!("{m}.rs"))).unwrap();
+        let code: String = text
+            .lines()
+            .map(|l| l.split("//").next().unwrap_or(""))
+            .collect::<Vec<_>>()
+            .join("\n");
+        MODULES
+            .iter()
+            .copied()
+            .filter(|o| *o != m && code.contains(&format!("super::{o}")))
+            .collect()
+    };
+    // Depth-first search for a way back to where it started.
+    for start in MODULES {
+        let mut stack = vec![(start, vec![start])];
+        let mut seen = std::collections::HashSet::new();
+        while let Some((m, way)) = stack.pop() {
+            for next in imports(m) {
+                let mut way = way.clone();
+                way.push(next);
+                assert!(next != start, "an import circle: {}", way.join(" -> "));
+                if seen.insert(next) {
+                    stack.push((next, way));
+                }
+            }
+        }
+    }
+}

@@ -32,6 +32,7 @@ use super::request::Req;
 use crate::policy::{Action, Decision};
 
 pub use super::broker::{APPROVER_QUEUE, Broker};
+pub use super::grant::{Access, Grant};
 
 /// How long a question waits for an answer by default (`--ask-timeout`).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -39,24 +40,6 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// The most questions open at once in one session; more are refused at once
 /// (a flood of distinct paths must not grow the daemon without bound).
 pub const MAX_OPEN: usize = 1024;
-
-/// What a request does with the content of a path.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Access {
-    /// Open for reading, list a directory.
-    Read,
-    /// Open for writing, make, remove or rename a name, change attributes.
-    Write,
-}
-
-impl Access {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Access::Read => "read",
-            Access::Write => "write",
-        }
-    }
-}
 
 /// How far an approval reaches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,30 +80,6 @@ impl Answer {
             "deny" => Answer::Deny(reason.filter(|r| !r.trim().is_empty())),
             _ => return None,
         })
-    }
-}
-
-/// Permission to use one path (or a directory and what lies beneath it) of one
-/// mount, for an access.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Grant {
-    /// The mount's root label (`"workspace"`, `"home"`; empty for `veilfs mount`).
-    pub root: &'static str,
-    pub path: Vec<u8>,
-    /// The grant covers everything beneath `path` too.
-    pub beneath: bool,
-    pub access: Access,
-}
-
-impl Grant {
-    pub(super) fn covers(&self, root: &str, path: &[u8], access: Access) -> bool {
-        self.root == root
-            && self.access >= access
-            && (self.path == path
-                || (self.beneath
-                    && (self.path.is_empty()
-                        || (path.starts_with(&self.path)
-                            && path.get(self.path.len()) == Some(&b'/')))))
     }
 }
 
@@ -250,7 +209,7 @@ pub fn gate(
         return Ok(d.clone());
     }
     if access == Access::Write && !d.granted().writable() {
-        return Err(super::ops::refuse(path, &d.once_approved()));
+        return Err(super::refusal::refuse(path, &d.once_approved()));
     }
     if seat.is_some_and(|s| s.granted(req, path, access)) {
         return Ok(d.once_approved());

@@ -45,7 +45,7 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 
 use super::VeilFs;
-use super::ops::Refusal;
+use super::refusal::Refusal;
 
 mod session;
 pub use session::{Places, Root, SessionNotices};

@@ -11,8 +11,8 @@ use fuser::{
 };
 
 use super::VeilFs;
-use super::reply::{Who, guard};
-use super::request::Req;
+use super::reply::guard;
+use super::request::{Req, Who};
 
 /// The filesystem as fuser serves it: shared, so that a request parked on a
 /// question (see [`super::ask`]) can be answered from another thread.

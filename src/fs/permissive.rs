@@ -28,7 +28,7 @@
 use std::io;
 
 use super::VeilFs;
-use super::ops::refuse;
+use super::refusal::refuse;
 use super::request::Req;
 use super::snapshot::Snapshot;
 use crate::policy::{Decision, Policy};
@@ -83,7 +83,7 @@ impl VeilFs {
     /// [`VeilFs::admit`] for the refusal `e` (of a check made elsewhere): `Ok` where
     /// a permissive mount waives it.
     pub(super) fn admit_refusal(&self, s: &Snapshot, e: io::Error) -> io::Result<()> {
-        match super::ops::refusal_of(&e) {
+        match super::refusal::refusal_of(&e) {
             Some(r) if self.permissive => {
                 let (path, d) = (r.path.clone(), r.decision.clone());
                 self.admit(s, &path, &d, Need::Change, true)
@@ -119,12 +119,12 @@ impl VeilFs {
         s: &Snapshot,
         path: &[u8],
         d: &Decision,
-        access: super::ask::Access,
+        access: super::grant::Access,
     ) -> Option<Decision> {
         if !self.permissive {
             return None;
         }
-        let writes = access == super::ask::Access::Write;
+        let writes = access == super::grant::Access::Write;
         let result = if writes && !d.granted().writable() {
             "would-refuse"
         } else {

@@ -15,8 +15,8 @@ use fuser::{
 };
 
 use super::VeilFs;
-use super::ops::Refusal;
-use super::request::Req;
+use super::refusal::Refusal;
+use super::request::{Req, Who};
 
 /// The one place an `io::Error` becomes a reply errno: a policy refusal is
 /// `EACCES`, anything else the backing errno untouched.
@@ -126,30 +126,6 @@ impl VeilFs {
             rdev: st.st_rdev as u32,
             blksize: st.st_blksize as u32,
             flags: 0,
-        }
-    }
-}
-
-/// Who made a request (kept past the request, for one answered after a question).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Who {
-    pub pid: u32,
-    pub uid: u32,
-    pub gid: u32,
-}
-
-impl From<&Req> for Who {
-    fn from(req: &Req) -> Who {
-        req.who
-    }
-}
-
-impl From<&Request> for Who {
-    fn from(req: &Request) -> Who {
-        Who {
-            pid: req.pid(),
-            uid: req.uid(),
-            gid: req.gid(),
         }
     }
 }

@@ -13,8 +13,7 @@
 
 use parking_lot::Mutex;
 
-use super::ask::{Access, Grant};
-use super::reply::Who;
+use super::grant::{Access, Grant};
 
 /// One request, as the operations see it.
 #[derive(Debug)]
@@ -60,6 +59,30 @@ impl Req {
         }
         logged.push(path.to_vec());
         true
+    }
+}
+
+/// Who made a request (kept past the request, for one answered after a question).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Who {
+    pub pid: u32,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl From<&Req> for Who {
+    fn from(req: &Req) -> Who {
+        req.who
+    }
+}
+
+impl From<&fuser::Request> for Who {
+    fn from(req: &fuser::Request) -> Who {
+        Who {
+            pid: req.pid(),
+            uid: req.uid(),
+            gid: req.gid(),
+        }
     }
 }
 
