@@ -1,0 +1,361 @@
+//! The action × operation matrix of `tests/enforce.rs`, against the filesystem
+//! object directly: each operation made as the kernel would make it (names looked
+//! up one at a time, then the request), in milliseconds and without a mount. Every
+//! change to a read-only or denied path, and every access to a denied one, is
+//! refused (`EACCES` at the kernel) and leaves the backing directory exactly as it
+//! was; what the policy allows is served. `tests/enforce.rs` keeps the same matrix
+//! through a real mount, for what only the kernel shows.
+
+mod common;
+
+use std::ffi::OsStr;
+use std::io;
+use std::path::Path;
+
+use veilfs::Policy;
+use veilfs::fs::VeilFs;
+use veilfs::fs::inode::ROOT;
+use veilfs::fs::ops::SetAttr;
+use veilfs::fs::request::Req;
+
+const POLICY: &str = r#"
+[[rules]]
+action = "deny"
+paths = [".env", "secrets/", "*.pem"]
+
+[[rules]]
+action = "read-only"
+paths = ["ro/", "README.md"]
+"#;
+
+const FILES: [(&str, &str); 6] = [
+    (".env", "SECRET=1\n"),
+    ("secrets/token", "tok\n"),
+    ("app/key.pem", "KEY\n"),
+    ("ro/a.txt", "read me\n"),
+    ("README.md", "hello\n"),
+    ("ok.txt", "ok\n"),
+];
+
+/// A fresh workspace with [`FILES`], and the filesystem serving it by [`POLICY`].
+struct Ws {
+    tmp: tempfile::TempDir,
+    fs: VeilFs,
+}
+
+impl Ws {
+    fn new() -> Ws {
+        let tmp = tempfile::Builder::new()
+            .prefix("veilfs-matrix")
+            .tempdir()
+            .unwrap();
+        for (rel, body) in FILES {
+            let p = tmp.path().join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, body).unwrap();
+        }
+        let policy = Policy::parse("policy.toml", POLICY).unwrap();
+        let fs = VeilFs::new(tmp.path(), policy, None, Default::default()).unwrap();
+        Ws { tmp, fs }
+    }
+
+    /// Looks `rel` up one name at a time, as the kernel would; its node.
+    fn walk(&self, rel: &str) -> io::Result<u64> {
+        let mut ino = ROOT;
+        for name in rel.split('/').filter(|n| !n.is_empty()) {
+            ino = self.fs.lookup(&cx(), ino, OsStr::new(name))?.0.ino;
+        }
+        Ok(ino)
+    }
+
+    /// The node of `rel`'s parent directory, and `rel`'s last name.
+    fn parent<'a>(&self, rel: &'a str) -> io::Result<(u64, &'a OsStr)> {
+        let (dir, name) = rel.rsplit_once('/').unwrap_or(("", rel));
+        Ok((self.walk(dir)?, OsStr::new(name)))
+    }
+}
+
+/// A request of this process, as root.
+fn cx() -> Req {
+    Req::new("test", std::process::id(), 0, 0)
+}
+
+type Op = fn(&Ws, &str) -> io::Result<()>;
+
+fn is_dir(ws: &Ws, rel: &str) -> bool {
+    ws.tmp.path().join(rel).is_dir()
+}
+
+fn read(ws: &Ws, rel: &str) -> io::Result<()> {
+    let ino = ws.walk(rel)?;
+    if is_dir(ws, rel) {
+        ws.fs.opendir(&cx(), ino)?;
+        return ws.fs.listing_at(&cx(), ino, 0).map(drop);
+    }
+    let fh = ws.fs.open(&cx(), ino, libc::O_RDONLY)?;
+    let r = ws.fs.read(&cx(), ino, fh, 0, 4096).map(drop);
+    ws.fs.release(fh);
+    r
+}
+fn stat(ws: &Ws, rel: &str) -> io::Result<()> {
+    let ino = ws.walk(rel)?;
+    ws.fs.getattr(&cx(), ino, None).map(drop)
+}
+fn write_with(ws: &Ws, rel: &str, flags: i32) -> io::Result<()> {
+    let ino = ws.walk(rel)?;
+    let fh = ws.fs.open(&cx(), ino, flags)?;
+    let r = ws.fs.write(&cx(), ino, fh, 0, b"x").map(drop);
+    ws.fs.release(fh);
+    r
+}
+fn write(ws: &Ws, rel: &str) -> io::Result<()> {
+    write_with(ws, rel, libc::O_WRONLY)
+}
+fn append(ws: &Ws, rel: &str) -> io::Result<()> {
+    write_with(ws, rel, libc::O_WRONLY | libc::O_APPEND)
+}
+fn setattr(ws: &Ws, rel: &str, a: SetAttr) -> io::Result<()> {
+    let ino = ws.walk(rel)?;
+    ws.fs.setattr(&cx(), ino, &a, None).map(drop)
+}
+fn truncate(ws: &Ws, rel: &str) -> io::Result<()> {
+    setattr(
+        ws,
+        rel,
+        SetAttr {
+            size: Some(0),
+            ..SetAttr::default()
+        },
+    )
+}
+fn chmod(ws: &Ws, rel: &str) -> io::Result<()> {
+    setattr(
+        ws,
+        rel,
+        SetAttr {
+            mode: Some(0o777),
+            ..SetAttr::default()
+        },
+    )
+}
+fn chown(ws: &Ws, rel: &str) -> io::Result<()> {
+    setattr(
+        ws,
+        rel,
+        SetAttr {
+            uid: Some(1),
+            gid: Some(1),
+            ..SetAttr::default()
+        },
+    )
+}
+fn utimes(ws: &Ws, rel: &str) -> io::Result<()> {
+    setattr(
+        ws,
+        rel,
+        SetAttr {
+            atime: Some(None),
+            mtime: Some(None),
+            ..SetAttr::default()
+        },
+    )
+}
+fn setxattr(ws: &Ws, rel: &str) -> io::Result<()> {
+    let ino = ws.walk(rel)?;
+    ws.fs
+        .setxattr(&cx(), ino, OsStr::new("user.veilfs"), b"1", 0)
+}
+fn remove(ws: &Ws, rel: &str) -> io::Result<()> {
+    let (dir, name) = ws.parent(rel)?;
+    ws.walk(rel)?;
+    if is_dir(ws, rel) {
+        ws.fs.rmdir(&cx(), dir, name)
+    } else {
+        ws.fs.unlink(&cx(), dir, name)
+    }
+}
+fn rename_out(ws: &Ws, rel: &str) -> io::Result<()> {
+    let (dir, name) = ws.parent(rel)?;
+    ws.walk(rel)?;
+    ws.fs
+        .rename(&cx(), dir, name, ROOT, OsStr::new("moved"), 0)
+        .map(drop)
+}
+fn rename_in(ws: &Ws, rel: &str) -> io::Result<()> {
+    let (dir, name) = ws.parent(rel)?;
+    ws.walk("ok.txt")?;
+    ws.fs
+        .rename(&cx(), ROOT, OsStr::new("ok.txt"), dir, name, 0)
+        .map(drop)
+}
+fn link_from(ws: &Ws, rel: &str) -> io::Result<()> {
+    let ino = ws.walk(rel)?;
+    ws.fs.link(&cx(), ino, ROOT, OsStr::new("alias")).map(drop)
+}
+fn link_onto(ws: &Ws, rel: &str) -> io::Result<()> {
+    let ok = ws.walk("ok.txt")?;
+    let (dir, name) = ws.parent(rel)?;
+    let new = format!("{}.new", name.to_string_lossy());
+    ws.fs.link(&cx(), ok, dir, OsStr::new(&new)).map(drop)
+}
+fn create_inside(ws: &Ws, rel: &str) -> io::Result<()> {
+    let dir = ws.walk(rel)?;
+    let (_, _, fh) = ws.fs.create(
+        &cx(),
+        dir,
+        OsStr::new("new.txt"),
+        0o644,
+        0o022,
+        libc::O_WRONLY | libc::O_CREAT,
+    )?;
+    ws.fs.release(fh);
+    Ok(())
+}
+fn write_new(ws: &Ws, rel: &str) -> io::Result<()> {
+    let (dir, name) = ws.parent(rel)?;
+    let (_, _, fh) = ws.fs.create(
+        &cx(),
+        dir,
+        name,
+        0o644,
+        0o022,
+        libc::O_WRONLY | libc::O_CREAT,
+    )?;
+    ws.fs.release(fh);
+    Ok(())
+}
+fn mkdir_inside(ws: &Ws, rel: &str) -> io::Result<()> {
+    let dir = ws.walk(rel)?;
+    ws.fs
+        .mkdir(&cx(), dir, OsStr::new("newdir"), 0o755, 0)
+        .map(drop)
+}
+fn symlink_inside(ws: &Ws, rel: &str) -> io::Result<()> {
+    let dir = ws.walk(rel)?;
+    ws.fs
+        .symlink(
+            &cx(),
+            dir,
+            OsStr::new("link"),
+            Path::new("target").as_os_str(),
+        )
+        .map(drop)
+}
+fn mknod_inside(ws: &Ws, rel: &str) -> io::Result<()> {
+    let dir = ws.walk(rel)?;
+    ws.fs
+        .mknod(&cx(), dir, OsStr::new("fifo"), libc::S_IFIFO | 0o644, 0, 0)
+        .map(drop)
+}
+
+/// The errno the kernel would get for `e`: a policy refusal is `EACCES`.
+fn errno(e: &io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(match e.kind() {
+        io::ErrorKind::PermissionDenied => libc::EACCES,
+        _ => libc::EIO,
+    })
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Outcome {
+    Refused,
+    Allowed,
+}
+use Outcome::{Allowed, Refused};
+
+const MATRIX: &[(&str, &str, Op, Outcome)] = &[
+    // A denied file: nothing at all.
+    (".env", "read", read, Refused),
+    (".env", "stat", stat, Refused),
+    (".env", "write", write, Refused),
+    (".env", "append", append, Refused),
+    (".env", "truncate", truncate, Refused),
+    (".env", "chmod", chmod, Refused),
+    (".env", "chown", chown, Refused),
+    (".env", "utimes", utimes, Refused),
+    (".env", "setxattr", setxattr, Refused),
+    (".env", "unlink", remove, Refused),
+    (".env", "rename out", rename_out, Refused),
+    (".env", "rename in", rename_in, Refused),
+    (".env", "link from", link_from, Refused),
+    ("app/key.pem", "read (nested glob)", read, Refused),
+    (
+        "app/missing.pem",
+        "stat (missing denied name)",
+        stat,
+        Refused,
+    ),
+    ("other.pem", "create (denied name)", write_new, Refused),
+    // A denied directory.
+    ("secrets", "list", read, Refused),
+    ("secrets", "stat", stat, Refused),
+    ("secrets/token", "read child", read, Refused),
+    ("secrets", "rmdir", remove, Refused),
+    ("secrets", "rename out", rename_out, Refused),
+    ("secrets", "create inside", create_inside, Refused),
+    ("secrets", "mkdir inside", mkdir_inside, Refused),
+    ("secrets", "chmod", chmod, Refused),
+    // A read-only file: readable, unchangeable.
+    ("README.md", "read", read, Allowed),
+    ("README.md", "stat", stat, Allowed),
+    ("README.md", "write", write, Refused),
+    ("README.md", "append", append, Refused),
+    ("README.md", "truncate", truncate, Refused),
+    ("README.md", "chmod", chmod, Refused),
+    ("README.md", "chown", chown, Refused),
+    ("README.md", "utimes", utimes, Refused),
+    ("README.md", "setxattr", setxattr, Refused),
+    ("README.md", "unlink", remove, Refused),
+    ("README.md", "rename out", rename_out, Refused),
+    ("README.md", "rename in", rename_in, Refused),
+    ("README.md", "link from", link_from, Refused),
+    // A read-only directory.
+    ("ro", "list", read, Allowed),
+    ("ro/a.txt", "read child", read, Allowed),
+    ("ro/a.txt", "write child", write, Refused),
+    ("ro/a.txt", "unlink child", remove, Refused),
+    ("ro/a.txt", "rename child out", rename_out, Refused),
+    ("ro/b.txt", "rename in", rename_in, Refused),
+    ("ro/a.txt", "link onto", link_onto, Refused),
+    ("ro", "create inside", create_inside, Refused),
+    ("ro", "mkdir inside", mkdir_inside, Refused),
+    ("ro", "symlink inside", symlink_inside, Refused),
+    ("ro", "mknod inside", mknod_inside, Refused),
+    ("ro", "rmdir", remove, Refused),
+    ("ro", "rename out", rename_out, Refused),
+    ("ro", "chmod", chmod, Refused),
+    // What the policy allows is served.
+    ("ok.txt", "write", write, Allowed),
+    ("ok.txt", "chmod", chmod, Allowed),
+    ("ok.txt", "setxattr", setxattr, Allowed),
+    ("app", "mknod inside", mknod_inside, Allowed),
+];
+
+#[test]
+fn every_action_and_operation_without_a_mount() {
+    let mut wrong = Vec::new();
+    for &(target, what, op, want) in MATRIX {
+        let ws = Ws::new();
+        let before = common::snapshot(ws.tmp.path());
+        let r = op(&ws, target);
+        let after = common::snapshot(ws.tmp.path());
+        match (want, &r) {
+            (Refused, Err(e)) if errno(e) == libc::EACCES => {
+                if before != after {
+                    wrong.push(format!(
+                        "{what} on {target}: refused but the backing tree changed"
+                    ));
+                }
+            }
+            (Allowed, Ok(())) => {}
+            _ => wrong.push(format!("{what} on {target}: wanted {want:?}, got {r:?}")),
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} of {} cases wrong:\n{}",
+        wrong.len(),
+        MATRIX.len(),
+        wrong.join("\n")
+    );
+}
