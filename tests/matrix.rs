@@ -3,8 +3,10 @@
 //! up one at a time, then the request), in milliseconds and without a mount. Every
 //! change to a read-only or denied path, and every access to a denied one, is
 //! refused (`EACCES` at the kernel) and leaves the backing directory exactly as it
-//! was; what the policy allows is served. `tests/enforce.rs` keeps the same matrix
-//! through a real mount, for what only the kernel shows.
+//! was; what the policy allows is served. Listings hide, and a rename never exposes
+//! a denied descendant. `tests/enforce.rs`, `tests/hiding.rs` and
+//! `tests/rename_links.rs` keep the same cases through a real mount, for what only
+//! the kernel shows.
 
 mod common;
 
@@ -45,16 +47,21 @@ struct Ws {
 
 impl Ws {
     fn new() -> Ws {
+        Ws::with(POLICY, &FILES)
+    }
+
+    /// `files` are `(path, body)`, served by `policy`.
+    fn with(policy: &str, files: &[(&str, &str)]) -> Ws {
         let tmp = tempfile::Builder::new()
             .prefix("veilfs-matrix")
             .tempdir()
             .unwrap();
-        for (rel, body) in FILES {
+        for (rel, body) in files {
             let p = tmp.path().join(rel);
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
             std::fs::write(p, body).unwrap();
         }
-        let policy = Policy::parse("policy.toml", POLICY).unwrap();
+        let policy = Policy::parse("policy.toml", policy).unwrap();
         let fs = VeilFs::new(tmp.path(), policy, None, Default::default()).unwrap();
         Ws { tmp, fs }
     }
@@ -66,6 +73,21 @@ impl Ws {
             ino = self.fs.lookup(&cx(), ino, OsStr::new(name))?.0.ino;
         }
         Ok(ino)
+    }
+
+    /// The names a listing of `rel` shows, sorted.
+    fn names(&self, rel: &str) -> Vec<String> {
+        let (listing, _) = self
+            .fs
+            .listing_at(&cx(), self.walk(rel).unwrap(), 0)
+            .unwrap();
+        let mut v: Vec<String> = listing
+            .entries
+            .iter()
+            .map(|e| String::from_utf8_lossy(&e.name).into_owned())
+            .collect();
+        v.sort();
+        v
     }
 
     /// The node of `rel`'s parent directory, and `rel`'s last name.
@@ -358,4 +380,118 @@ fn every_action_and_operation_without_a_mount() {
         MATRIX.len(),
         wrong.join("\n")
     );
+}
+
+/// Hiding without a mount: a listing shows only what may be seen, a directory
+/// holding only hidden entries cannot be removed (`ENOTEMPTY`, never what is
+/// there), and a denied name answers `EACCES` whether or not it exists.
+#[test]
+fn listings_hide_what_is_denied_without_a_mount() {
+    let ws = Ws::with(
+        POLICY,
+        &[
+            (".env", "x"),
+            ("secrets/token", "x"),
+            ("app/key.pem", "x"),
+            ("app/main.rs", "x"),
+            ("only-hidden/.env", "x"),
+            ("ok.txt", "x"),
+        ],
+    );
+    assert_eq!(ws.names(""), ["app", "ok.txt", "only-hidden"]);
+    assert_eq!(ws.names("app"), ["main.rs"]);
+    assert_eq!(ws.names("only-hidden"), Vec::<String>::new());
+    let (dir, name) = ws.parent("only-hidden").unwrap();
+    let e = ws.fs.rmdir(&cx(), dir, name).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::ENOTEMPTY), "{e}");
+    assert!(ws.tmp.path().join("only-hidden/.env").exists());
+    for rel in [".env", "nothing/.env", "app/missing.pem"] {
+        let e = ws.walk(rel).unwrap_err();
+        assert_eq!(
+            errno(&e),
+            if rel.starts_with("nothing") {
+                libc::ENOENT
+            } else {
+                libc::EACCES
+            },
+            "{rel}: {e}"
+        );
+    }
+}
+
+/// Renames without a mount: moving an ancestor of a denied path (by rename or by
+/// exchange, either way round) would expose it under a new name and is refused
+/// with the backing tree untouched; a rename that exposes nothing is served.
+#[test]
+fn a_rename_never_exposes_a_denied_descendant_without_a_mount() {
+    let ws = Ws::with(
+        "[[rules]]\naction = \"deny\"\npaths = [\"/a/inner/.token\"]\n",
+        &[
+            ("a/inner/.token", "TOPSECRET\n"),
+            ("a/inner/ok.txt", "ok\n"),
+            ("a/other/x.txt", "x\n"),
+            ("x/y.txt", "y\n"),
+        ],
+    );
+    let before = common::snapshot(ws.tmp.path());
+    let a = OsStr::new("a");
+    let a_dir = ws.walk("a").unwrap();
+    ws.walk("a/inner").unwrap();
+    ws.walk("x").unwrap();
+    let attempts: [(&str, io::Result<()>); 4] = [
+        (
+            "mv a b",
+            ws.fs
+                .rename(&cx(), ROOT, a, ROOT, OsStr::new("b"), 0)
+                .map(drop),
+        ),
+        (
+            "mv a/inner inner",
+            ws.fs
+                .rename(
+                    &cx(),
+                    a_dir,
+                    OsStr::new("inner"),
+                    ROOT,
+                    OsStr::new("inner"),
+                    0,
+                )
+                .map(drop),
+        ),
+        (
+            "exchange a x",
+            ws.fs
+                .rename(&cx(), ROOT, a, ROOT, OsStr::new("x"), libc::RENAME_EXCHANGE)
+                .map(drop),
+        ),
+        (
+            "exchange x a",
+            ws.fs
+                .rename(&cx(), ROOT, OsStr::new("x"), ROOT, a, libc::RENAME_EXCHANGE)
+                .map(drop),
+        ),
+    ];
+    for (what, r) in attempts {
+        match r {
+            Err(e) if errno(&e) == libc::EACCES => {}
+            other => panic!("{what}: wanted EACCES, got {other:?}"),
+        }
+    }
+    assert_eq!(
+        before,
+        common::snapshot(ws.tmp.path()),
+        "a refused rename changed the backing tree"
+    );
+    ws.walk("a/other").unwrap();
+    ws.fs
+        .rename(
+            &cx(),
+            a_dir,
+            OsStr::new("other"),
+            ROOT,
+            OsStr::new("other"),
+            0,
+        )
+        .unwrap();
+    assert!(ws.tmp.path().join("other/x.txt").exists());
 }
