@@ -162,6 +162,15 @@ pub enum Transport {
 impl Transport {
     /// What to say of the transport a mount got: one line when `uring` was asked
     /// for by name and the kernel did not grant it, else nothing.
+    /// How a mount's requests travel, said in full (`run -v`).
+    pub fn said(granted: bool) -> &'static str {
+        if granted {
+            "requests: through FUSE over io_uring, one queue per CPU"
+        } else {
+            "requests: through /dev/fuse (`veilfs doctor` says whether FUSE over io_uring can be had)"
+        }
+    }
+
     pub fn note(self, granted: bool) -> Option<String> {
         (self == Transport::Uring && !granted).then(|| {
             "--transport uring: the kernel did not grant FUSE over io_uring (the fuse module's enable_uring is off, or Linux is older than 6.14: see `veilfs doctor`); requests travel through /dev/fuse".to_string()

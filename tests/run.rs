@@ -588,3 +588,29 @@ fn a_dry_run_says_the_session_and_starts_nothing() {
         show(&o)
     );
 }
+
+/// `-v` says how the session's requests travel: through FUSE over io_uring where
+/// the kernel grants it (this suite turns it on, see `scripts/test`), through
+/// /dev/fuse with `--transport dev`.
+#[test]
+fn verbose_says_how_requests_travel() {
+    let ws = Ws::new();
+    for (transport, said) in [
+        (
+            "uring",
+            "veilfs:   requests: through FUSE over io_uring, one queue per CPU\n",
+        ),
+        ("dev", "veilfs:   requests: through /dev/fuse"),
+    ] {
+        let o = ws
+            .veilfs(&ws.dir, &["-v", "--transport", transport, "--", "true"])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+        assert!(
+            text(&o.stderr).contains(said),
+            "--transport {transport}: {}",
+            show(&o)
+        );
+    }
+}

@@ -304,6 +304,8 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         facts.say(&opts, "running", ask, notices_note, opts.verbose);
         if let Some(note) = opts.mount.transport.note(uring) {
             eprintln!("veilfs: {note}");
+        } else if opts.verbose {
+            eprintln!("veilfs:   {}", crate::mount::Transport::said(uring));
         }
     }
 
