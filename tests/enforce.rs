@@ -12,25 +12,12 @@ use std::path::Path;
 
 use common::{Fixture, assert_errno};
 
-const POLICY: &str = r#"
-[[rules]]
-action = "deny"
-paths = [".env", "secrets/", "*.pem"]
-
-[[rules]]
-action = "read-only"
-paths = ["ro/", "README.md"]
-"#;
-
 fn fixture() -> Fixture {
     let mut f = Fixture::new();
-    f.file(".env", "SECRET=1\n")
-        .file("secrets/token", "tok\n")
-        .file("app/key.pem", "KEY\n")
-        .file("ro/a.txt", "read me\n")
-        .file("README.md", "hello\n")
-        .file("ok.txt", "ok\n");
-    f.mount(POLICY);
+    for (rel, body) in common::MATRIX_FILES {
+        f.file(rel, body);
+    }
+    f.mount(common::MATRIX_POLICY);
     f
 }
 
@@ -322,7 +309,11 @@ fn an_open_for_writing_of_a_read_only_file_is_refused() {
             strict_open,
             ..veilfs::MountOptions::default()
         };
-        f.mount_with(veilfs::Policy::parse("p", POLICY).unwrap(), None, &opts);
+        f.mount_with(
+            veilfs::Policy::parse("p", common::MATRIX_POLICY).unwrap(),
+            None,
+            &opts,
+        );
         let before = f.snapshot();
         // Read first, so that the file's pages are cached.
         assert_eq!(fs::read_to_string(f.m("ro/a.txt")).unwrap(), "read me\n");

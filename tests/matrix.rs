@@ -20,24 +20,7 @@ use veilfs::fs::inode::ROOT;
 use veilfs::fs::ops::SetAttr;
 use veilfs::fs::request::Req;
 
-const POLICY: &str = r#"
-[[rules]]
-action = "deny"
-paths = [".env", "secrets/", "*.pem"]
-
-[[rules]]
-action = "read-only"
-paths = ["ro/", "README.md"]
-"#;
-
-const FILES: [(&str, &str); 6] = [
-    (".env", "SECRET=1\n"),
-    ("secrets/token", "tok\n"),
-    ("app/key.pem", "KEY\n"),
-    ("ro/a.txt", "read me\n"),
-    ("README.md", "hello\n"),
-    ("ok.txt", "ok\n"),
-];
+use common::{MATRIX_FILES as FILES, MATRIX_POLICY as POLICY};
 
 /// A fresh workspace with [`FILES`], and the filesystem serving it by [`POLICY`].
 struct Ws {

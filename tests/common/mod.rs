@@ -19,6 +19,28 @@ pub mod outside;
 pub mod run;
 pub mod tmux;
 
+/// The policy of the action × operation matrix (`tests/enforce.rs` through a mount,
+/// `tests/matrix.rs` against the filesystem object).
+pub const MATRIX_POLICY: &str = r#"
+[[rules]]
+action = "deny"
+paths = [".env", "secrets/", "*.pem"]
+
+[[rules]]
+action = "read-only"
+paths = ["ro/", "README.md"]
+"#;
+
+/// The files of the action × operation matrix, as `(path, body)`.
+pub const MATRIX_FILES: [(&str, &str); 6] = [
+    (".env", "SECRET=1\n"),
+    ("secrets/token", "tok\n"),
+    ("app/key.pem", "KEY\n"),
+    ("ro/a.txt", "read me\n"),
+    ("README.md", "hello\n"),
+    ("ok.txt", "ok\n"),
+];
+
 pub struct Fixture {
     pub tmp: tempfile::TempDir,
     pub src: PathBuf,
