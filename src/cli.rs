@@ -340,9 +340,10 @@ pub struct CacheArgs {
     /// `enable_uring` on, see `veilfs doctor`), `dev` (reads and writes on
     /// /dev/fuse), or `auto`: `uring` where the kernel grants it, else `dev`.
     /// When `uring` is asked for by name and not granted, veilfs says so and uses
-    /// `dev`. Under `uring`, a question about an `ask` path holds one of its CPU's
-    /// 32 queue entries while it waits; with all 32 held, that CPU's other
-    /// requests wait for an answer or a question's timeout.
+    /// `dev`. Under `uring`, a request waiting for an answer about an `ask` path
+    /// holds one of its CPU's 32 queue entries; at most 24 are held so, and one
+    /// more is refused at once (EACCES), so that the queue keeps serving every
+    /// other request.
     #[arg(long, value_enum, value_name = "WAY", default_value_t = crate::mount::Transport::Auto)]
     pub transport: crate::mount::Transport,
     /// Log every refusal as one JSON line to FILE (`-`: stderr): time, operation,

@@ -179,7 +179,7 @@ impl Transport {
 }
 
 /// Entries in each io_uring queue: the requests of one CPU that can be in veilfs at
-/// once, parked questions included.
+/// once, parked questions included (which may hold three quarters of them).
 pub const RING_DEPTH: u16 = 32;
 
 /// How many threads serve requests unless told: one per core, at least 2 (a request

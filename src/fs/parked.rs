@@ -67,6 +67,8 @@ type Body<R> = dyn Fn(&VeilFs, &Req, R) -> Parked<R> + Send + Sync;
 /// A reply a parked request can be refused with.
 pub(crate) trait Refuse: Send + 'static {
     fn refuse(self, e: Errno);
+    /// Says the reply will come late (see `fuser`'s `hold`); `false`: answer now.
+    fn hold(&mut self) -> bool;
 }
 
 macro_rules! refuse_with_error {
@@ -74,6 +76,9 @@ macro_rules! refuse_with_error {
         $(impl Refuse for $t {
             fn refuse(self, e: Errno) {
                 self.error(e)
+            }
+            fn hold(&mut self) -> bool {
+                <$t>::hold(self)
             }
         })*
     };
@@ -126,6 +131,16 @@ fn park<R: Refuse>(
         return reply.refuse(fs.fail(who, op, e));
     };
     if grants.len() >= MAX_QUESTIONS_PER_REQUEST {
+        return reply.refuse(fs.fail(who, op, e));
+    }
+    let mut reply = reply;
+    if !reply.hold() {
+        // Its FUSE-over-io_uring queue has as many requests waiting for answers as
+        // it may hold: waiting here would hold up everyone's requests on that CPU.
+        log::warn!(
+            "{op} of {}: refused at once, too many requests already wait for answers",
+            String::from_utf8_lossy(&q.path)
+        );
         return reply.refuse(fs.fail(who, op, e));
     }
     let asker = super::ask::Asker::of(who.pid, who.uid, who.gid);

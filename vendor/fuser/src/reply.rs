@@ -62,6 +62,15 @@ impl ReplySender {
         }
     }
 
+    /// Marks the reply as one that will come late (see `RingReply::hold`); `false`
+    /// when it should be sent now instead. `/dev/fuse` holds nothing.
+    pub(crate) fn hold(&mut self) -> bool {
+        match self {
+            ReplySender::Ring(ring) => ring.hold(),
+            _ => true,
+        }
+    }
+
     /// Open a backing file
     pub(crate) fn open_backing(&self, fd: BorrowedFd<'_>) -> std::io::Result<BackingId> {
         match self {
@@ -150,7 +159,35 @@ impl ReplyRaw {
     pub(crate) fn error(self, err: ll::Errno) {
         self.send_ll(&ll::ResponseErrno(err));
     }
+
+    fn hold(&mut self) -> bool {
+        self.sender.as_mut().is_none_or(ReplySender::hold)
+    }
 }
+
+macro_rules! holdable {
+    ($($t:ty),*) => {
+        $(impl $t {
+            /// Says that this reply will come late: the request waits (for a
+            /// person's answer, say) while other requests are served. `false` when
+            /// its transport cannot keep it waiting without holding up others (a
+            /// FUSE-over-io_uring queue whose entries are mostly held already): then
+            /// answer it now.
+            pub fn hold(&mut self) -> bool {
+                self.reply.hold()
+            }
+        })*
+    };
+}
+holdable!(
+    ReplyEmpty,
+    ReplyEntry,
+    ReplyAttr,
+    ReplyOpen,
+    ReplyCreate,
+    ReplyDirectory,
+    ReplyDirectoryPlus
+);
 
 impl Drop for ReplyRaw {
     fn drop(&mut self) {

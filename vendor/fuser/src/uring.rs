@@ -22,6 +22,9 @@
 //!   commit is submitted, only the request's reply touches them (under the entry's
 //!   lock). Every request gets exactly one commit: fuser's `Reply` answers `EIO` when
 //!   it is dropped unanswered, and a request that does not decode is answered `EIO`.
+//! * **Long waits leave room.** A request that will wait for a person holds its
+//!   entry; at most three quarters of a queue's entries may be held so
+//!   ([`RingReply::hold`]), so the queue keeps serving everyone else's requests.
 //! * **The buffers outlive the ring.** The thread drops its ring (which cancels the
 //!   commands still registered) before the [`Queue`] holding the buffers can go.
 
@@ -31,6 +34,7 @@ use std::os::fd::AsRawFd;
 use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
+use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::thread::ThreadId;
@@ -96,6 +100,10 @@ pub(crate) struct Queue {
     owner: ThreadId,
     stopped: AtomicBool,
     backing: ChannelSender,
+    /// Entries held by requests waiting long (see [`RingReply::hold`]).
+    held: AtomicUsize,
+    /// The most entries that may be held at once: the rest stay for other requests.
+    hold_cap: usize,
 }
 
 impl Queue {
@@ -111,11 +119,33 @@ impl Queue {
 pub(crate) struct RingReply {
     queue: Arc<Queue>,
     slot: u16,
+    /// This request holds its entry while it waits long (see [`RingReply::hold`]).
+    held: bool,
 }
 
 impl RingReply {
+    /// Marks this request as one that will wait long before its reply (a question
+    /// to a person), holding its entry meanwhile. `false` when the queue already has
+    /// as many held entries as it may: the request should then be answered now, so
+    /// that the queue's other entries stay for the requests of everyone else.
+    pub(crate) fn hold(&mut self) -> bool {
+        if self.held {
+            return true;
+        }
+        let q = &self.queue;
+        if q.held.fetch_add(1, Ordering::AcqRel) >= q.hold_cap {
+            q.held.fetch_sub(1, Ordering::AcqRel);
+            return false;
+        }
+        self.held = true;
+        true
+    }
+
     /// Writes the reply into the entry and hands the entry back for its commit.
     pub(crate) fn send(&self, data: &[IoSlice<'_>]) -> io::Result<()> {
+        if self.held {
+            self.queue.held.fetch_sub(1, Ordering::AcqRel);
+        }
         let result = {
             let mut bufs = self.queue.slots[usize::from(self.slot)].lock();
             let Bufs { header, payload } = &mut *bufs;
@@ -327,6 +357,10 @@ fn start(qid: u16, shape: Shape, dev: ChannelSender) -> io::Result<Started> {
         owner: std::thread::current().id(),
         stopped: AtomicBool::new(false),
         backing: dev,
+        held: AtomicUsize::new(0),
+        // A quarter of the entries (at least one) always stays for requests that
+        // do not wait.
+        hold_cap: usize::from(shape.depth) - (usize::from(shape.depth) / 4).max(1),
     });
     {
         let mut sq = ring.submission();
@@ -433,6 +467,7 @@ fn handle<FS: Filesystem>(
     let reply = RingReply {
         queue: queue.clone(),
         slot,
+        held: false,
     };
     let Some((len, commit_id)) = decoded else {
         warn!("ring queue {}: an entry's sizes do not add up", queue.qid);
