@@ -14,81 +14,27 @@ use std::ffi::OsStr;
 use std::io;
 use std::path::Path;
 
-use veilfs::Policy;
-use veilfs::fs::VeilFs;
 use veilfs::fs::inode::ROOT;
 use veilfs::fs::ops::SetAttr;
-use veilfs::fs::request::Req;
 
+use common::inproc::{Ws, cx};
 use common::{MATRIX_FILES as FILES, MATRIX_POLICY as POLICY};
 
-/// A fresh workspace with [`FILES`], and the filesystem serving it by [`POLICY`].
-struct Ws {
-    tmp: tempfile::TempDir,
-    fs: VeilFs,
+/// A fresh workspace with [`FILES`], served by [`POLICY`].
+fn matrix_ws() -> Ws {
+    Ws::new(POLICY, &FILES)
 }
 
-impl Ws {
-    fn new() -> Ws {
-        Ws::with(POLICY, &FILES)
-    }
-
-    /// `files` are `(path, body)`, served by `policy`.
-    fn with(policy: &str, files: &[(&str, &str)]) -> Ws {
-        let tmp = tempfile::Builder::new()
-            .prefix("veilfs-matrix")
-            .tempdir()
-            .unwrap();
-        for (rel, body) in files {
-            let p = tmp.path().join(rel);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, body).unwrap();
-        }
-        let policy = Policy::parse("policy.toml", policy).unwrap();
-        let fs = VeilFs::new(tmp.path(), policy, None, Default::default()).unwrap();
-        Ws { tmp, fs }
-    }
-
-    /// Looks `rel` up one name at a time, as the kernel would; its node.
-    fn walk(&self, rel: &str) -> io::Result<u64> {
-        let mut ino = ROOT;
-        for name in rel.split('/').filter(|n| !n.is_empty()) {
-            ino = self.fs.lookup(&cx(), ino, OsStr::new(name))?.0.ino;
-        }
-        Ok(ino)
-    }
-
-    /// The names a listing of `rel` shows, sorted.
-    fn names(&self, rel: &str) -> Vec<String> {
-        let (listing, _) = self
-            .fs
-            .listing_at(&cx(), self.walk(rel).unwrap(), 0)
-            .unwrap();
-        let mut v: Vec<String> = listing
-            .entries
-            .iter()
-            .map(|e| String::from_utf8_lossy(&e.name).into_owned())
-            .collect();
-        v.sort();
-        v
-    }
-
-    /// The node of `rel`'s parent directory, and `rel`'s last name.
-    fn parent<'a>(&self, rel: &'a str) -> io::Result<(u64, &'a OsStr)> {
-        let (dir, name) = rel.rsplit_once('/').unwrap_or(("", rel));
-        Ok((self.walk(dir)?, OsStr::new(name)))
-    }
-}
-
-/// A request of this process, as root.
-fn cx() -> Req {
-    Req::new("test", std::process::id(), 0, 0)
+/// The node of `rel`'s parent directory, and `rel`'s last name.
+fn parent<'a>(ws: &Ws, rel: &'a str) -> io::Result<(u64, &'a OsStr)> {
+    let (dir, name) = rel.rsplit_once('/').unwrap_or(("", rel));
+    Ok((ws.walk(dir)?, OsStr::new(name)))
 }
 
 type Op = fn(&Ws, &str) -> io::Result<()>;
 
 fn is_dir(ws: &Ws, rel: &str) -> bool {
-    ws.tmp.path().join(rel).is_dir()
+    ws.s(rel).is_dir()
 }
 
 fn read(ws: &Ws, rel: &str) -> io::Result<()> {
@@ -171,7 +117,7 @@ fn setxattr(ws: &Ws, rel: &str) -> io::Result<()> {
         .setxattr(&cx(), ino, OsStr::new("user.veilfs"), b"1", 0)
 }
 fn remove(ws: &Ws, rel: &str) -> io::Result<()> {
-    let (dir, name) = ws.parent(rel)?;
+    let (dir, name) = parent(ws, rel)?;
     ws.walk(rel)?;
     if is_dir(ws, rel) {
         ws.fs.rmdir(&cx(), dir, name)
@@ -180,14 +126,14 @@ fn remove(ws: &Ws, rel: &str) -> io::Result<()> {
     }
 }
 fn rename_out(ws: &Ws, rel: &str) -> io::Result<()> {
-    let (dir, name) = ws.parent(rel)?;
+    let (dir, name) = parent(ws, rel)?;
     ws.walk(rel)?;
     ws.fs
         .rename(&cx(), dir, name, ROOT, OsStr::new("moved"), 0)
         .map(drop)
 }
 fn rename_in(ws: &Ws, rel: &str) -> io::Result<()> {
-    let (dir, name) = ws.parent(rel)?;
+    let (dir, name) = parent(ws, rel)?;
     ws.walk("ok.txt")?;
     ws.fs
         .rename(&cx(), ROOT, OsStr::new("ok.txt"), dir, name, 0)
@@ -199,7 +145,7 @@ fn link_from(ws: &Ws, rel: &str) -> io::Result<()> {
 }
 fn link_onto(ws: &Ws, rel: &str) -> io::Result<()> {
     let ok = ws.walk("ok.txt")?;
-    let (dir, name) = ws.parent(rel)?;
+    let (dir, name) = parent(ws, rel)?;
     let new = format!("{}.new", name.to_string_lossy());
     ws.fs.link(&cx(), ok, dir, OsStr::new(&new)).map(drop)
 }
@@ -217,7 +163,7 @@ fn create_inside(ws: &Ws, rel: &str) -> io::Result<()> {
     Ok(())
 }
 fn write_new(ws: &Ws, rel: &str) -> io::Result<()> {
-    let (dir, name) = ws.parent(rel)?;
+    let (dir, name) = parent(ws, rel)?;
     let (_, _, fh) = ws.fs.create(
         &cx(),
         dir,
@@ -340,10 +286,10 @@ const MATRIX: &[(&str, &str, Op, Outcome)] = &[
 fn every_action_and_operation_without_a_mount() {
     let mut wrong = Vec::new();
     for &(target, what, op, want) in MATRIX {
-        let ws = Ws::new();
-        let before = common::snapshot(ws.tmp.path());
+        let ws = matrix_ws();
+        let before = common::snapshot(&ws.src);
         let r = op(&ws, target);
-        let after = common::snapshot(ws.tmp.path());
+        let after = common::snapshot(&ws.src);
         match (want, &r) {
             (Refused, Err(e)) if errno(e) == libc::EACCES => {
                 if before != after {
@@ -370,7 +316,7 @@ fn every_action_and_operation_without_a_mount() {
 /// there), and a denied name answers `EACCES` whether or not it exists.
 #[test]
 fn listings_hide_what_is_denied_without_a_mount() {
-    let ws = Ws::with(
+    let ws = Ws::new(
         POLICY,
         &[
             (".env", "x"),
@@ -384,10 +330,10 @@ fn listings_hide_what_is_denied_without_a_mount() {
     assert_eq!(ws.names(""), ["app", "ok.txt", "only-hidden"]);
     assert_eq!(ws.names("app"), ["main.rs"]);
     assert_eq!(ws.names("only-hidden"), Vec::<String>::new());
-    let (dir, name) = ws.parent("only-hidden").unwrap();
+    let (dir, name) = parent(&ws, "only-hidden").unwrap();
     let e = ws.fs.rmdir(&cx(), dir, name).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::ENOTEMPTY), "{e}");
-    assert!(ws.tmp.path().join("only-hidden/.env").exists());
+    assert!(ws.s("only-hidden/.env").exists());
     for rel in [".env", "nothing/.env", "app/missing.pem"] {
         let e = ws.walk(rel).unwrap_err();
         assert_eq!(
@@ -407,7 +353,7 @@ fn listings_hide_what_is_denied_without_a_mount() {
 /// with the backing tree untouched; a rename that exposes nothing is served.
 #[test]
 fn a_rename_never_exposes_a_denied_descendant_without_a_mount() {
-    let ws = Ws::with(
+    let ws = Ws::new(
         "[[rules]]\naction = \"deny\"\npaths = [\"/a/inner/.token\"]\n",
         &[
             ("a/inner/.token", "TOPSECRET\n"),
@@ -416,7 +362,7 @@ fn a_rename_never_exposes_a_denied_descendant_without_a_mount() {
             ("x/y.txt", "y\n"),
         ],
     );
-    let before = common::snapshot(ws.tmp.path());
+    let before = common::snapshot(&ws.src);
     let a = OsStr::new("a");
     let a_dir = ws.walk("a").unwrap();
     ws.walk("a/inner").unwrap();
@@ -462,7 +408,7 @@ fn a_rename_never_exposes_a_denied_descendant_without_a_mount() {
     }
     assert_eq!(
         before,
-        common::snapshot(ws.tmp.path()),
+        common::snapshot(&ws.src),
         "a refused rename changed the backing tree"
     );
     ws.walk("a/other").unwrap();
@@ -476,5 +422,5 @@ fn a_rename_never_exposes_a_denied_descendant_without_a_mount() {
             0,
         )
         .unwrap();
-    assert!(ws.tmp.path().join("other/x.txt").exists());
+    assert!(ws.s("other/x.txt").exists());
 }

@@ -5,7 +5,7 @@
 use std::ffi::OsStr;
 use std::io;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use veilfs::Policy;
@@ -13,79 +13,9 @@ use veilfs::fs::VeilFs;
 use veilfs::fs::inode::ROOT;
 use veilfs::fs::ops::{Refusal, SetAttr};
 
-/// The request each call stands for: this process, as root.
-fn cx() -> veilfs::fs::request::Req {
-    veilfs::fs::request::Req::new("test", std::process::id(), 0, 0)
-}
+mod common;
 
-/// A workspace on a temp directory and the filesystem serving it.
-struct Ws {
-    _tmp: tempfile::TempDir,
-    src: PathBuf,
-    policy_file: PathBuf,
-    fs: VeilFs,
-}
-
-impl Ws {
-    /// `files` are `(path, body)`; a path ending in `/` is a directory.
-    fn new(policy: &str, files: &[(&str, &str)]) -> Ws {
-        let tmp = tempfile::Builder::new()
-            .prefix("veilfs-ops")
-            .tempdir()
-            .unwrap();
-        let src = tmp.path().join("src");
-        std::fs::create_dir(&src).unwrap();
-        for (rel, body) in files {
-            let p = src.join(rel);
-            if rel.ends_with('/') {
-                std::fs::create_dir_all(&p).unwrap();
-            } else {
-                std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-                std::fs::write(&p, body).unwrap();
-            }
-        }
-        // Outside the workspace, so that it is not itself guarded.
-        let policy_file = tmp.path().join("policy.toml");
-        std::fs::write(&policy_file, policy).unwrap();
-        let p = Policy::parse("policy.toml", policy).unwrap_or_else(|e| panic!("{e}"));
-        let fs = VeilFs::new(&src, p, Some(&policy_file), Default::default()).unwrap();
-        Ws {
-            _tmp: tmp,
-            src,
-            policy_file,
-            fs,
-        }
-    }
-
-    /// Looks `rel` up one name at a time, as the kernel would; the node id.
-    fn walk(&self, rel: &str) -> io::Result<u64> {
-        let mut ino = ROOT;
-        for name in rel.split('/') {
-            ino = self.fs.lookup(&cx(), ino, OsStr::new(name))?.0.ino;
-        }
-        Ok(ino)
-    }
-
-    fn names(&self, rel: &str) -> Vec<String> {
-        let ino = if rel.is_empty() {
-            ROOT
-        } else {
-            self.walk(rel).unwrap()
-        };
-        let (listing, _) = self.fs.listing_at(&cx(), ino, 0).unwrap();
-        let mut v: Vec<String> = listing
-            .entries
-            .iter()
-            .map(|e| String::from_utf8_lossy(&e.name).into_owned())
-            .collect();
-        v.sort();
-        v
-    }
-
-    fn s(&self, rel: &str) -> PathBuf {
-        self.src.join(rel)
-    }
-}
+use common::inproc::{Ws, cx};
 
 /// Asserts a policy refusal (`EACCES` at the kernel) for `path`.
 #[track_caller]
@@ -645,30 +575,23 @@ fn a_path_longer_than_a_place_keeps_is_spelled_from_its_names() {
 fn a_grant_serves_the_request_that_holds_it_and_no_other() {
     use veilfs::fs::ask::{Access, Broker, Grant, question_of};
     use veilfs::fs::request::Req;
-    let mut ws = Ws::new(
+    let seat = veilfs::fs::ask::Seat {
+        broker: Broker::new("test".into(), std::time::Duration::from_secs(1), None),
+        root: "",
+        mount: "/mnt".into(),
+    };
+    let ws = Ws::with_config(
         "[[rules]]\naction = \"ask\"\npaths = [\"mig/\"]\n",
         &[
             ("mig/001.sql", "one\n"),
             ("mig/002.sql", "two\n"),
             ("plain", "p\n"),
         ],
+        veilfs::fs::config::FsConfig {
+            seat: Some(seat),
+            ..Default::default()
+        },
     );
-    let broker = Broker::new("test".into(), std::time::Duration::from_secs(1), None);
-    let seat = veilfs::fs::ask::Seat {
-        broker,
-        root: "",
-        mount: "/mnt".into(),
-    };
-    let policy = Policy::parse(
-        "policy.toml",
-        &std::fs::read_to_string(&ws.policy_file).unwrap(),
-    )
-    .unwrap();
-    let cfg = veilfs::fs::config::FsConfig {
-        seat: Some(seat),
-        ..Default::default()
-    };
-    ws.fs = VeilFs::new(&ws.src, policy, Some(&ws.policy_file), cfg).unwrap();
     let one = ws.walk("mig/001.sql").unwrap();
     let two = ws.walk("mig/002.sql").unwrap();
     let asked = |r: io::Result<u64>| match r {

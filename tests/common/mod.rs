@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use veilfs::{Mount, MountOptions, Policy};
 
 pub mod daemon;
+pub mod inproc;
 pub mod outside;
 pub mod run;
 pub mod tmux;
