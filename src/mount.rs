@@ -400,11 +400,11 @@ pub fn start(fs: VeilFs, mnt: &Path, config: &Config, opts: &MountOptions) -> io
                 }
             },
         );
-        let notifier = session.notifier();
+        let inval_w = inval.clone();
         let weak = Arc::downgrade(&inodes);
         std::thread::Builder::new()
             .name("veilfs-watch".into())
-            .spawn(move || w.run(weak, notifier))?;
+            .spawn(move || w.run(weak, inval_w))?;
     }
     {
         // Edits of the imported files, wherever they are (the reloader held

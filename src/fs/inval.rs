@@ -21,19 +21,32 @@ pub enum Inval {
     Inode(u64),
 }
 
-/// The queue of invalidations; nothing is done until [`Invalidator::start`].
+/// The two queues' receiving ends, until the threads take them.
+type Receivers = (Receiver<(u64, Vec<u8>)>, Receiver<u64>);
+
+/// The queues of invalidations; nothing is done until [`Invalidator::start`].
+///
+/// Two queues, each with a thread of its own: an entry's invalidation takes its
+/// directory's lock and may wait as long as a request holding that lock does (a
+/// rename waiting for a person's answer holds it for up to the question's
+/// timeout), while a node's (its attributes and pages) takes no directory lock. So
+/// a stalled entry never holds up a file's pages going stale, and nothing that
+/// queues here (a request handler, the watcher) ever waits for the kernel.
 #[derive(Debug)]
 pub struct Invalidator {
-    tx: Sender<Inval>,
-    rx: Mutex<Option<Receiver<Inval>>>,
+    entries: Sender<(u64, Vec<u8>)>,
+    nodes: Sender<u64>,
+    receivers: Mutex<Option<Receivers>>,
 }
 
 impl Default for Invalidator {
     fn default() -> Self {
-        let (tx, rx) = channel();
+        let (entries, er) = channel();
+        let (nodes, nr) = channel();
         Invalidator {
-            tx,
-            rx: Mutex::new(Some(rx)),
+            entries,
+            nodes,
+            receivers: Mutex::new(Some((er, nr))),
         }
     }
 }
@@ -41,33 +54,40 @@ impl Default for Invalidator {
 impl Invalidator {
     /// Queues `job` (dropped if the mount is going away).
     pub fn queue(&self, job: Inval) {
-        let _ = self.tx.send(job);
+        let _ = match job {
+            Inval::Entry(dir, name) => self.entries.send((dir, name)).map_err(drop),
+            Inval::Inode(ino) => self.nodes.send(ino).map_err(drop),
+        };
     }
 
-    /// Starts the thread that makes the queued invalidations through `notifier`; it
-    /// ends when the filesystem (and so the queue's sender) is dropped.
+    /// Starts the threads that make the queued invalidations through `notifier`;
+    /// they end when the filesystem (and so the queues' senders) is dropped.
     pub fn start(
         &self,
         notifier: fuser::Notifier,
         inodes: std::sync::Weak<super::inode::Inodes>,
     ) -> std::io::Result<()> {
-        let Some(rx) = self.rx.lock().take() else {
+        let Some((entries, nodes)) = self.receivers.lock().take() else {
             return Ok(());
         };
         let kept =
             move |dir: u64, name: &[u8]| inodes.upgrade().is_some_and(|i| i.entry_kept(dir, name));
+        let n = notifier.clone();
         std::thread::Builder::new()
             .name("veilfs-inval".into())
             .spawn(move || {
-                for job in rx {
-                    // ENOENT (nothing cached) and the like need no handling.
-                    let _ = match job {
-                        Inval::Entry(dir, name) if !kept(dir, &name) => {
-                            notifier.inval_entry(fuser::INodeNo(dir), OsStr::from_bytes(&name))
-                        }
-                        Inval::Entry(..) => Ok(()),
-                        Inval::Inode(ino) => notifier.inval_inode(fuser::INodeNo(ino), 0, 0),
-                    };
+                for (dir, name) in entries {
+                    if !kept(dir, &name) {
+                        // ENOENT (nothing cached) and the like need no handling.
+                        let _ = n.inval_entry(fuser::INodeNo(dir), OsStr::from_bytes(&name));
+                    }
+                }
+            })?;
+        std::thread::Builder::new()
+            .name("veilfs-inval-n".into())
+            .spawn(move || {
+                for ino in nodes {
+                    let _ = notifier.inval_inode(fuser::INodeNo(ino), 0, 0);
                 }
             })?;
         Ok(())
@@ -87,9 +107,8 @@ impl Invalidator {
 /// gone, or cannot be read is invalidated (attributes and pages), and for a
 /// directory that differs, each name the kernel knows in it that no longer leads
 /// to the same object is invalidated too. Returns how many nodes were invalidated.
-pub fn invalidate_changed(inodes: &super::inode::Inodes, n: &fuser::Notifier) -> usize {
+pub fn invalidate_changed(inodes: &super::inode::Inodes, n: &Invalidator) -> usize {
     use super::inode::fingerprint;
-    use std::os::unix::ffi::OsStrExt;
     use std::sync::atomic::Ordering;
     let nodes = inodes.nodes();
     let now = |node: &super::inode::Node| -> Option<libc::stat> {
@@ -112,7 +131,7 @@ pub fn invalidate_changed(inodes: &super::inode::Inodes, n: &fuser::Notifier) ->
         });
         if !same {
             count += 1;
-            let _ = n.inval_inode(fuser::INodeNo(node.ino), 0, 0);
+            n.queue(Inval::Inode(node.ino));
             if node.is_dir() {
                 changed_dirs.insert(node.ino);
             }
@@ -133,7 +152,7 @@ pub fn invalidate_changed(inodes: &super::inode::Inodes, n: &fuser::Notifier) ->
                 crate::sys::statat(dir.dir_fd().ok()?, &c).ok()
             });
             if there.is_none_or(|st| super::inode::key_of(&st) != node.key) {
-                let _ = n.inval_entry(fuser::INodeNo(parent), OsStr::from_bytes(&name));
+                n.queue(Inval::Entry(parent, name));
             }
         }
     }
