@@ -400,11 +400,11 @@ pub fn start(fs: VeilFs, mnt: &Path, config: &Config, opts: &MountOptions) -> io
                 }
             },
         );
-        let inval_w = inval.clone();
+        let notifier = session.notifier();
         let weak = Arc::downgrade(&inodes);
         std::thread::Builder::new()
             .name("veilfs-watch".into())
-            .spawn(move || w.run(weak, inval_w))?;
+            .spawn(move || w.run(weak, notifier))?;
     }
     {
         // Edits of the imported files, wherever they are (the reloader held

@@ -21,32 +21,19 @@ pub enum Inval {
     Inode(u64),
 }
 
-/// The two queues' receiving ends, until the threads take them.
-type Receivers = (Receiver<(u64, Vec<u8>)>, Receiver<u64>);
-
-/// The queues of invalidations; nothing is done until [`Invalidator::start`].
-///
-/// Two queues, each with a thread of its own: an entry's invalidation takes its
-/// directory's lock and may wait as long as a request holding that lock does (a
-/// rename waiting for a person's answer holds it for up to the question's
-/// timeout), while a node's (its attributes and pages) takes no directory lock. So
-/// a stalled entry never holds up a file's pages going stale, and nothing that
-/// queues here (a request handler, the watcher) ever waits for the kernel.
+/// The queue of invalidations; nothing is done until [`Invalidator::start`].
 #[derive(Debug)]
 pub struct Invalidator {
-    entries: Sender<(u64, Vec<u8>)>,
-    nodes: Sender<u64>,
-    receivers: Mutex<Option<Receivers>>,
+    tx: Sender<Inval>,
+    rx: Mutex<Option<Receiver<Inval>>>,
 }
 
 impl Default for Invalidator {
     fn default() -> Self {
-        let (entries, er) = channel();
-        let (nodes, nr) = channel();
+        let (tx, rx) = channel();
         Invalidator {
-            entries,
-            nodes,
-            receivers: Mutex::new(Some((er, nr))),
+            tx,
+            rx: Mutex::new(Some(rx)),
         }
     }
 }
@@ -54,40 +41,33 @@ impl Default for Invalidator {
 impl Invalidator {
     /// Queues `job` (dropped if the mount is going away).
     pub fn queue(&self, job: Inval) {
-        let _ = match job {
-            Inval::Entry(dir, name) => self.entries.send((dir, name)).map_err(drop),
-            Inval::Inode(ino) => self.nodes.send(ino).map_err(drop),
-        };
+        let _ = self.tx.send(job);
     }
 
-    /// Starts the threads that make the queued invalidations through `notifier`;
-    /// they end when the filesystem (and so the queues' senders) is dropped.
+    /// Starts the thread that makes the queued invalidations through `notifier`; it
+    /// ends when the filesystem (and so the queue's sender) is dropped.
     pub fn start(
         &self,
         notifier: fuser::Notifier,
         inodes: std::sync::Weak<super::inode::Inodes>,
     ) -> std::io::Result<()> {
-        let Some((entries, nodes)) = self.receivers.lock().take() else {
+        let Some(rx) = self.rx.lock().take() else {
             return Ok(());
         };
         let kept =
             move |dir: u64, name: &[u8]| inodes.upgrade().is_some_and(|i| i.entry_kept(dir, name));
-        let n = notifier.clone();
         std::thread::Builder::new()
             .name("veilfs-inval".into())
             .spawn(move || {
-                for (dir, name) in entries {
-                    if !kept(dir, &name) {
-                        // ENOENT (nothing cached) and the like need no handling.
-                        let _ = n.inval_entry(fuser::INodeNo(dir), OsStr::from_bytes(&name));
-                    }
-                }
-            })?;
-        std::thread::Builder::new()
-            .name("veilfs-inval-n".into())
-            .spawn(move || {
-                for ino in nodes {
-                    let _ = notifier.inval_inode(fuser::INodeNo(ino), 0, 0);
+                for job in rx {
+                    // ENOENT (nothing cached) and the like need no handling.
+                    let _ = match job {
+                        Inval::Entry(dir, name) if !kept(dir, &name) => {
+                            notifier.inval_entry(fuser::INodeNo(dir), OsStr::from_bytes(&name))
+                        }
+                        Inval::Entry(..) => Ok(()),
+                        Inval::Inode(ino) => notifier.inval_inode(fuser::INodeNo(ino), 0, 0),
+                    };
                 }
             })?;
         Ok(())
@@ -107,8 +87,9 @@ impl Invalidator {
 /// gone, or cannot be read is invalidated (attributes and pages), and for a
 /// directory that differs, each name the kernel knows in it that no longer leads
 /// to the same object is invalidated too. Returns how many nodes were invalidated.
-pub fn invalidate_changed(inodes: &super::inode::Inodes, n: &Invalidator) -> usize {
+pub fn invalidate_changed(inodes: &super::inode::Inodes, n: &fuser::Notifier) -> usize {
     use super::inode::fingerprint;
+    use std::os::unix::ffi::OsStrExt;
     use std::sync::atomic::Ordering;
     let nodes = inodes.nodes();
     let now = |node: &super::inode::Node| -> Option<libc::stat> {
@@ -131,7 +112,7 @@ pub fn invalidate_changed(inodes: &super::inode::Inodes, n: &Invalidator) -> usi
         });
         if !same {
             count += 1;
-            n.queue(Inval::Inode(node.ino));
+            let _ = n.inval_inode(fuser::INodeNo(node.ino), 0, 0);
             if node.is_dir() {
                 changed_dirs.insert(node.ino);
             }
@@ -152,7 +133,7 @@ pub fn invalidate_changed(inodes: &super::inode::Inodes, n: &Invalidator) -> usi
                 crate::sys::statat(dir.dir_fd().ok()?, &c).ok()
             });
             if there.is_none_or(|st| super::inode::key_of(&st) != node.key) {
-                n.queue(Inval::Entry(parent, name));
+                let _ = n.inval_entry(fuser::INodeNo(parent), OsStr::from_bytes(&name));
             }
         }
     }

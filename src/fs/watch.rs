@@ -31,9 +31,10 @@
 
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
-use std::ffi::CString;
+use std::ffi::{CString, OsStr};
 use std::io;
 use std::os::fd::BorrowedFd;
+use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -441,13 +442,9 @@ impl Watcher {
         self.overflow_invalidated.load(Ordering::SeqCst)
     }
 
-    /// Reads events until the filesystem is gone (its node table dropped), queueing
-    /// the kernel's invalidations on `inval`: the watcher never waits for the
-    /// kernel (an invalidation waits for its directory's lock, which a request
-    /// waiting for a person's answer may hold), so what it learns of outside
-    /// changes reaches veilfs's own decisions at once.
-    pub fn run(self: Arc<Self>, inodes: Weak<Inodes>, inval: Arc<super::inval::Invalidator>) {
-        let notifier = &*inval;
+    /// Reads events until the filesystem is gone (its node table dropped),
+    /// invalidating through `notifier`.
+    pub fn run(self: Arc<Self>, inodes: Weak<Inodes>, notifier: fuser::Notifier) {
         let mut buf = vec![0u8; 64 * 1024];
         let mut events = self.events.lock();
         loop {
@@ -455,7 +452,7 @@ impl Watcher {
                 let Some(inodes) = inodes.upgrade() else {
                     return;
                 };
-                self.handle(&inodes, notifier, [(None, libc::IN_Q_OVERFLOW, &b""[..])]);
+                self.handle(&inodes, &notifier, [(None, libc::IN_Q_OVERFLOW, &b""[..])]);
             }
             let batch = match sys::inotify_read(&mut events, &mut buf, 500) {
                 Ok(Some(batch)) => batch,
@@ -475,7 +472,7 @@ impl Watcher {
             };
             self.handle(
                 &inodes,
-                notifier,
+                &notifier,
                 batch.map(|(wd, mask, name)| (Some(wd), mask, name)),
             );
         }
@@ -486,7 +483,7 @@ impl Watcher {
     fn handle<'a>(
         &self,
         inodes: &Inodes,
-        notifier: &super::inval::Invalidator,
+        notifier: &fuser::Notifier,
         batch: impl IntoIterator<Item = (Option<WatchDescriptor>, u32, &'a [u8])>,
     ) {
         // Coalesce one batch: each (dir, name) is invalidated once.
@@ -598,15 +595,17 @@ impl Watcher {
             self.replace_moved(inodes, &moved);
         }
         for (dir, name) in &entries {
-            notifier.queue(super::inval::Inval::Entry(*dir, name.clone()));
+            if !inodes.entry_kept(*dir, name) {
+                let _ = notifier.inval_entry(fuser::INodeNo(*dir), OsStr::from_bytes(name));
+            }
         }
         for now in files.into_values().flatten() {
             if let Some(n) = inodes.find((now.dev, now.ino)) {
-                notifier.queue(super::inval::Inval::Inode(n.ino));
+                let _ = notifier.inval_inode(fuser::INodeNo(n.ino), 0, 0);
             }
         }
         for dir in dirs {
-            notifier.queue(super::inval::Inval::Inode(dir));
+            let _ = notifier.inval_inode(fuser::INodeNo(dir), 0, 0);
         }
     }
 
