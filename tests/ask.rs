@@ -1145,3 +1145,67 @@ fn a_key_typed_ahead_never_answers_a_question_not_yet_shown() {
     assert_ne!(code, 0, "the second y answered the unseen question: {out}");
     assert!(err.contains("Permission denied"), "{err}");
 }
+
+/// Attacker finding: a rename into an `ask` directory waits for its answer holding
+/// the kernel's lock of the directory it renames from. The watcher, telling the
+/// kernel of an outside change there, waits for that lock and reads no outside
+/// change meanwhile: a directory then moved outside into a denied one kept its old,
+/// visible place in the mount, and its files' new contents were served for the
+/// whole of the question. Now, once the watcher has waited for the kernel a moment,
+/// every place is checked on disk at every request, as when a watch is missed.
+#[test]
+fn a_question_holding_a_directory_lock_never_stalls_what_the_watcher_learns() {
+    let t = Tree::new();
+    std::fs::write(
+        t.p("pol.toml"),
+        "[[rules]]\naction = \"ask\"\npaths = [\"mig/\"]\n\n[[rules]]\naction = \"deny\"\npaths = [\"secrets/\"]\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(t.p("ws/pub")).unwrap();
+    std::fs::create_dir_all(t.p("ws/secrets")).unwrap();
+    std::fs::write(t.p("ws/pub/data.txt"), "PUBLIC\n").unwrap();
+    std::fs::write(t.p("ws/top.txt"), "lock me\n").unwrap();
+    let _d = t.mount(&["--ask-timeout", "600"]);
+    let mut a = t.approver();
+    // The kernel caches pub/ and pub/data.txt.
+    assert_eq!(
+        std::fs::read_to_string(t.p("mnt/pub/data.txt")).unwrap(),
+        "PUBLIC\n"
+    );
+    // The rename waits for its answer, holding the root directory's lock.
+    let mut mv = t.spawn("exec mv mnt/top.txt mnt/mig/top.txt");
+    a.question(Duration::from_secs(20));
+    // Outside the mount: a change in the root (the watcher's kernel invalidation of
+    // it waits for the lock), then pub/ moved into the denied directory and its
+    // files rewritten.
+    std::fs::write(t.p("ws/trigger"), "x").unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    std::fs::rename(t.p("ws/pub"), t.p("ws/secrets/pub")).unwrap();
+    std::fs::write(t.p("ws/secrets/pub/data.txt"), "TOPSECRET\n").unwrap();
+    std::fs::write(t.p("ws/secrets/pub/new.txt"), "NEW-SECRET\n").unwrap();
+    // Readers in the mount: each is refused, or waits for the directory lock the
+    // rename holds (a lookup the kernel must make again), but none is served what
+    // now lies under secrets/ (before, both printed it at once).
+    let readers: Vec<Child> = ["pub/data.txt", "pub/new.txt", "secrets/pub/data.txt"]
+        .iter()
+        .map(|rel| t.spawn(&format!("exec cat mnt/{rel}")))
+        .collect();
+    let mut readers = readers;
+    common::wait_until(Duration::from_secs(5), || {
+        readers.iter_mut().all(|r| !still_running(r))
+    });
+    assert!(
+        still_running(&mut mv),
+        "the rename stopped waiting: the window was not held"
+    );
+    drop(a);
+    let (code, _, _) = finish(mv);
+    for r in readers {
+        let (rc, out, err) = finish(r);
+        assert!(
+            !out.contains("SECRET") && rc != 0,
+            "served through the mount from under secrets/: {out:?} {err:?}"
+        );
+    }
+    assert_ne!(code, 0, "the rename was refused once its question was");
+}

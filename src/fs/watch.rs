@@ -65,6 +65,10 @@ const OWN_NOTES: usize = 4096;
 /// one only costs an extra invalidation if its echo is late.
 const OWN_NOTE_AGE: Duration = Duration::from_secs(10);
 
+/// How long the watcher may wait for the kernel to take an invalidation before
+/// every place is checked at every request (see `Watcher::in_kernel_since`).
+const STUCK_AFTER: Duration = Duration::from_millis(50);
+
 /// How long an event on a name that is being changed through the mount waits for
 /// that change to be noted before it is taken, in doubt, for an outside edit.
 const HOLD_BACK: Duration = Duration::from_millis(20);
@@ -218,6 +222,14 @@ pub struct Watcher {
     /// a directory may go unseen, so every place is checked at every request (see
     /// `VeilFs::place`).
     missed: AtomicBool,
+    /// While the watcher waits for the kernel to take an invalidation: when it
+    /// began (milliseconds since `started`, plus one; 0: not waiting). The kernel
+    /// takes a directory's lock to invalidate an entry, and a request waiting for a
+    /// person's answer (a rename into an `ask` directory) can hold it for the whole
+    /// question; meanwhile no outside change is read, so past [`STUCK_AFTER`] every
+    /// place is checked at every request, as when a watch is missed.
+    in_kernel_since: AtomicU64,
+    started: Instant,
     /// Act as if the watch limit were reached (see [`Watcher::inject_full`]).
     full: AtomicBool,
     /// Queue overflows handled so far.
@@ -261,6 +273,8 @@ impl Watcher {
             injected: AtomicBool::new(false),
             epoch,
             missed: AtomicBool::new(false),
+            in_kernel_since: AtomicU64::new(0),
+            started: Instant::now(),
             full: AtomicBool::new(false),
             overflows: AtomicU64::new(0),
             overflow_invalidated: AtomicU64::new(0),
@@ -318,9 +332,29 @@ impl Watcher {
         }
     }
 
-    /// Whether some directory could not be watched (see [`Watcher::missed`]'s field).
+    /// Whether outside changes may go unseen: some directory could not be watched
+    /// (see [`Watcher::missed`]'s field), or the watcher has been waiting for the
+    /// kernel for longer than [`STUCK_AFTER`] (see `in_kernel_since`).
     pub fn missed(&self) -> bool {
-        self.missed.load(Ordering::Acquire)
+        if self.missed.load(Ordering::Acquire) {
+            return true;
+        }
+        match self.in_kernel_since.load(Ordering::Acquire) {
+            0 => false,
+            since => self.now_ms().saturating_sub(since) >= STUCK_AFTER.as_millis() as u64,
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX - 1) + 1
+    }
+
+    /// Runs `f` (a call into the kernel) with the watcher noted as waiting for it.
+    fn in_kernel<T>(&self, f: impl FnOnce() -> T) -> T {
+        self.in_kernel_since.store(self.now_ms(), Ordering::Release);
+        let r = f();
+        self.in_kernel_since.store(0, Ordering::Release);
+        r
     }
 
     /// Has the watcher act as if the user's watch limit were reached: no directory
@@ -583,7 +617,7 @@ impl Watcher {
                  kernel's caches of what changed on disk"
             );
             self.own.lock().clear();
-            let n = super::inval::invalidate_changed(inodes, notifier);
+            let n = self.in_kernel(|| super::inval::invalidate_changed(inodes, notifier));
             self.overflow_invalidated
                 .fetch_add(n as u64, Ordering::SeqCst);
             self.overflows.fetch_add(1, Ordering::SeqCst);
@@ -594,19 +628,21 @@ impl Watcher {
         if !moved.is_empty() {
             self.replace_moved(inodes, &moved);
         }
-        for (dir, name) in &entries {
-            if !inodes.entry_kept(*dir, name) {
-                let _ = notifier.inval_entry(fuser::INodeNo(*dir), OsStr::from_bytes(name));
+        self.in_kernel(|| {
+            for (dir, name) in &entries {
+                if !inodes.entry_kept(*dir, name) {
+                    let _ = notifier.inval_entry(fuser::INodeNo(*dir), OsStr::from_bytes(name));
+                }
             }
-        }
-        for now in files.into_values().flatten() {
-            if let Some(n) = inodes.find((now.dev, now.ino)) {
-                let _ = notifier.inval_inode(fuser::INodeNo(n.ino), 0, 0);
+            for now in files.into_values().flatten() {
+                if let Some(n) = inodes.find((now.dev, now.ino)) {
+                    let _ = notifier.inval_inode(fuser::INodeNo(n.ino), 0, 0);
+                }
             }
-        }
-        for dir in dirs {
-            let _ = notifier.inval_inode(fuser::INodeNo(dir), 0, 0);
-        }
+            for dir in dirs {
+                let _ = notifier.inval_inode(fuser::INodeNo(dir), 0, 0);
+            }
+        });
     }
 
     /// Directories moved or removed outside the mount: one that arrived in a
