@@ -226,7 +226,7 @@ pub struct Watcher {
     /// began (milliseconds since `started`, plus one; 0: not waiting). The kernel
     /// takes a directory's lock to invalidate an entry, and a request waiting for a
     /// person's answer (a rename into an `ask` directory) can hold it for the whole
-    /// question; meanwhile no outside change is read, so past [`STUCK_AFTER`] every
+    /// question; meanwhile no outside change is read, so past `STUCK_AFTER` every
     /// place is checked at every request, as when a watch is missed.
     in_kernel_since: AtomicU64,
     started: Instant,
@@ -334,7 +334,7 @@ impl Watcher {
 
     /// Whether outside changes may go unseen: some directory could not be watched
     /// (see [`Watcher::missed`]'s field), or the watcher has been waiting for the
-    /// kernel for longer than [`STUCK_AFTER`] (see `in_kernel_since`).
+    /// kernel for longer than `STUCK_AFTER` (50 ms; see `in_kernel_since`).
     pub fn missed(&self) -> bool {
         if self.missed.load(Ordering::Acquire) {
             return true;
