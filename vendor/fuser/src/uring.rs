@@ -186,6 +186,10 @@ fn write_reply(header: &mut [u8], payload: &mut [u8], data: &[IoSlice<'_>]) -> i
         if !fits {
             break;
         }
+        if at < OUT_HEADER {
+            // This slice was all header; the next one goes on with it.
+            continue;
+        }
         let off = at - OUT_HEADER;
         payload[off..off + src.len()].copy_from_slice(src);
         at += src.len();
@@ -460,9 +464,13 @@ fn handle<FS: Filesystem>(
     buf: &mut [u8],
     commit_ids: &mut [u64],
 ) {
-    let decoded = {
+    let (decoded, unique) = {
         let bufs = queue.slots[usize::from(slot)].lock();
-        request_bytes(&bufs.header, &bufs.payload, buf)
+        let unique = bufs.header.get(8..16).and_then(|b| b.try_into().ok());
+        (
+            request_bytes(&bufs.header, &bufs.payload, buf),
+            u64::from_ne_bytes(unique.unwrap_or([0; 8])),
+        )
     };
     let reply = RingReply {
         queue: queue.clone(),
@@ -471,10 +479,6 @@ fn handle<FS: Filesystem>(
     };
     let Some((len, commit_id)) = decoded else {
         warn!("ring queue {}: an entry's sizes do not add up", queue.qid);
-        let unique = {
-            let bufs = queue.slots[usize::from(slot)].lock();
-            u64::from_ne_bytes(bufs.header[8..16].try_into().unwrap_or([0; 8]))
-        };
         commit_ids[usize::from(slot)] = unique;
         <ReplyRaw as Reply>::new(ll::RequestId(unique), ReplySender::Ring(reply))
             .send_ll(&ResponseErrno(ll::Errno::EIO));
