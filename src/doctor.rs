@@ -103,6 +103,36 @@ fn uring(version: Option<(u32, u32)>, release: &str, root: bool) -> (Level, Stri
     }
 }
 
+/// Whether `veilfs run` can make its user namespace without root, and if not, why
+/// and what to change.
+fn user_namespaces() -> (Level, String) {
+    let max = read_num("/proc/sys/user/max_user_namespaces");
+    let clone = read_num("/proc/sys/kernel/unprivileged_userns_clone");
+    let apparmor = read_num("/proc/sys/kernel/apparmor_restrict_unprivileged_userns");
+    match userns_works() {
+        Ok(()) => (
+            Level::Ok,
+            "available: `veilfs run` works without root".to_string(),
+        ),
+        Err(e) => {
+            let mut why = vec![e];
+            if max == Some(0) {
+                why.push(
+                    "user.max_user_namespaces is 0 (sysctl -w user.max_user_namespaces=10000)"
+                        .into(),
+                );
+            }
+            if clone == Some(0) {
+                why.push("kernel.unprivileged_userns_clone is 0 (sysctl -w kernel.unprivileged_userns_clone=1)".into());
+            }
+            if apparmor == Some(1) {
+                why.push("AppArmor restricts them (sysctl -w kernel.apparmor_restrict_unprivileged_userns=0)".into());
+            }
+            (Level::Warn, why.join("; "))
+        }
+    }
+}
+
 fn checks() -> Vec<Check> {
     let mut out = Vec::new();
     let root = sys::euid() == 0;
@@ -159,32 +189,8 @@ fn checks() -> Vec<Check> {
     add(level, "FUSE over io_uring", detail);
 
     // User namespaces, for `veilfs run` without root.
-    let max = read_num("/proc/sys/user/max_user_namespaces");
-    let clone = read_num("/proc/sys/kernel/unprivileged_userns_clone");
-    let apparmor = read_num("/proc/sys/kernel/apparmor_restrict_unprivileged_userns");
-    let detail = match userns_works() {
-        Ok(()) => (
-            Level::Ok,
-            "available: `veilfs run` works without root".to_string(),
-        ),
-        Err(e) => {
-            let mut why = vec![e];
-            if max == Some(0) {
-                why.push(
-                    "user.max_user_namespaces is 0 (sysctl -w user.max_user_namespaces=10000)"
-                        .into(),
-                );
-            }
-            if clone == Some(0) {
-                why.push("kernel.unprivileged_userns_clone is 0 (sysctl -w kernel.unprivileged_userns_clone=1)".into());
-            }
-            if apparmor == Some(1) {
-                why.push("AppArmor restricts them (sysctl -w kernel.apparmor_restrict_unprivileged_userns=0)".into());
-            }
-            (Level::Warn, why.join("; "))
-        }
-    };
-    add(detail.0, "user namespaces", detail.1);
+    let (level, detail) = user_namespaces();
+    add(level, "user namespaces", detail);
 
     // The supervisor of `veilfs run`'s connections: seccomp user notification
     // (Linux 5.0) and pidfd_getfd (5.6).

@@ -178,26 +178,19 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         Ok(p) => p,
         Err(e) => return refuse(e),
     };
-    let plan::Confinement {
-        command,
-        writable,
-        system,
-        command_env,
-        private,
-        notes,
-    } = match plan::confinement(&opts, &ws, &layout, &cwd) {
+    let conf = match plan::confinement(&opts, &ws, &layout, &cwd) {
         Ok(c) => c,
         Err(e) => return refuse(e),
     };
     let facts = Facts {
-        command: &command,
+        command: &conf.command,
         ws: &ws,
         found: &found,
         source: loaded.source(),
         home_source: home_loaded.as_ref().map(config::home_source),
         layout: &layout,
         walk: &walk,
-        notes,
+        notes: conf.notes,
         // Said before a user namespace makes us root inside it.
         as_root: startup::as_root_note(opts.user.is_none() && sys::euid() == 0),
     };
@@ -229,14 +222,14 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         (root_fd, home_fd),
         &cwd,
         init::Program {
-            argv: &command,
-            env: &command_env,
+            argv: &conf.command,
+            env: &conf.command_env,
         },
         opts.user,
         real_root,
         init::Confinement {
-            system: system.as_ref(),
-            private: &private,
+            system: conf.system.as_ref(),
+            private: &conf.private,
             scope: !opts.without_landlock,
         },
     )?;
@@ -248,15 +241,6 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     // Taken by the waiting loop (see `ending`); blocked before any thread starts,
     // so that every thread inherits the mask.
     ending::block_signals()?;
-    let mut logs = match serve::logs(&opts, &notices) {
-        Ok(l) => l,
-        Err(e) => return refuse(e),
-    };
-    started.audit = logs.writer.take();
-    // Every holder of the audit log is gone once the mounts are: the writer then
-    // finishes (see `ending`).
-    let audit = logs.audit.take();
-    let broker = serve::broker(&opts.mount, audit.clone());
     let sources = serve::Sources {
         root_fd,
         ws: &ws,
@@ -265,25 +249,24 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         after: ws_after,
         home: (&layout, home_fd, home_loaded, home_after),
     };
-    let shared = serve::Shared {
-        notices: &notices,
-        logs: &logs.files,
-        audit,
-        broker: &broker,
-        opts: &opts.mount,
-    };
-    let (fs, home_fs) = match serve::filesystems(sources, shared) {
-        Ok(f) => f,
+    let built = match serve::build(&opts, &notices, sources, &mut started.audit) {
+        Ok(b) => b,
         Err(e) => return refuse(e),
     };
-    let run_logs = logs.files;
+    let (broker, run_logs) = (built.broker, built.logs);
     let serve::Mounted {
         reloader,
         asks,
         reloaders: _held,
         stats,
         uring,
-    } = match serve::mount_all(fs, home_fs, &ws, &opts.mount, &mut started.sessions) {
+    } = match serve::mount_all(
+        built.fs,
+        built.home,
+        &ws,
+        &opts.mount,
+        &mut started.sessions,
+    ) {
         Ok(m) => m,
         Err(e) => return refuse(e),
     };
@@ -293,21 +276,13 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
             (home_policy_file.as_deref(), home_root(&layout)),
         ],
         &run_logs,
-        (&layout, &writable, &ws),
+        (&layout, &conf.writable, &ws),
         opts.system_writable,
     );
     if let Err(e) = protected {
         return refuse(e);
     }
-    if !opts.quiet {
-        let ask = startup::ask_note(asks, &opts.mount, &ws);
-        facts.say(&opts, "running", ask, notices_note, opts.verbose);
-        if let Some(note) = opts.mount.transport.note(uring) {
-            eprintln!("veilfs: {note}");
-        } else if opts.verbose {
-            eprintln!("veilfs:   {}", crate::mount::Transport::said(uring));
-        }
-    }
+    say_running(&opts, facts, (asks, uring), notices_note);
 
     let _control = control.and_then(|c| {
         c.with_stats(stats)
@@ -359,6 +334,28 @@ fn start_command(
     };
     sys::write_byte(ready.as_fd(), 1).context("starting the command")?;
     Ok(relay)
+}
+
+/// Says the start-up lines (unless `-q`): the session's facts, the `ask` note
+/// (`asks`: some path asks), and how requests travel (`uring`: the kernel granted
+/// FUSE over io_uring): one line when `--transport uring` was not granted, else in
+/// full with `-v`.
+fn say_running(
+    opts: &RunOptions,
+    facts: Facts<'_>,
+    (asks, uring): (bool, bool),
+    notices: startup::Note,
+) {
+    if opts.quiet {
+        return;
+    }
+    let ask = startup::ask_note(asks, &opts.mount, facts.ws);
+    facts.say(opts, "running", ask, notices, opts.verbose);
+    if let Some(note) = opts.mount.transport.note(uring) {
+        eprintln!("veilfs: {note}");
+    } else if opts.verbose {
+        eprintln!("veilfs:   {}", crate::mount::Transport::said(uring));
+    }
 }
 
 /// Warns of each of the run's logs that is no longer the file this run wrote (the

@@ -30,9 +30,47 @@ pub(super) struct Sources<'a> {
     ),
 }
 
+/// What [`build`] gives: the session's filesystems, its own logs and its broker.
+pub(super) struct Built {
+    pub fs: VeilFs,
+    pub home: Option<(PathBuf, VeilFs)>,
+    pub logs: Vec<RunLog>,
+    pub broker: std::sync::Arc<crate::fs::ask::Broker>,
+}
+
+/// Starts the run's logs (the audit log's writer goes to `writer` at once, so that
+/// whoever ends the run finishes it) and its broker, then builds the filesystems
+/// from `src`. The audit log itself goes to the filesystems and the broker only:
+/// once they are gone, the writer finishes.
+pub(super) fn build(
+    opts: &super::RunOptions,
+    notices: &Destination,
+    src: Sources<'_>,
+    writer: &mut Option<crate::audit::Writer>,
+) -> Result<Built, String> {
+    let mut logs = logs(opts, notices)?;
+    *writer = logs.writer.take();
+    let audit = logs.audit.take();
+    let broker = broker(&opts.mount, audit.clone());
+    let shared = Shared {
+        notices,
+        logs: &logs.files,
+        audit,
+        broker: &broker,
+        opts: &opts.mount,
+    };
+    let (fs, home) = filesystems(src, shared)?;
+    Ok(Built {
+        fs,
+        home,
+        logs: logs.files,
+        broker,
+    })
+}
+
 /// What both filesystems share: where refusals are said and logged, the run's own
 /// logs, the broker and the mount options.
-pub(super) struct Shared<'a> {
+struct Shared<'a> {
     pub notices: &'a Destination,
     /// The run's own logs (the home mount guards those inside it).
     pub logs: &'a [RunLog],
@@ -51,7 +89,7 @@ pub(super) struct Shared<'a> {
 /// veilfs's configuration directories and the run's logs inside it. A workspace
 /// inside the home directory is held by the home policy too (the stricter decision
 /// wins); a home directory inside the workspace keeps the way down to it.
-pub(super) fn filesystems(
+fn filesystems(
     src: Sources<'_>,
     shared: Shared<'_>,
 ) -> Result<(VeilFs, Option<(PathBuf, VeilFs)>), String> {
@@ -204,11 +242,9 @@ pub(super) fn mount_all(
     let mut stats = crate::control::Stats::default();
     let mut uring = true;
     for (root, fs) in roots {
-        // `--permissive` tunes the workspace's policy; the home policy is enforced.
-        let mut mount_opts = opts.clone();
-        mount_opts.permissive &= root == ws;
-        let cfg = crate::mount::config(&root, &mount_opts);
-        let live = crate::mount::start(fs, &root, &cfg, &mount_opts)
+        // (`--permissive` is in each filesystem's configuration, see `home_config`.)
+        let cfg = crate::mount::config(&root, &opts);
+        let live = crate::mount::start(fs, &root, &cfg, &opts)
             .map_err(|e| format!("mounting over {} failed: {e}", root.display()))?;
         asks |= live.reloader.policy_asks();
         reloaders.push(live.reloader.clone());
@@ -255,7 +291,7 @@ pub(super) struct Logs {
 /// root), and notes the identities of the run's logs before anything is mounted
 /// over them; a log in the home directory is guarded by the home mount (a rename
 /// through it would drop the bind mount that keeps it read-only).
-pub(super) fn logs(opts: &super::RunOptions, notices: &Destination) -> Result<Logs, String> {
+fn logs(opts: &super::RunOptions, notices: &Destination) -> Result<Logs, String> {
     use std::os::unix::fs::MetadataExt;
     let id_of = |p: &Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
     let mut files = Vec::new();
@@ -292,7 +328,7 @@ pub(super) fn logs(opts: &super::RunOptions, notices: &Destination) -> Result<Lo
 
 /// One broker for both mounts (`veilfs prompt` answers the session's questions on
 /// its control socket).
-pub(super) fn broker(
+fn broker(
     opts: &crate::mount::MountOptions,
     audit: Option<crate::audit::Audit>,
 ) -> std::sync::Arc<crate::fs::ask::Broker> {
