@@ -58,8 +58,6 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 use parking_lot::RwLock;
 
-use super::VeilFs;
-
 mod marks;
 
 /// What git runs or obeys, kept read-only under `veilfs run`
@@ -530,29 +528,22 @@ pub fn in_git_dir(path: &[u8], is_repository: &mut dyn FnMut(&[u8]) -> bool) -> 
     }
 }
 
-impl VeilFs {
-    /// Keeps what git runs or obeys read-only in every repository the mount holds
-    /// but those the command makes (see [`GitGuard`]). For the home mount of
-    /// `veilfs run`.
-    pub(super) fn guard_git_everywhere(&self) {
-        self.git_guard.kind.store(GIT_EVERYWHERE, Ordering::Relaxed);
-        self.git_guard.tracking.store(true, Ordering::Relaxed);
-    }
-
-    /// Keeps what git runs or obeys in the workspace's own repository read-only (see
-    /// [`GitGuard`]); decided from what the root holds now. For `veilfs run`.
-    pub(super) fn guard_git(&self) {
-        let kind = match self.inodes.get(super::inode::ROOT).and_then(|root| {
-            let fd = root.dir_fd().ok()?;
-            let name = crate::sys::name(std::ffi::OsStr::new(".git")).ok()?;
-            crate::sys::statat(fd, &name).ok()
-        }) {
-            Some(st) if st.st_mode & libc::S_IFMT == libc::S_IFDIR => GIT_DIR,
-            Some(st) if st.st_mode & libc::S_IFMT == libc::S_IFREG => GIT_FILE,
+impl GitGuard {
+    /// The guard `git` asks for (see [`super::config::Git`]), on a mount whose root
+    /// holds `dot_git` now (the root's `.git`, not followed).
+    pub(crate) fn new(git: super::config::Git, dot_git: Option<libc::stat>) -> GitGuard {
+        use super::config::Git;
+        let kind = match (git, dot_git) {
+            (Git::Everywhere, _) => GIT_EVERYWHERE,
+            (_, Some(st)) if st.st_mode & libc::S_IFMT == libc::S_IFDIR => GIT_DIR,
+            (_, Some(st)) if st.st_mode & libc::S_IFMT == libc::S_IFREG => GIT_FILE,
             _ => GIT_NONE,
         };
-        self.git_guard.kind.store(kind, Ordering::Relaxed);
-        self.git_guard.tracking.store(true, Ordering::Relaxed);
+        GitGuard {
+            kind: AtomicU8::new(kind),
+            tracking: AtomicBool::new(git != Git::Off),
+            ..GitGuard::default()
+        }
     }
 }
 

@@ -20,6 +20,7 @@ pub mod config;
 #[cfg(feature = "fault-injection")]
 mod fault;
 pub mod fuse;
+pub mod gate;
 pub mod git_guard;
 pub mod grant;
 pub mod inode;
@@ -86,25 +87,13 @@ pub struct VeilFs {
     /// Bumped by a directory rename or a policy change: cached decisions older than
     /// this are recomputed before use.
     pub(crate) epoch: Arc<AtomicU64>,
-    /// The policy file's workspace-relative paths (as given, and resolved), when it
-    /// lies inside the source (see [`protect`]).
-    pub(crate) policy_paths: Vec<Vec<u8>>,
-    /// Directories kept read-only whatever the policy says (see
-    /// [`config::FsConfig::config_dirs`]).
-    pub(crate) config_dirs: Vec<Vec<u8>>,
     /// Rules every reload puts before the policy file's (see
     /// [`config::FsConfig::policy_base`]).
     policy_base: Option<crate::policy::RawPolicy>,
     /// Rules every reload puts after the policy file's.
     policy_after: Vec<crate::policy::RawRule>,
-    /// The enclosing mount's policy (see [`config::FsConfig::outer`]).
-    pub(crate) outer: Option<protect::Outer>,
-    /// Directories on the way to named paths (see [`config::FsConfig::ways`]).
-    pub(crate) ways: Vec<Vec<u8>>,
-    /// The policy file read, by identity (see [`protect`]).
-    pub(crate) protected: Arc<protect::ProtectedFiles>,
-    /// What git runs or obeys, under `veilfs run` (see [`git_guard::GitGuard`]).
-    pub(crate) git_guard: git_guard::GitGuard,
+    /// Every refusal veilfs adds to the policy's rules (see [`gate`]).
+    pub(crate) gate: gate::Gatekeeper,
     /// The policy file, for reloads (`None`: the built-in policy).
     /// The policy file, held by its directory (opened when the filesystem is built,
     /// before anything is mounted), for reloads.
@@ -164,8 +153,6 @@ pub struct VeilFs {
     /// The policy's rules refuse nothing; what they would refuse is logged (see
     /// [`permissive`]).
     pub(crate) permissive: bool,
-    /// The run's own logs this mount serves (see [`config::FsConfig::run_logs`]).
-    pub(crate) log_paths: Vec<Vec<u8>>,
 }
 
 impl VeilFs {
@@ -248,19 +235,25 @@ impl VeilFs {
             git,
             kept_entries,
         } = config;
+        let policy = Arc::new(RwLock::new(Arc::new(policy)));
+        let keeps = gate::Keeps {
+            policy_paths,
+            run_logs,
+            git,
+            config_dirs,
+            ways,
+            outer,
+            policy: policy.clone(),
+        };
+        let gate = gate::Gatekeeper::new(root.dir_fd()?, keeps, protected)?;
         let mut fs = VeilFs {
             inodes: Arc::new(Inodes::new(root)),
-            policy: Arc::new(RwLock::new(Arc::new(policy))),
+            policy,
             epoch: Arc::new(AtomicU64::new(0)),
             policy_source: parking_lot::Mutex::new(policy_source),
-            policy_paths,
-            config_dirs: Vec::new(),
+            gate,
             policy_base,
             policy_after,
-            outer,
-            ways,
-            protected,
-            git_guard: git_guard::GitGuard::default(),
             proc_fd,
             files: RwLock::new(HashMap::new()),
             listings: parking_lot::Mutex::new(HashMap::new()),
@@ -284,21 +277,9 @@ impl VeilFs {
             seam: fault::Seam::default(),
             seat,
             permissive,
-            log_paths: Vec::new(),
         };
         if let Some(to) = notices {
             fs.notices.send_to(to);
-        }
-        for dir in config_dirs {
-            fs.guard_config_dir(&dir);
-        }
-        for (path, key) in run_logs {
-            fs.guard_run_log(path, key);
-        }
-        match git {
-            config::Git::Off => {}
-            config::Git::Root => fs.guard_git(),
-            config::Git::Everywhere => fs.guard_git_everywhere(),
         }
         for (dir, name) in kept_entries {
             fs.inodes.keep_entry(dir, &name);
@@ -309,6 +290,12 @@ impl VeilFs {
             let _ = fs.enable_watcher();
         }
         Ok(fs)
+    }
+
+    /// The set of protected objects: the run and mount code and the reloader set the
+    /// policy file's key in it each time they read the file.
+    pub fn protected(&self) -> Arc<protect::ProtectedFiles> {
+        self.gate.protected.clone()
     }
 
     /// The watcher of outside edits, when the filesystem watches.
@@ -360,7 +347,7 @@ impl VeilFs {
             self.epoch.clone(),
             self.inodes.clone(),
             self.policy_source.lock().take(),
-            self.protected.clone(),
+            self.gate.protected.clone(),
             self.policy_base.clone(),
             self.policy_after.clone(),
             self.broker(),

@@ -25,7 +25,8 @@ pub use listing::{Listed, Listing};
 pub use unseen::shown_nlink;
 
 use super::ask::Access;
-use super::inode::{Key, Node, Place};
+use super::gate::{Event, Intent, Target};
+use super::inode::{Key, Node, Place, key_of};
 use super::permissive::Need::{Change, See};
 use super::refusal::errno;
 pub use super::refusal::{Refusal, eacces, refusal_of, refuse};
@@ -81,7 +82,8 @@ impl VeilFs {
         self.inodes.get(ino).ok_or_else(|| errno(libc::ESTALE))
     }
 
-    /// The decision for `path` given its parent's, with the policy-file guard.
+    /// The decision for `path` given its parent's, as the gatekeeper marks it (see
+    /// [`super::gate::Gatekeeper::mark`]).
     fn decide(
         &self,
         policy: &Policy,
@@ -89,12 +91,20 @@ impl VeilFs {
         path: &[u8],
         is_dir: impl FnOnce() -> bool,
     ) -> Decision {
-        if self.outer.is_none() {
-            return self.guard_policy_path(path, policy.decide_child(parent, path, is_dir));
+        if !self.gate.wants_kind() {
+            let d = policy.decide_child(parent, path, is_dir);
+            return self.gate.mark(path, &mut || false, d);
         }
         let is_dir = is_dir();
-        let d = self.guard_policy_path(path, policy.decide_child(parent, path, || is_dir));
-        self.with_outer(path, is_dir, d)
+        let d = policy.decide_child(parent, path, || is_dir);
+        self.gate.mark(path, &mut || is_dir, d)
+    }
+
+    /// What the gatekeeper's guards say to `intent` at `at` (see
+    /// [`super::gate::Gatekeeper::check`]): never waived, by a permissive mount or
+    /// an approval.
+    pub(super) fn guarded(&self, at: &Target, intent: Intent) -> io::Result<()> {
+        Ok(self.gate.check(at, intent)?)
     }
 
     /// A node's place with a decision that is current for this epoch.
@@ -361,13 +371,15 @@ impl VeilFs {
         self.gate(s, &path, &p.decision, access, node.decided_as_dir())
     }
 
-    /// [`VeilFs::guard_key`] for `node` at its place `p` (its path spelled only for
-    /// a protected object).
-    fn guard_node_key(&self, s: &Snapshot, node: &Node, p: &Place) -> io::Result<()> {
-        if !self.protected.guards(node.key) {
+    /// [`VeilFs::guarded`] for a change to `node`'s object at its place `p` (its path
+    /// spelled only for an object a guard keeps).
+    fn guard_node(&self, s: &Snapshot, node: &Node, p: &Place) -> io::Result<()> {
+        if !self.gate.keeps_object(node.key) {
             return Ok(());
         }
-        self.guard_key(node.key, &self.path_of(s, node, p)?)
+        let path = self.path_of(s, node, p)?;
+        let at = Target::at(&path, node.fmt).holding(Some(node.key));
+        self.guarded(&at, Intent::Change)
     }
 
     fn writable(&self, cx: &Req, node: &Node) -> io::Result<Place> {
@@ -379,7 +391,7 @@ impl VeilFs {
         let approved = self.gate_node(s, node, &p, Access::Write)?;
         let d = approved.as_ref().unwrap_or(&p.decision);
         self.admit_node(s, node, &p, d, Change, true)?;
-        self.guard_node_key(s, node, &p)?;
+        self.guard_node(s, node, &p)?;
         Ok(p)
     }
 
@@ -849,7 +861,7 @@ impl VeilFs {
         if mask & libc::W_OK != 0 {
             let d = p.decision.once_approved();
             self.admit_node(&s, &node, &p, &d, Change, true)?;
-            self.guard_node_key(&s, &node, &p)?;
+            self.guard_node(&s, &node, &p)?;
         }
         Ok(())
     }

@@ -94,20 +94,11 @@ impl VeilFs {
 
     /// The decision a permissive mount goes by for `path`: allowed, but for veilfs's
     /// own guards (the names the policy keeps, the policy file, git's control files
-    /// and veilfs's configuration under `veilfs run`).
+    /// and veilfs's configuration under `veilfs run`), and the home policy around
+    /// the workspace (`veilfs run`), enforced where it reaches in (a workspace in
+    /// `~/.config` holds what it guards). See [`super::gate::Gatekeeper::alone`].
     pub(super) fn guards_alone(&self, policy: &Policy, path: &[u8]) -> Decision {
-        if path.is_empty() {
-            return Decision::root();
-        }
-        let d = self.guard_policy_path(path, policy.guard_names(path, Decision::allowed()));
-        if self.outer.is_none() {
-            return d;
-        }
-        // The home policy around the workspace (`veilfs run`) is enforced where it
-        // reaches in (a workspace in `~/.config` holds what it guards), taken as a
-        // directory and as a file alike.
-        let d = self.with_outer(path, true, d);
-        self.with_outer(path, false, d)
+        self.gate.alone(policy, path)
     }
 
     /// In a permissive mount, the decision a request for `access` to a path that asks

@@ -34,6 +34,12 @@ impl std::fmt::Display for Refusal {
 
 impl std::error::Error for Refusal {}
 
+impl From<Refusal> for io::Error {
+    fn from(r: Refusal) -> io::Error {
+        io::Error::new(io::ErrorKind::PermissionDenied, r)
+    }
+}
+
 /// Refuses an operation on `path` because of `decision`.
 pub fn refuse(path: &[u8], decision: &Decision) -> io::Error {
     io::Error::new(

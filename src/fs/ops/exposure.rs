@@ -25,6 +25,7 @@ use std::os::fd::{AsFd, OwnedFd};
 
 use super::{errno, refuse};
 use crate::fs::VeilFs;
+use crate::fs::gate::{Intent, Target};
 use crate::fs::snapshot::Snapshot;
 use crate::policy::{Action, Decision, Policy, Reason};
 use crate::sys;
@@ -174,8 +175,13 @@ impl<'a> Walk<'a> {
             }
             // Nor may it bring into a git directory what git would obey there.
             let mode = entry_mode(fd.as_fd(), &cname, e.kind);
-            self.fs
-                .guard_git_carried(&self.old_path, &self.new_path, mode)?;
+            let at = Target::at(&self.new_path, mode);
+            self.fs.guarded(
+                &at,
+                Intent::Carry {
+                    from: &self.old_path,
+                },
+            )?;
             self.old_path.truncate(old_end);
             self.new_path.truncate(new_end);
             // Below a directory denied on both sides nothing can be exposed.

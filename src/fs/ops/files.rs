@@ -32,7 +32,7 @@ impl VeilFs {
         writes: Option<crate::fs::inode::Key>,
     ) -> u64 {
         if let Some(key) = writes {
-            self.protected.writing(key, true);
+            self.gate.protected.writing(key, true);
         }
         let fh = self.new_fh();
         self.files.write().insert(
@@ -88,7 +88,7 @@ impl VeilFs {
         let writes = opens_for_writing(flags);
         let own = if writes {
             let place = self.writable(cx, &node)?;
-            self.protected.written(node.key);
+            self.gate.protected.written(node.key);
             self.own(place.parent, &place.name)
         } else {
             self.readable(cx, &node)?;
@@ -123,13 +123,12 @@ impl VeilFs {
         let caller = Caller::of(cx);
         let _names = self.names.read();
         let (c, own) = self.new_name(&self.snapshot(cx), parent, name, false)?;
-        self.guard_config_way(&c.path, libc::S_IFREG)?;
         let (dfd, mode) = (c.dir.dir_fd()?, mode & !umask);
         // Without `O_EXCL` an existing name is opened (and maybe truncated): never
-        // the policy file's (see `protect`).
-        if let Ok(st) = sys::statat(dfd, &c.name) {
-            self.guard_key(crate::fs::inode::key_of(&st), &c.path)?;
-        }
+        // an object a guard keeps (the policy file, say).
+        let there = sys::statat(dfd, &c.name).ok();
+        let at = Target::at(&c.path, libc::S_IFREG).holding(there.as_ref().map(key_of));
+        self.guarded(&at, Intent::Make)?;
         // `O_DIRECT` stays on the FUSE side (see `open`); never block on the open.
         let flags = (flags & !libc::O_DIRECT) | libc::O_CREAT | libc::O_NONBLOCK;
         let fd = if self.passthrough.load(Ordering::Relaxed) {
@@ -154,7 +153,7 @@ impl VeilFs {
         // Pinned like a file opened (see `pin`), within the cap.
         let path_fd = (self.inodes.pinned() < self.pin_cap).then_some(path_fd);
         let (node, _) = self.adopt(c.at(), &c.name, path_fd, st, path, c.decision.clone())?;
-        self.protected.written(node.key);
+        self.gate.protected.written(node.key);
         let nfd = self.fd_of(&node)?;
         self.give(dfd, nfd.as_fd(), caller)?;
         let st = sys::stat(nfd.as_fd())?;
@@ -198,11 +197,10 @@ impl VeilFs {
             let h = self.file(fh)?;
             if write
                 && let Some(node) = self.inodes.get(h.ino)
-                && self.protected.contains(node.key)
+                && self.gate.keeps_object(node.key)
             {
                 // A handle opened before its file became the policy file.
-                let path = self.path_of(&self.snapshot(cx), &node, &node.place())?;
-                self.guard_key(node.key, &path)?;
+                self.guard_node(&self.snapshot(cx), &node, &node.place())?;
             }
             return Ok(Io::Handle(h));
         }
@@ -260,7 +258,7 @@ impl VeilFs {
             return;
         };
         if let Some(key) = h.writes {
-            self.protected.writing(key, false);
+            self.gate.protected.writing(key, false);
         }
         if h.counted.load(Ordering::Relaxed)
             && let Some(node) = self.inodes.get(h.ino)

@@ -91,7 +91,7 @@ impl VeilFs {
         } else {
             mode
         };
-        self.guard_config_way(&c.path, kind)?;
+        self.guarded(&Target::at(&c.path, kind), Intent::Make)?;
         sys::mknodat(c.dir.dir_fd()?, &c.name, mode & !umask, rdev as u64)?;
         own.done_if(self.made(c, caller))
     }
@@ -107,12 +107,9 @@ impl VeilFs {
         let caller = Caller::of(cx);
         let _names = self.names.read();
         let (c, own) = self.new_name(&self.snapshot(cx), parent, name, true)?;
-        if !self.git_guard.may_make_dir(&c.path) {
-            return Err(refuse(&c.path, &crate::policy::Decision::git_control()));
-        }
-        self.guard_head(&c.path, libc::S_IFDIR)?;
+        self.guarded(&Target::at(&c.path, libc::S_IFDIR), Intent::Make)?;
         sys::mkdirat(c.dir.dir_fd()?, &c.name, mode & !umask)?;
-        self.git_guard.made_dir(&c.path);
+        self.gate.note(Event::MadeDir(&c.path));
         own.done_if(self.made(c, caller))
     }
 
@@ -127,7 +124,7 @@ impl VeilFs {
         let _names = self.names.read();
         // A link is decided as a directory would be (see `decided_as_dir`).
         let (c, own) = self.new_name(&self.snapshot(cx), parent, name, true)?;
-        self.guard_config_way(&c.path, libc::S_IFLNK)?;
+        self.guarded(&Target::at(&c.path, libc::S_IFLNK), Intent::Make)?;
         sys::symlinkat(target, c.dir.dir_fd()?, &c.name)?;
         own.done_if(self.made(c, caller))
     }
@@ -149,7 +146,7 @@ impl VeilFs {
         self.writable_in(&s, &node)?;
         let (c, own) = self.new_name(&s, newparent, newname, node.decided_as_dir())?;
         let mode = sys::stat(self.fd_of(&node)?.as_fd())?.st_mode;
-        self.guard_config_way(&c.path, mode)?;
+        self.guarded(&Target::at(&c.path, mode), Intent::Make)?;
         sys::linkat(
             self.proc_fd.as_fd(),
             self.fd_of(&node)?.as_fd(),
@@ -169,12 +166,12 @@ impl VeilFs {
         let kind = if is_dir { Kind::Dir } else { Kind::OnDisk };
         let c = self.changeable(&self.snapshot(cx), parent, name, kind)?;
         let st = sys::statat(c.dir.dir_fd()?, &c.name)?;
-        self.guard_key(crate::fs::inode::key_of(&st), &c.path)?;
-        self.guard_holder(&c.path)?;
+        let at = Target::at(&c.path, st.st_mode).holding(Some(key_of(&st)));
+        self.guarded(&at, Intent::Remove)?;
         let own = self.own(parent, c.name.to_bytes());
         sys::unlinkat(c.dir.dir_fd()?, &c.name, is_dir)?;
         if is_dir {
-            self.git_guard.vacated(&c.path);
+            self.gate.note(Event::Vacated(&c.path));
         }
         own.done();
         self.unlinked(parent, c.name.to_bytes(), crate::fs::inode::key_of(&st));

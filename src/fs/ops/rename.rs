@@ -39,35 +39,40 @@ impl VeilFs {
         };
         may(&from_path, &from_now, from_as_dir)?;
         may(&to_path, &from_then, from_as_dir)?;
-        // Neither the policy file (by any name) nor a directory holding it moves.
-        self.guard_key(crate::fs::inode::key_of(&from_st), &from_path)?;
-        self.guard_holder(&from_path)?;
-        self.guard_holder(&to_path)?;
-        self.guard_head(&to_path, from_st.st_mode)?;
-        self.guard_way_rename(&from_path, &to_path)?;
-        if from_is_dir && self.git_guard.everywhere() {
-            let dfd = from_dir.dir_fd()?;
-            let holds_git = {
-                let mut inner = from.to_bytes().to_vec();
-                inner.extend_from_slice(b"/.git");
-                std::ffi::CString::new(inner)
-                    .ok()
-                    .is_some_and(|n| sys::statat(dfd, &n).is_ok())
-            };
-            self.guard_git_move(&from_path, &to_path, holds_git)?;
-        }
+        // What the guards keep neither moves nor is replaced (see `gate`).
+        let to_st = sys::statat(to_dir.dir_fd()?, &to).ok();
+        let to_key = to_st.as_ref().map(key_of);
+        let source = Target::at(&from_path, from_st.st_mode)
+            .holding(Some(key_of(&from_st)))
+            .entry(from_dir.dir_fd()?, &from);
+        let replaces = to_st.is_some();
+        self.guarded(
+            &source,
+            Intent::MoveFrom {
+                to: &to_path,
+                replaces,
+            },
+        )?;
+        let arriving = Target::at(&to_path, from_st.st_mode).holding(to_key);
+        self.guarded(&arriving, Intent::MoveTo)?;
         // Whatever sits at the destination is replaced (or, for an exchange, moved
         // to the source's place): its own decision must allow that too.
-        let to_st = sys::statat(to_dir.dir_fd()?, &to).ok();
         if let Some(st) = &to_st {
-            self.guard_key(crate::fs::inode::key_of(st), &to_path)?;
             let to_is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
             let to_as_dir = decided_as_dir(st.st_mode);
             let (_, to_now) = self.child(&s, &to_dir, &tp, &to, kind_of(to_as_dir))?;
             may(&to_path, &to_now, to_as_dir)?;
             if exchange {
-                // What sat at the destination comes into existence at the source.
-                self.guard_head(&from_path, st.st_mode)?;
+                // What sat at the destination moves to the source's place.
+                let back = Target::at(&to_path, st.st_mode)
+                    .holding(to_key)
+                    .entry(to_dir.dir_fd()?, &to);
+                let back_to = Intent::MoveFrom {
+                    to: &from_path,
+                    replaces: true,
+                };
+                self.guarded(&back, back_to)?;
+                self.guarded(&Target::at(&from_path, st.st_mode), Intent::MoveTo)?;
                 let (_, to_then) = self.child(&s, &from_dir, &fp, &from, kind_of(to_as_dir))?;
                 may(&from_path, &to_then, to_as_dir)?;
                 if to_is_dir {
@@ -77,15 +82,9 @@ impl VeilFs {
                 }
             }
         }
-        if from_is_dir {
-            self.guard_repository_move(from_dir.dir_fd()?, &from, &to_path, to_st.is_some())?;
-        }
         let to_is_dir = to_st
             .as_ref()
             .is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR);
-        if exchange && to_is_dir {
-            self.guard_repository_move(to_dir.dir_fd()?, &to, &from_path, true)?;
-        }
         if from_is_dir {
             let fd = sys::openat(
                 from_dir.dir_fd()?,
@@ -113,10 +112,10 @@ impl VeilFs {
                 .forget_grants_at(seat.root, &[from_path.as_slice(), to_path.as_slice()]);
         }
         if from_is_dir {
-            self.git_guard.vacated(&from_path);
+            self.gate.note(Event::Vacated(&from_path));
         }
         if to_is_dir {
-            self.git_guard.vacated(&to_path);
+            self.gate.note(Event::Vacated(&to_path));
         }
         if let Some((from_own, to_own)) = own {
             from_own.done();
@@ -132,14 +131,14 @@ impl VeilFs {
             from.to_bytes(),
             newparent,
             to.to_bytes(),
-            crate::fs::inode::key_of(&from_st),
+            key_of(&from_st),
         );
         match to_st {
             Some(st) if exchange => {
-                let key = crate::fs::inode::key_of(&st);
+                let key = key_of(&st);
                 self.moved(newparent, to.to_bytes(), parent, from.to_bytes(), key);
             }
-            Some(st) => self.unlinked(newparent, to.to_bytes(), crate::fs::inode::key_of(&st)),
+            Some(st) => self.unlinked(newparent, to.to_bytes(), key_of(&st)),
             None => {}
         }
         if moves_dir {

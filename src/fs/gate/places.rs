@@ -1,0 +1,60 @@
+//! The guards of places that matter to the next run: veilfs's own configuration
+//! directory (where the next run finds its home policy) and the directories on the
+//! way to what the policy names (a directory renamed away and replaced would move
+//! what a rule names out from under it).
+
+use super::{Disk, Guard, Intent, Target, at_or_under, refusal};
+use crate::fs::refusal::Refusal;
+use crate::policy::Decision;
+
+/// veilfs's configuration directory in the home mount of `veilfs run` (see
+/// [`crate::policy::Reason::VeilfsConfig`]): it and everything beneath it are
+/// read-only whatever the policy says; the directories that lead to it are not
+/// renamed or removed, and nothing but a directory is made where one of them
+/// belongs (a symbolic link made at `~/.config` would send the next run's search
+/// for its home policy to a directory the command chose).
+#[derive(Debug)]
+pub struct VeilfsConfig {
+    /// Relative to the mount's root; need not exist.
+    pub dirs: Vec<Vec<u8>>,
+}
+
+impl Guard for VeilfsConfig {
+    fn mark(&self, path: &[u8], _: &mut dyn FnMut() -> bool, d: Decision, _: &Disk) -> Decision {
+        if self.dirs.iter().any(|c| at_or_under(path, c)) {
+            d.guard_veilfs_config()
+        } else {
+            d
+        }
+    }
+
+    fn refuse(&self, at: &Target, intent: &Intent, _: &Disk) -> Option<Refusal> {
+        let makes = matches!(intent, Intent::Make) && !at.is_dir();
+        let leads = self.dirs.iter().any(|c| at_or_under(c, at.path));
+        ((makes || intent.vacates()) && leads)
+            .then(Decision::veilfs_config)
+            .and_then(|d| refusal(at.path, d))
+    }
+}
+
+/// The directories on the way to paths the policy names (see
+/// [`crate::fs::config::FsConfig::ways`]): not renamed, replaced or made as
+/// anything but a directory.
+#[derive(Debug)]
+pub struct Ways {
+    /// Relative to the mount's root.
+    pub ways: Vec<Vec<u8>>,
+}
+
+impl Guard for Ways {
+    fn refuse(&self, at: &Target, intent: &Intent, _: &Disk) -> Option<Refusal> {
+        let concerned = match intent {
+            Intent::Make => !at.is_dir(),
+            Intent::MoveFrom { .. } | Intent::MoveTo => true,
+            _ => false,
+        };
+        (concerned && self.ways.iter().any(|w| w.as_slice() == at.path))
+            .then(Decision::way)
+            .and_then(|d| refusal(at.path, d))
+    }
+}
