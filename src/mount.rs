@@ -18,9 +18,9 @@ use std::sync::Arc;
 
 use fuser::{Config, MountOption, SessionACL};
 
+use crate::fs::Inodes;
 use crate::fs::VeilFs;
 use crate::fs::ask::Broker;
-use crate::fs::inode::Inodes;
 use crate::fs::reload::Reloader;
 use crate::fs::watch::Watcher;
 use crate::policy::Policy;

@@ -424,3 +424,337 @@ fn a_rename_never_exposes_a_denied_descendant_without_a_mount() {
         .unwrap();
     assert!(ws.s("other/x.txt").exists());
 }
+
+fn mkdir_at(ws: &Ws, rel: &str) -> io::Result<()> {
+    let (dir, name) = parent(ws, rel)?;
+    ws.fs.mkdir(&cx(), dir, name, 0o755, 0).map(drop)
+}
+fn symlink_at(ws: &Ws, rel: &str) -> io::Result<()> {
+    let (dir, name) = parent(ws, rel)?;
+    ws.fs
+        .symlink(&cx(), dir, name, Path::new("elsewhere").as_os_str())
+        .map(drop)
+}
+fn exchange_with_ok(ws: &Ws, rel: &str) -> io::Result<()> {
+    let (dir, name) = parent(ws, rel)?;
+    ws.walk(rel)?;
+    ws.walk("ok.txt")?;
+    ws.fs
+        .rename(
+            &cx(),
+            ROOT,
+            OsStr::new("ok.txt"),
+            dir,
+            name,
+            libc::RENAME_EXCHANGE,
+        )
+        .map(drop)
+}
+
+type Case = (&'static str, &'static str, Op, Outcome);
+
+/// A workspace set up for one guard of the gatekeeper, permissive or not.
+type Setup = fn(permissive: bool) -> Ws;
+
+fn config(permissive: bool) -> veilfs::fs::config::FsConfig {
+    veilfs::fs::config::FsConfig {
+        permissive,
+        ..Default::default()
+    }
+}
+
+const ALLOW_ALL: &str = "default = \"allow\"\n";
+
+/// The policy file, read from inside the workspace, with a hard link to it made
+/// outside the mount.
+fn policy_file_ws(permissive: bool) -> Ws {
+    let ws = Ws::build(
+        ALLOW_ALL,
+        &[("ok.txt", "ok\n"), ("conf/other.txt", "x\n")],
+        Some("conf/pol.toml"),
+        |_| config(permissive),
+    );
+    std::fs::hard_link(ws.s("conf/pol.toml"), ws.s("pol-alias")).unwrap();
+    ws
+}
+const POLICY_FILE: &[Case] = &[
+    ("conf/pol.toml", "read", read, Allowed),
+    ("conf/pol.toml", "write", write, Refused),
+    ("conf/pol.toml", "append", append, Refused),
+    ("conf/pol.toml", "truncate", truncate, Refused),
+    ("conf/pol.toml", "chmod", chmod, Refused),
+    ("conf/pol.toml", "utimes", utimes, Refused),
+    ("conf/pol.toml", "setxattr", setxattr, Refused),
+    ("conf/pol.toml", "unlink", remove, Refused),
+    ("conf/pol.toml", "rename out", rename_out, Refused),
+    ("conf/pol.toml", "rename over", rename_in, Refused),
+    ("conf/pol.toml", "exchange", exchange_with_ok, Refused),
+    ("conf/pol.toml", "link from", link_from, Refused),
+    ("conf/pol.toml", "create without O_EXCL", write_new, Refused),
+    ("pol-alias", "write (a hard link)", write, Refused),
+    ("pol-alias", "truncate (a hard link)", truncate, Refused),
+    ("pol-alias", "unlink (a hard link)", remove, Refused),
+    ("pol-alias", "rename out (a hard link)", rename_out, Refused),
+    ("conf", "rename its directory", rename_out, Refused),
+    ("conf", "exchange its directory", exchange_with_ok, Refused),
+    ("conf/other.txt", "write beside it", write, Allowed),
+];
+
+/// The run's audit log, served by the mount.
+fn run_log_ws(permissive: bool) -> Ws {
+    Ws::build(
+        ALLOW_ALL,
+        &[
+            ("ok.txt", "ok\n"),
+            ("logs/audit.log", "{}\n"),
+            ("logs/x", "x\n"),
+        ],
+        None,
+        |src| {
+            use std::os::unix::fs::MetadataExt;
+            let md = std::fs::metadata(src.join("logs/audit.log")).unwrap();
+            veilfs::fs::config::FsConfig {
+                run_logs: vec![(b"logs/audit.log".to_vec(), (md.dev(), md.ino()))],
+                ..config(permissive)
+            }
+        },
+    )
+}
+const RUN_LOG: &[Case] = &[
+    ("logs/audit.log", "read", read, Allowed),
+    ("logs/audit.log", "write", write, Refused),
+    ("logs/audit.log", "truncate", truncate, Refused),
+    ("logs/audit.log", "unlink", remove, Refused),
+    ("logs/audit.log", "rename out", rename_out, Refused),
+    ("logs/audit.log", "rename over", rename_in, Refused),
+    ("logs/audit.log", "link from", link_from, Refused),
+    ("logs", "rename its directory", rename_out, Refused),
+    ("logs/x", "write beside it", write, Allowed),
+];
+
+/// The workspace's own repository under `veilfs run`.
+fn git_root_ws(permissive: bool) -> Ws {
+    Ws::build(
+        ALLOW_ALL,
+        &[
+            ("ok.txt", "ok\n"),
+            (".git/HEAD", "ref: refs/heads/main\n"),
+            (".git/config", "[core]\n"),
+            (".git/hooks/pre-commit", "#!/bin/sh\n"),
+            (".git/objects/ab/cd", "x"),
+            ("src/main.rs", "x"),
+        ],
+        None,
+        |_| veilfs::fs::config::FsConfig {
+            git: veilfs::fs::config::Git::Root,
+            ..config(permissive)
+        },
+    )
+}
+const GIT_ROOT: &[Case] = &[
+    (".git/config", "write", write, Refused),
+    (".git/config", "truncate", truncate, Refused),
+    (".git/config", "unlink", remove, Refused),
+    (".git/config", "rename over", rename_in, Refused),
+    (".git/hooks/pre-commit", "chmod", chmod, Refused),
+    (".git/hooks", "create a hook", create_inside, Refused),
+    (".git/hooks", "symlink a hook", symlink_inside, Refused),
+    (
+        ".git/objects",
+        "symlink into objects",
+        symlink_inside,
+        Refused,
+    ),
+    (".git", "rename the repository", rename_out, Refused),
+    ("HEAD", "make a bare repository's HEAD", write_new, Refused),
+    ("src/.git", "make a repository inside it", mkdir_at, Refused),
+    (".git/HEAD", "write what git writes", write, Allowed),
+    (
+        ".git/objects",
+        "make an object directory",
+        mkdir_inside,
+        Allowed,
+    ),
+    ("src/main.rs", "write a source file", write, Allowed),
+];
+
+/// The home directory under `veilfs run`: every repository that was there.
+fn git_everywhere_ws(permissive: bool) -> Ws {
+    Ws::build(
+        ALLOW_ALL,
+        &[
+            ("ok.txt", "ok\n"),
+            ("p/.git/HEAD", "ref: refs/heads/main\n"),
+            ("p/.git/config", "[core]\n"),
+            ("q/readme", "x"),
+        ],
+        None,
+        |_| veilfs::fs::config::FsConfig {
+            git: veilfs::fs::config::Git::Everywhere,
+            ..config(permissive)
+        },
+    )
+}
+const GIT_EVERYWHERE: &[Case] = &[
+    ("p/.git/config", "write", write, Refused),
+    ("p/.git", "rename the repository", rename_out, Refused),
+    ("p", "move a project that holds one", rename_out, Refused),
+    (
+        "q/.git",
+        "git init in a directory that was there",
+        mkdir_at,
+        Refused,
+    ),
+    (
+        "q/.git",
+        "a .git file pointing elsewhere",
+        write_new,
+        Refused,
+    ),
+    ("q/.git", "a .git link", symlink_at, Refused),
+    ("q/readme", "write", write, Allowed),
+    ("fresh", "make a directory", mkdir_at, Allowed),
+];
+
+/// veilfs's configuration directory in the home mount, and one whose way is not
+/// there yet.
+fn config_dir_ws(permissive: bool) -> Ws {
+    Ws::build(
+        ALLOW_ALL,
+        &[
+            ("ok.txt", "ok\n"),
+            (".config/veilfs/policy.toml", "x"),
+            (".config/other", "x"),
+        ],
+        None,
+        |_| veilfs::fs::config::FsConfig {
+            config_dirs: vec![b".config/veilfs".to_vec(), b".local/veilfs".to_vec()],
+            ..config(permissive)
+        },
+    )
+}
+const CONFIG_DIR: &[Case] = &[
+    (".config/veilfs/policy.toml", "write", write, Refused),
+    (".config/veilfs/policy.toml", "unlink", remove, Refused),
+    (".config/veilfs", "create inside", create_inside, Refused),
+    (".config/veilfs", "rename it", rename_out, Refused),
+    (".config", "rename the way to it", rename_out, Refused),
+    (
+        ".local",
+        "a link where its way belongs",
+        symlink_at,
+        Refused,
+    ),
+    (".local", "a file where its way belongs", write_new, Refused),
+    (".local", "its way made as a directory", mkdir_at, Allowed),
+    (".config/other", "write beside it", write, Allowed),
+];
+
+/// Directories on the way to what the policy names.
+fn ways_ws(permissive: bool) -> Ws {
+    Ws::build(
+        "default = \"allow\"\n[[rules]]\naction = \"deny\"\npaths = [\"/deep/secret\"]\n",
+        &[("ok.txt", "ok\n"), ("deep/secret", "x"), ("deep/x", "x")],
+        None,
+        |_| veilfs::fs::config::FsConfig {
+            ways: vec![b"deep".to_vec(), b"later".to_vec()],
+            ..config(permissive)
+        },
+    )
+}
+const WAYS: &[Case] = &[
+    ("deep", "rename it", rename_out, Refused),
+    ("later", "a link where it belongs", symlink_at, Refused),
+    ("later", "a file where it belongs", write_new, Refused),
+    ("later", "made as a directory", mkdir_at, Allowed),
+    ("deep/x", "write inside", write, Allowed),
+];
+
+/// A workspace inside the home directory, under the home policy.
+fn outer_ws(permissive: bool) -> Ws {
+    Ws::build(
+        ALLOW_ALL,
+        &[("ok.txt", "ok\n"), ("private/x", "x"), ("kept.txt", "x")],
+        None,
+        |_| {
+            let home = veilfs::Policy::parse(
+                "home.toml",
+                "default = \"allow\"\n[[rules]]\naction = \"deny\"\npaths = [\"/ws/private/\"]\n\
+                 [[rules]]\naction = \"read-only\"\npaths = [\"/ws/kept.txt\"]\n",
+            )
+            .unwrap();
+            veilfs::fs::config::FsConfig {
+                outer: Some(veilfs::fs::protect::Outer {
+                    prefix: b"ws".to_vec(),
+                    policy: std::sync::Arc::new(parking_lot::RwLock::new(std::sync::Arc::new(
+                        home,
+                    ))),
+                }),
+                ..config(permissive)
+            }
+        },
+    )
+}
+const OUTER: &[Case] = &[
+    ("private", "list", read, Refused),
+    ("private/x", "read", read, Refused),
+    ("kept.txt", "read", read, Allowed),
+    ("kept.txt", "write", write, Refused),
+    ("ok.txt", "write", write, Allowed),
+];
+
+const GUARDS: &[(&str, Setup, &[Case])] = &[
+    ("policy file", policy_file_ws, POLICY_FILE),
+    ("run log", run_log_ws, RUN_LOG),
+    ("git (root)", git_root_ws, GIT_ROOT),
+    ("git (everywhere)", git_everywhere_ws, GIT_EVERYWHERE),
+    ("veilfs config", config_dir_ws, CONFIG_DIR),
+    ("ways", ways_ws, WAYS),
+    ("outer policy", outer_ws, OUTER),
+];
+
+/// Every guard of the gatekeeper attacked through every operation that could
+/// reach what it keeps, against the filesystem object directly: refused with
+/// `EACCES` and the backing tree untouched, in an enforcing mount and in a
+/// permissive one alike (permissive mode waives the policy's rules, never a
+/// guard); the operation next to it is served, which shows the attack could work.
+#[test]
+fn every_guard_holds_against_every_operation_without_a_mount() {
+    let mut wrong = Vec::new();
+    let mut n = 0;
+    for &(guard, setup, cases) in GUARDS {
+        for permissive in [false, true] {
+            for &(target, what, op, want) in cases {
+                n += 1;
+                let ws = setup(permissive);
+                let before = common::snapshot(&ws.src);
+                let r = op(&ws, target);
+                let after = common::snapshot(&ws.src);
+                let mode = if permissive {
+                    "permissive"
+                } else {
+                    "enforcing"
+                };
+                match (want, &r) {
+                    (Refused, Err(e)) if errno(e) == libc::EACCES => {
+                        if before != after {
+                            wrong.push(format!(
+                                "{guard}, {mode}: {what} on {target}: refused but the backing tree changed"
+                            ));
+                        }
+                    }
+                    (Allowed, Ok(())) => {}
+                    _ => wrong.push(format!(
+                        "{guard}, {mode}: {what} on {target}: wanted {want:?}, got {r:?}"
+                    )),
+                }
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} of {n} cases wrong:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
+}

@@ -23,7 +23,6 @@ use super::ops::SetAttr;
 pub use super::fault::inject_lookup_panic;
 pub use super::parked::Served;
 
-use super::parked::settle;
 use super::reply::{CACHED_OPEN, PASSTHROUGH_OPEN, fill_dir, fill_dir_plus, guard, timespec};
 
 impl Filesystem for Served {
@@ -106,16 +105,16 @@ impl Filesystem for Served {
             atime: atime.map(timespec),
             mtime: mtime.map(timespec),
         };
-        self.asking(req, "setattr", reply, move |fs, cx, reply| {
-            settle(
-                VeilFs::setattr(fs, cx, ino.0, &a, fh.map(|f| f.0)),
-                reply,
-                |r, reply| match r {
-                    Ok(st) => reply.attr(&fs.ttl_of(ino.0), &fs.attr(ino.0, &st)),
-                    Err(e) => reply.error(fs.fail(cx, "setattr", e)),
-                },
-            )
-        })
+        self.asking(
+            req,
+            "setattr",
+            reply,
+            move |fs, cx| VeilFs::setattr(fs, cx, ino.0, &a, fh.map(|f| f.0)),
+            move |fs, cx, r, reply| match r {
+                Ok(st) => reply.attr(&fs.ttl_of(ino.0), &fs.attr(ino.0, &st)),
+                Err(e) => reply.error(fs.fail(cx, "setattr", e)),
+            },
+        )
     }
 
     fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
@@ -138,10 +137,13 @@ impl Filesystem for Served {
         reply: ReplyEntry,
     ) {
         let name = name.to_owned();
-        self.asking(req, "mknod", reply, move |fs, cx, reply| {
-            let r = VeilFs::mknod(fs, cx, parent.0, &name, mode, umask, rdev);
-            settle(r, reply, |r, reply| fs.reply_entry(cx, "mknod", r, reply))
-        })
+        self.asking(
+            req,
+            "mknod",
+            reply,
+            move |fs, cx| VeilFs::mknod(fs, cx, parent.0, &name, mode, umask, rdev),
+            |fs, cx, r, reply| fs.reply_entry(cx, "mknod", r, reply),
+        )
     }
 
     fn mkdir(
@@ -154,26 +156,35 @@ impl Filesystem for Served {
         reply: ReplyEntry,
     ) {
         let name = name.to_owned();
-        self.asking(req, "mkdir", reply, move |fs, cx, reply| {
-            let r = VeilFs::mkdir(fs, cx, parent.0, &name, mode, umask);
-            settle(r, reply, |r, reply| fs.reply_entry(cx, "mkdir", r, reply))
-        })
+        self.asking(
+            req,
+            "mkdir",
+            reply,
+            move |fs, cx| VeilFs::mkdir(fs, cx, parent.0, &name, mode, umask),
+            |fs, cx, r, reply| fs.reply_entry(cx, "mkdir", r, reply),
+        )
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let name = name.to_owned();
-        self.asking(req, "unlink", reply, move |fs, cx, reply| {
-            let r = VeilFs::unlink(fs, cx, parent.0, &name);
-            settle(r, reply, |r, reply| fs.reply_empty(cx, "unlink", r, reply))
-        })
+        self.asking(
+            req,
+            "unlink",
+            reply,
+            move |fs, cx| VeilFs::unlink(fs, cx, parent.0, &name),
+            |fs, cx, r, reply| fs.reply_empty(cx, "unlink", r, reply),
+        )
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let name = name.to_owned();
-        self.asking(req, "rmdir", reply, move |fs, cx, reply| {
-            let r = VeilFs::rmdir(fs, cx, parent.0, &name);
-            settle(r, reply, |r, reply| fs.reply_empty(cx, "rmdir", r, reply))
-        })
+        self.asking(
+            req,
+            "rmdir",
+            reply,
+            move |fs, cx| VeilFs::rmdir(fs, cx, parent.0, &name),
+            |fs, cx, r, reply| fs.reply_empty(cx, "rmdir", r, reply),
+        )
     }
 
     fn symlink(
@@ -185,10 +196,13 @@ impl Filesystem for Served {
         reply: ReplyEntry,
     ) {
         let (link_name, target) = (link_name.to_owned(), target.as_os_str().to_owned());
-        self.asking(req, "symlink", reply, move |fs, cx, reply| {
-            let r = VeilFs::symlink(fs, cx, parent.0, &link_name, &target);
-            settle(r, reply, |r, reply| fs.reply_entry(cx, "symlink", r, reply))
-        })
+        self.asking(
+            req,
+            "symlink",
+            reply,
+            move |fs, cx| VeilFs::symlink(fs, cx, parent.0, &link_name, &target),
+            |fs, cx, r, reply| fs.reply_entry(cx, "symlink", r, reply),
+        )
     }
 
     fn rename(
@@ -202,10 +216,14 @@ impl Filesystem for Served {
         reply: ReplyEmpty,
     ) {
         let (name, newname) = (name.to_owned(), newname.to_owned());
-        self.asking(req, "rename", reply, move |fs, cx, reply| {
-            let flags = flags.bits();
-            let r = VeilFs::rename(fs, cx, parent.0, &name, newparent.0, &newname, flags);
-            settle(r, reply, |r, reply| match r {
+        let flags = flags.bits();
+        let names = (name.clone(), newname.clone());
+        self.asking(
+            req,
+            "rename",
+            reply,
+            move |fs, cx| VeilFs::rename(fs, cx, parent.0, &names.0, newparent.0, &names.1, flags),
+            move |fs, cx, r, reply| match r {
                 Ok(moved_dir) => {
                     reply.ok();
                     if moved_dir {
@@ -221,8 +239,8 @@ impl Filesystem for Served {
                     }
                 }
                 Err(e) => reply.error(fs.fail(cx, "rename", e)),
-            })
-        })
+            },
+        )
     }
 
     fn link(
@@ -234,53 +252,50 @@ impl Filesystem for Served {
         reply: ReplyEntry,
     ) {
         let newname = newname.to_owned();
-        self.asking(req, "link", reply, move |fs, cx, reply| {
-            let r = VeilFs::link(fs, cx, ino.0, newparent.0, &newname);
-            settle(r, reply, |r, reply| fs.reply_entry(cx, "link", r, reply))
-        })
+        self.asking(
+            req,
+            "link",
+            reply,
+            move |fs, cx| VeilFs::link(fs, cx, ino.0, newparent.0, &newname),
+            |fs, cx, r, reply| fs.reply_entry(cx, "link", r, reply),
+        )
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        self.asking(req, "open", reply, move |fs, cx, reply| {
-            if fs.light_open.load(Ordering::Relaxed) && !super::ops::opens_for_writing(flags.0) {
-                // Checked, and no handle: reads come with handle 0 and are checked
-                // again when they miss the cache (see `VeilFs::light_open`),
-                // unless a writer holds the file in passthrough mode, which a
-                // handle-less open cannot join: then a handle on the same backing
-                // file, as below.
-                match VeilFs::open_for_reading(fs, cx, ino.0) {
-                    Ok(()) if fs.light_opened(ino.0) => {
-                        fs.allowed(cx, "open", ino.0);
-                        reply.opened(FileHandle(super::ops::NO_HANDLE), CACHED_OPEN);
-                        return Ok(());
-                    }
-                    Ok(()) => {}
-                    r => {
-                        return settle(r, reply, |r, reply| {
-                            if let Err(e) = r {
-                                reply.error(fs.fail(cx, "open", e));
-                            }
-                        });
+        let writes = super::ops::opens_for_writing(flags.0);
+        self.asking(
+            req,
+            "open",
+            reply,
+            move |fs, cx| {
+                if fs.light_open.load(Ordering::Relaxed) && !writes {
+                    // Checked, and no handle: reads come with handle 0 and are
+                    // checked again when they miss the cache (see
+                    // `VeilFs::light_open`), unless a writer holds the file in
+                    // passthrough mode, which a handle-less open cannot join: then a
+                    // handle on the same backing file, as below.
+                    VeilFs::open_for_reading(fs, cx, ino.0)?;
+                    if fs.light_opened(ino.0) {
+                        return Ok(None);
                     }
                 }
-            }
-            settle(
-                VeilFs::open(fs, cx, ino.0, flags.0),
-                reply,
-                |r, reply| match r {
-                    Ok(fh) => match fs.io_mode_for(
-                        ino.0,
-                        fh,
-                        flags.0 & libc::O_ACCMODE != libc::O_RDONLY,
-                        |f| reply.open_backing(f),
-                    ) {
+                VeilFs::open(fs, cx, ino.0, flags.0).map(Some)
+            },
+            move |fs, cx, r, reply| match r {
+                Ok(None) => {
+                    fs.allowed(cx, "open", ino.0);
+                    reply.opened(FileHandle(super::ops::NO_HANDLE), CACHED_OPEN);
+                }
+                Ok(Some(fh)) => {
+                    let rw = flags.0 & libc::O_ACCMODE != libc::O_RDONLY;
+                    match fs.io_mode_for(ino.0, fh, rw, |f| reply.open_backing(f)) {
                         Some(id) => reply.opened_passthrough(FileHandle(fh), PASSTHROUGH_OPEN, &id),
                         None => reply.opened(FileHandle(fh), CACHED_OPEN),
-                    },
-                    Err(e) => reply.error(fs.fail(cx, "open", e)),
-                },
-            )
-        })
+                    }
+                }
+                Err(e) => reply.error(fs.fail(cx, "open", e)),
+            },
+        )
     }
 
     fn read(
@@ -385,15 +400,18 @@ impl Filesystem for Served {
     }
 
     fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        self.asking(req, "opendir", reply, move |fs, cx, reply| {
-            if fs.no_opendir.load(Ordering::Relaxed) {
-                // The kernel then stops sending OPENDIR and RELEASEDIR (two round trips
-                // per directory walked) and caches listings itself; the policy is
-                // checked on every lookup and readdir instead.
-                reply.error(Errno::from_i32(libc::ENOSYS));
-                return Ok(());
-            }
-            settle(VeilFs::opendir(fs, cx, ino.0), reply, |r, reply| match r {
+        if self.no_opendir.load(Ordering::Relaxed) {
+            // The kernel then stops sending OPENDIR and RELEASEDIR (two round trips
+            // per directory walked) and caches listings itself; the policy is
+            // checked on every lookup and readdir instead.
+            return reply.error(Errno::from_i32(libc::ENOSYS));
+        }
+        self.asking(
+            req,
+            "opendir",
+            reply,
+            move |fs, cx| VeilFs::opendir(fs, cx, ino.0),
+            |fs, cx, r, reply| match r {
                 // The kernel may keep the listing; the watcher invalidates it when the
                 // directory changes outside the mount.
                 Ok(()) => reply.opened(
@@ -401,8 +419,8 @@ impl Filesystem for Served {
                     FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE,
                 ),
                 Err(e) => reply.error(fs.fail(cx, "opendir", e)),
-            })
-        })
+            },
+        )
     }
 
     fn readdir(
@@ -413,20 +431,19 @@ impl Filesystem for Served {
         offset: u64,
         reply: ReplyDirectory,
     ) {
-        self.asking(req, "readdir", reply, move |fs, cx, reply| {
-            match fs.listing_at(cx, ino.0, offset) {
+        self.asking(
+            req,
+            "readdir",
+            reply,
+            move |fs, cx| fs.listing_at(cx, ino.0, offset),
+            move |fs, cx, r, reply| match r {
                 Ok((listing, pos)) => {
                     fill_dir(ino, &listing, pos, reply);
                     fs.after_listing(cx, ino.0);
-                    Ok(())
                 }
-                Err(e) if super::ask::question_of(&e).is_some() => Err((e, reply)),
-                Err(e) => {
-                    reply.error(fs.fail(cx, "readdir", e));
-                    Ok(())
-                }
-            }
-        })
+                Err(e) => reply.error(fs.fail(cx, "readdir", e)),
+            },
+        )
     }
 
     fn readdirplus(
@@ -437,20 +454,19 @@ impl Filesystem for Served {
         offset: u64,
         reply: fuser::ReplyDirectoryPlus,
     ) {
-        self.asking(req, "readdirplus", reply, move |fs, cx, reply| {
-            match fs.listing_at(cx, ino.0, offset) {
+        self.asking(
+            req,
+            "readdirplus",
+            reply,
+            move |fs, cx| fs.listing_at(cx, ino.0, offset),
+            move |fs, cx, r, reply| match r {
                 Ok((listing, pos)) => {
                     fill_dir_plus(fs, cx, ino, &listing, pos, reply);
                     fs.after_listing(cx, ino.0);
-                    Ok(())
                 }
-                Err(e) if super::ask::question_of(&e).is_some() => Err((e, reply)),
-                Err(e) => {
-                    reply.error(fs.fail(cx, "readdirplus", e));
-                    Ok(())
-                }
-            }
-        })
+                Err(e) => reply.error(fs.fail(cx, "readdirplus", e)),
+            },
+        )
     }
 
     fn releasedir(
@@ -531,12 +547,13 @@ impl Filesystem for Served {
         reply: ReplyEmpty,
     ) {
         let (name, value) = (name.to_owned(), value.to_vec());
-        self.asking(req, "setxattr", reply, move |fs, cx, reply| {
-            let r = VeilFs::setxattr(fs, cx, ino.0, &name, &value, flags);
-            settle(r, reply, |r, reply| {
-                fs.reply_empty(cx, "setxattr", r, reply)
-            })
-        })
+        self.asking(
+            req,
+            "setxattr",
+            reply,
+            move |fs, cx| VeilFs::setxattr(fs, cx, ino.0, &name, &value, flags),
+            |fs, cx, r, reply| fs.reply_empty(cx, "setxattr", r, reply),
+        )
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
@@ -561,12 +578,13 @@ impl Filesystem for Served {
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let name = name.to_owned();
-        self.asking(req, "removexattr", reply, move |fs, cx, reply| {
-            let r = VeilFs::removexattr(fs, cx, ino.0, &name);
-            settle(r, reply, |r, reply| {
-                fs.reply_empty(cx, "removexattr", r, reply)
-            })
-        })
+        self.asking(
+            req,
+            "removexattr",
+            reply,
+            move |fs, cx| VeilFs::removexattr(fs, cx, ino.0, &name),
+            |fs, cx, r, reply| fs.reply_empty(cx, "removexattr", r, reply),
+        )
     }
 
     fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
@@ -591,9 +609,12 @@ impl Filesystem for Served {
         reply: ReplyCreate,
     ) {
         let name = name.to_owned();
-        self.asking(req, "create", reply, move |fs, cx, reply| {
-            let r = VeilFs::create(fs, cx, parent.0, &name, mode, umask, flags);
-            settle(r, reply, |r, reply| match r {
+        self.asking(
+            req,
+            "create",
+            reply,
+            move |fs, cx| VeilFs::create(fs, cx, parent.0, &name, mode, umask, flags),
+            |fs, cx, r, reply| match r {
                 Ok((node, st, fh)) => {
                     let attr = fs.attr(node.ino, &st);
                     // Counted like any open, whichever mode it gets (see `IoMode`).
@@ -616,8 +637,8 @@ impl Filesystem for Served {
                     }
                 }
                 Err(e) => reply.error(fs.fail(cx, "create", e)),
-            })
-        })
+            },
+        )
     }
 
     fn fallocate(

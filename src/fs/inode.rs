@@ -1,4 +1,8 @@
-//! The node table: one entry per backing object the kernel holds.
+//! The node table: one entry per backing object the kernel holds. It knows nothing
+//! of policy: it keeps identities, pins and names, reaches a node's own object
+//! (`Inodes::fd_of`, `Inodes::through_links`), and caches, in each node's [`Place`],
+//! a value `D` the layer above decides for that place (the filesystem keeps its
+//! policy decision there, see [`crate::fs::Place`]).
 //!
 //! Invariants:
 //! * A node is one backing object for its whole life, never a name. A pinned node
@@ -37,11 +41,11 @@
 //!   directory whose path is short ([`CACHED_PATH_MAX`]) keeps it as well, so a
 //!   lookup or a listing beneath it costs no walk. A rename changes the place of the
 //!   renamed node only.
-//! * A node's decision (and a directory's cached path) are derived from its
+//! * A node's cached value `D` (and a directory's cached path) are derived from its
 //!   parent's and its name, and cached with the filesystem's `epoch`; a directory
-//!   rename or a policy reload bumps the epoch (a file's rename marks only the moved
-//!   nodes stale), and a stale place is recomputed from the parent chain before it
-//!   is used. Only one node's `place` lock is held at a time.
+//!   rename or a change of what `D` depends on (a policy reload) bumps the epoch (a
+//!   file's rename marks only the moved nodes stale), and a stale place is
+//!   recomputed from the parent chain before it is used. Only one node's `place` lock is held at a time.
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -49,8 +53,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use parking_lot::{Mutex, RwLock};
-
-use crate::policy::Decision;
 
 pub const ROOT: u64 = 1;
 
@@ -77,25 +79,26 @@ pub const CACHED_PATH_MAX: usize = 1024;
 const RECENT_PATHS: usize = 64;
 const RECENT_BYTES: usize = 2 << 20;
 
-/// What the policy knows about a node's place in the workspace.
+/// A node's place in the workspace, and the value `D` cached for it.
 #[derive(Clone, Debug)]
-pub struct Place {
-    /// The name the decision is for: `(parent, name)` is one of `links` while that
+pub struct Place<D> {
+    /// The name the place (and `decision`) is for: `(parent, name)` is one of `links` while that
     /// name exists.
     pub parent: u64,
     pub name: Vec<u8>,
     /// Every `(parent, name)` the node is known under (more than one for a hard-linked
     /// file); none once its last name is removed through the mount.
     pub links: Vec<(u64, Vec<u8>)>,
-    /// The workspace-relative path the decision is for (empty for the root), kept
+    /// The workspace-relative path the place is for (empty for the root), kept
     /// by a directory whose path is at most [`CACHED_PATH_MAX`] bytes, and valid
     /// while `epoch` is current (see [`Place::keeps`]); `None` for any other node.
     pub path: Option<Arc<[u8]>>,
-    pub decision: Decision,
+    /// What the layer above decided for this place, current while `epoch` is.
+    pub decision: D,
     pub epoch: u64,
 }
 
-impl Place {
+impl<D> Place<D> {
     /// Whether the place of a node of type `fmt` keeps its workspace-relative path
     /// of `len` bytes (see [`Place::path`]).
     pub fn keeps(fmt: u32, len: usize) -> bool {
@@ -104,7 +107,7 @@ impl Place {
 }
 
 #[derive(Debug)]
-pub struct Node {
+pub struct Node<D> {
     /// The FUSE node id (daemon-issued, see the invariants above).
     pub ino: u64,
     /// The backing object's `(st_dev, st_ino)`.
@@ -114,7 +117,7 @@ pub struct Node {
     pin: std::sync::OnceLock<OwnedFd>,
     /// `st_mode & S_IFMT` of the backing object (a type never changes).
     pub fmt: u32,
-    pub place: Mutex<Place>,
+    pub place: Mutex<Place<D>>,
     pub lookups: AtomicU64,
     /// How the kernel does I/O on this inode while handles are open.
     pub io: Mutex<IoMode>,
@@ -180,9 +183,9 @@ impl IoMode {
     }
 }
 
-impl Node {
+impl<D: Clone> Node<D> {
     /// A node for the object `st` describes, pinned by `fd` when there is one.
-    pub fn new(ino: u64, fd: Option<OwnedFd>, st: &libc::stat, place: Place) -> Node {
+    pub fn new(ino: u64, fd: Option<OwnedFd>, st: &libc::stat, place: Place<D>) -> Node<D> {
         let pin = std::sync::OnceLock::new();
         if let Some(fd) = fd {
             let _ = pin.set(fd);
@@ -223,7 +226,7 @@ impl Node {
         }
     }
 
-    pub fn place(&self) -> Place {
+    pub fn place(&self) -> Place<D> {
         self.place.lock().clone()
     }
 }
@@ -235,35 +238,35 @@ pub struct Known {
     pub links: Vec<(u64, Vec<u8>)>,
 }
 
-#[derive(Debug, Default)]
-struct Table {
-    by_id: HashMap<u64, Arc<Node>>,
+#[derive(Debug)]
+struct Table<D> {
+    by_id: HashMap<u64, Arc<Node<D>>>,
     by_key: HashMap<Key, u64>,
 }
 
 /// The paths last spelled for directories whose own are too long for their place
 /// to keep (see [`Inodes::recent_path`]), newest last. A bounded cache: at most
 /// [`RECENT_PATHS`] paths and [`RECENT_BYTES`] bytes.
-#[derive(Debug, Default)]
-struct Recent {
-    paths: std::collections::VecDeque<RecentPath>,
+#[derive(Debug)]
+struct Recent<D> {
+    paths: std::collections::VecDeque<RecentPath<D>>,
     bytes: usize,
 }
 
 #[derive(Debug)]
-struct RecentPath {
+struct RecentPath<D> {
     /// The directory, by identity: the allocation a `Weak` holds is never reused
     /// by another node while the entry lives.
-    node: Weak<Node>,
+    node: Weak<Node<D>>,
     /// The epoch the path is current for.
     epoch: u64,
     path: Arc<[u8]>,
 }
 
 #[derive(Debug)]
-pub struct Inodes {
-    map: RwLock<Table>,
-    recent: Mutex<Recent>,
+pub struct Inodes<D> {
+    map: RwLock<Table<D>>,
+    recent: Mutex<Recent<D>>,
     /// Nodes holding a descriptor.
     pinned: std::sync::atomic::AtomicUsize,
     /// The next id for an object not numbered by the source's filesystem.
@@ -276,15 +279,21 @@ pub struct Inodes {
     kept: RwLock<std::collections::HashSet<(Key, Vec<u8>)>>,
 }
 
-impl Inodes {
-    pub fn new(root: Node) -> Inodes {
+impl<D: Clone> Inodes<D> {
+    pub fn new(root: Node<D>) -> Inodes<D> {
         let root_dev = root.key.0;
-        let mut t = Table::default();
+        let mut t = Table {
+            by_id: HashMap::new(),
+            by_key: HashMap::new(),
+        };
         t.by_key.insert(root.key, ROOT);
         t.by_id.insert(ROOT, Arc::new(root));
         Inodes {
             map: RwLock::new(t),
-            recent: Mutex::default(),
+            recent: Mutex::new(Recent {
+                paths: Default::default(),
+                bytes: 0,
+            }),
             pinned: std::sync::atomic::AtomicUsize::new(1),
             kept: RwLock::new(Default::default()),
             next: AtomicU64::new(FOREIGN),
@@ -300,7 +309,7 @@ impl Inodes {
     }
 
     /// The node id for a new node standing for `key` (see the invariants above).
-    fn id_for(&self, t: &Table, key: Key) -> u64 {
+    fn id_for(&self, t: &Table<D>, key: Key) -> u64 {
         let (dev, ino) = key;
         // A node detached from its key (see `detach`) may still hold the number.
         if self.numbered_as_is(dev, ino) && !t.by_id.contains_key(&ino) {
@@ -331,18 +340,18 @@ impl Inodes {
 
     /// Pins `node` with `fd` (a descriptor on its own object), unless it is pinned
     /// already (then `fd` is closed).
-    pub fn pin(&self, node: &Node, fd: OwnedFd) {
+    pub fn pin(&self, node: &Node<D>, fd: OwnedFd) {
         if node.pin.set(fd).is_ok() {
             self.pinned.fetch_add(1, Ordering::Relaxed);
         }
     }
 
-    pub fn get(&self, ino: u64) -> Option<Arc<Node>> {
+    pub fn get(&self, ino: u64) -> Option<Arc<Node<D>>> {
         self.map.read().by_id.get(&ino).cloned()
     }
 
     /// The node standing for the backing object `key`, if the kernel holds it.
-    pub fn find(&self, key: Key) -> Option<Arc<Node>> {
+    pub fn find(&self, key: Key) -> Option<Arc<Node<D>>> {
         let t = self.map.read();
         t.by_key.get(&key).and_then(|id| t.by_id.get(id)).cloned()
     }
@@ -353,9 +362,9 @@ impl Inodes {
     pub fn lookup_or_insert(
         &self,
         key: Key,
-        make: impl FnOnce(u64) -> Node,
-        update: impl FnOnce(&mut Place),
-    ) -> Arc<Node> {
+        make: impl FnOnce(u64) -> Node<D>,
+        update: impl FnOnce(&mut Place<D>),
+    ) -> Arc<Node<D>> {
         {
             // Counted under the read lock, so a concurrent `forget` (write lock)
             // cannot drop a node the kernel is being told about.
@@ -386,7 +395,7 @@ impl Inodes {
     /// The last name of the unpinned `node` is gone: its inode number may be reused by
     /// another object, which must get a node of its own, so the key no longer leads
     /// to it (a pinned node keeps its object alive, and its key).
-    pub fn detach(&self, node: &Node) {
+    pub fn detach(&self, node: &Node<D>) {
         if node.fd().is_some() {
             return;
         }
@@ -397,7 +406,7 @@ impl Inodes {
     }
 
     /// The kernel forgot `n` lookups of `ino`; returns the node if that was the last.
-    pub fn forget(&self, ino: u64, n: u64) -> Option<Arc<Node>> {
+    pub fn forget(&self, ino: u64, n: u64) -> Option<Arc<Node<D>>> {
         if ino == ROOT {
             return None;
         }
@@ -420,7 +429,7 @@ impl Inodes {
 
     /// The path last spelled for the directory `node` while `epoch` was current
     /// (see [`Inodes::remember_path`]).
-    pub fn recent_path(&self, node: &Node, epoch: u64) -> Option<Arc<[u8]>> {
+    pub fn recent_path(&self, node: &Node<D>, epoch: u64) -> Option<Arc<[u8]>> {
         let recent = self.recent.lock();
         recent
             .paths
@@ -434,7 +443,7 @@ impl Inodes {
     /// directory whose place cannot keep it ([`CACHED_PATH_MAX`]): a walk down a
     /// chain deeper than that spells each level from the one above. The oldest
     /// paths go first; one larger than half the budget is not kept.
-    pub fn remember_path(&self, node: &Node, epoch: u64, path: &Arc<[u8]>) {
+    pub fn remember_path(&self, node: &Node<D>, epoch: u64, path: &Arc<[u8]>) {
         if path.len() <= CACHED_PATH_MAX || path.len() > RECENT_BYTES / 2 {
             return;
         }
@@ -484,7 +493,7 @@ impl Inodes {
 
     /// Every node with the names it is known under.
     /// Every node the kernel holds.
-    pub fn nodes(&self) -> Vec<Arc<Node>> {
+    pub fn nodes(&self) -> Vec<Arc<Node<D>>> {
         self.map.read().by_id.values().cloned().collect()
     }
 
@@ -525,5 +534,101 @@ impl Inodes {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// Reaching a node's own object.
+impl<D: Clone> Inodes<D> {
+    /// Whether the name `name` in directory node `parent` holds `node`'s object.
+    pub fn holds(&self, parent: u64, name: &[u8], node: &Node<D>) -> bool {
+        let (Some(dir), Ok(c)) = (self.get(parent), std::ffi::CString::new(name)) else {
+            return false;
+        };
+        dir.dir_fd()
+            .and_then(|fd| crate::sys::statat(fd, &c))
+            .is_ok_and(|st| key_of(&st) == node.key)
+    }
+
+    /// The parent node and name a node's place is taken under: its place's name
+    /// while that parent is held, else the first of its links whose parent is.
+    pub fn anchor(&self, place: &Place<D>) -> Option<(Arc<Node<D>>, Vec<u8>)> {
+        std::iter::once((place.parent, &place.name))
+            .chain(place.links.iter().map(|(p, n)| (*p, n)))
+            .find_map(|(p, n)| self.get(p).map(|node| (node, n.clone())))
+    }
+
+    /// A descriptor on the node's own object: the pinned one, or, for an unpinned
+    /// node, an `O_PATH` one opened through one of its names and checked to reach the
+    /// same object (`ESTALE` when none does).
+    pub fn fd_of<'a>(&self, node: &'a Node<D>) -> std::io::Result<NodeFd<'a>> {
+        if let Some(fd) = node.fd() {
+            return Ok(NodeFd::Kept(fd));
+        }
+        self.through_links(node, |dir, name| {
+            let fd = crate::sys::open_path(dir, name)?;
+            Ok((crate::sys::stat(fd.as_fd())?, fd))
+        })
+        .map(NodeFd::Opened)
+    }
+
+    pub fn stat_of(&self, node: &Node<D>) -> std::io::Result<libc::stat> {
+        match node.fd() {
+            Some(fd) => crate::sys::stat(fd),
+            None => self.through_links(node, |dir, name| {
+                crate::sys::statat(dir, name).map(|st| (st, st))
+            }),
+        }
+    }
+
+    /// Runs `f` on each name an unpinned node is known under (its place's name
+    /// first) until one reaches the node's own object; `ESTALE` when none does.
+    pub fn through_links<T>(
+        &self,
+        node: &Node<D>,
+        f: impl Fn(BorrowedFd, &std::ffi::CStr) -> std::io::Result<(libc::stat, T)>,
+    ) -> std::io::Result<T> {
+        self.reach(node, f).map(|(t, _)| t)
+    }
+
+    /// [`Inodes::through_links`], also saying which `(parent, name)` reached the node.
+    pub fn reach<T>(
+        &self,
+        node: &Node<D>,
+        f: impl Fn(BorrowedFd, &std::ffi::CStr) -> std::io::Result<(libc::stat, T)>,
+    ) -> std::io::Result<(T, (u64, Vec<u8>))> {
+        let place = node.place();
+        let mut last = std::io::Error::from_raw_os_error(libc::ESTALE);
+        let names = std::iter::once((place.parent, place.name.clone())).chain(place.links);
+        for (parent, name) in names {
+            let Some(dir) = self.get(parent) else {
+                continue;
+            };
+            let (Ok(dfd), Ok(c)) = (dir.dir_fd(), std::ffi::CString::new(name.clone())) else {
+                continue;
+            };
+            match f(dfd, &c) {
+                Ok((st, t)) if key_of(&st) == node.key => {
+                    return Ok((t, (parent, name)));
+                }
+                Ok(_) => last = std::io::Error::from_raw_os_error(libc::ESTALE),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+}
+
+/// A descriptor on a node's object, the pinned one or one opened for an operation.
+pub enum NodeFd<'a> {
+    Kept(BorrowedFd<'a>),
+    Opened(OwnedFd),
+}
+
+impl AsFd for NodeFd<'_> {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            NodeFd::Kept(fd) => *fd,
+            NodeFd::Opened(fd) => fd.as_fd(),
+        }
     }
 }

@@ -49,7 +49,7 @@ impl Invalidator {
     pub fn start(
         &self,
         notifier: fuser::Notifier,
-        inodes: std::sync::Weak<super::inode::Inodes>,
+        inodes: std::sync::Weak<super::Inodes>,
     ) -> std::io::Result<()> {
         let Some(rx) = self.rx.lock().take() else {
             return Ok(());
@@ -87,12 +87,12 @@ impl Invalidator {
 /// gone, or cannot be read is invalidated (attributes and pages), and for a
 /// directory that differs, each name the kernel knows in it that no longer leads
 /// to the same object is invalidated too. Returns how many nodes were invalidated.
-pub fn invalidate_changed(inodes: &super::inode::Inodes, n: &fuser::Notifier) -> usize {
+pub fn invalidate_changed(inodes: &super::Inodes, n: &fuser::Notifier) -> usize {
     use super::inode::fingerprint;
     use std::os::unix::ffi::OsStrExt;
     use std::sync::atomic::Ordering;
     let nodes = inodes.nodes();
-    let now = |node: &super::inode::Node| -> Option<libc::stat> {
+    let now = |node: &super::Node| -> Option<libc::stat> {
         if let Some(fd) = node.fd() {
             return crate::sys::stat(fd).ok();
         }
@@ -140,7 +140,7 @@ pub fn invalidate_changed(inodes: &super::inode::Inodes, n: &fuser::Notifier) ->
     count
 }
 
-pub(crate) fn invalidate_all(inodes: &super::inode::Inodes, n: &fuser::Notifier) {
+pub(crate) fn invalidate_all(inodes: &super::Inodes, n: &fuser::Notifier) {
     for known in inodes.snapshot() {
         for (parent, name) in &known.links {
             if !inodes.entry_kept(*parent, name) {

@@ -48,7 +48,14 @@ use std::sync::atomic::AtomicU64;
 
 use crate::policy::{Decision, Policy};
 use crate::sys;
-use inode::{Inodes, Node, Place};
+
+/// The node table as the filesystem keeps it: each node caches the decision for
+/// its place (the table itself knows nothing of policy, see [`inode`]).
+pub type Inodes = inode::Inodes<Decision>;
+/// A node of [`Inodes`].
+pub type Node = inode::Node<Decision>;
+/// A node's place, with the decision taken for it.
+pub type Place = inode::Place<Decision>;
 
 /// How long the kernel may cache an entry and its attributes when an edit made
 /// outside the mount could go unseen (no watcher, or its directory could not be

@@ -26,13 +26,14 @@ pub use unseen::shown_nlink;
 
 use super::ask::Access;
 use super::gate::{Event, Intent, Target};
-use super::inode::{Key, Node, Place, key_of};
+use super::inode::{Key, key_of};
 use super::permissive::Need::{Change, See};
 use super::refusal::errno;
 pub use super::refusal::{Refusal, eacces, refusal_of, refuse};
 use super::request::Req;
 use super::snapshot::Snapshot;
 use super::{FileHandle, VeilFs};
+use super::{Node, Place};
 use crate::policy::{Decision, Policy};
 use crate::sys;
 
@@ -131,7 +132,7 @@ impl VeilFs {
         let limit = self.inodes.len() + 1;
         loop {
             let top = stale.len() - 1;
-            let Some((parent, name)) = self.anchor(&stale[top].1) else {
+            let Some((parent, name)) = self.inodes.anchor(&stale[top].1) else {
                 break;
             };
             let pp = parent.place();
@@ -176,7 +177,9 @@ impl VeilFs {
                 // A directory moved or removed outside the mount to a place not
                 // seen (see `watch`): its old path means nothing now, so it is
                 // refused, and everything beneath it, until a lookup finds it again.
-                Some((_, pp_path)) if target.is_dir() && !self.holds(p.parent, &p.name, target) => {
+                Some((_, pp_path))
+                    if target.is_dir() && !self.inodes.holds(p.parent, &p.name, target) =>
+                {
                     p.decision = Decision::lost();
                     Arc::from(join(pp_path, &p.name))
                 }
@@ -244,7 +247,7 @@ impl VeilFs {
         {
             return Ok(path);
         }
-        let (mut dir, name) = self.anchor(place).ok_or_else(eacces)?;
+        let (mut dir, name) = self.inodes.anchor(place).ok_or_else(eacces)?;
         // Spelled backwards (each name reversed, the whole reversed at the end), so
         // that no step allocates.
         let mut rev: Vec<u8> = name.iter().rev().copied().collect();
@@ -297,24 +300,6 @@ impl VeilFs {
     /// [`VeilFs::place`]).
     fn places_unwatched(&self) -> bool {
         self.unwatched || self.watcher.as_ref().is_some_and(|w| w.missed())
-    }
-
-    /// Whether the name `name` in directory node `parent` holds `node`'s object.
-    fn holds(&self, parent: u64, name: &[u8], node: &Node) -> bool {
-        let (Some(dir), Ok(c)) = (self.inodes.get(parent), std::ffi::CString::new(name)) else {
-            return false;
-        };
-        dir.dir_fd()
-            .and_then(|fd| sys::statat(fd, &c))
-            .is_ok_and(|st| super::inode::key_of(&st) == node.key)
-    }
-
-    /// The parent node and name a node's decision is taken under: its decision name
-    /// while that parent is held, else the first of its links whose parent is.
-    fn anchor(&self, place: &Place) -> Option<(Arc<Node>, Vec<u8>)> {
-        std::iter::once((place.parent, &place.name))
-            .chain(place.links.iter().map(|(p, n)| (*p, n)))
-            .find_map(|(p, n)| self.inodes.get(p).map(|node| (node, n.clone())))
     }
 
     fn visible(&self, cx: &Req, node: &Node) -> io::Result<Place> {
@@ -539,6 +524,7 @@ impl VeilFs {
             return Ok(());
         }
         let ((), (parent, name)) = self
+            .inodes
             .reach(node, |dir, name| sys::statat(dir, name).map(|st| (st, ())))
             // `ESTALE`: the kernel's entry for this name is out of date (the name
             // now holds another file, say, and the watcher has not told it yet); the
@@ -595,7 +581,7 @@ impl VeilFs {
         if node.fd().is_some() || self.inodes.pinned() >= self.pin_cap {
             return;
         }
-        if let Ok(fd) = self.through_links(node, |dir, name| {
+        if let Ok(fd) = self.inodes.through_links(node, |dir, name| {
             let fd = sys::open_path(dir, name)?;
             Ok((sys::stat(fd.as_fd())?, fd))
         }) {
@@ -725,64 +711,6 @@ impl VeilFs {
         }
     }
 
-    /// A descriptor on the node's own object: the pinned one, or, for an unpinned
-    /// node, an `O_PATH` one opened through one of its names and checked to reach the
-    /// same object (`ESTALE` when none does).
-    fn fd_of<'a>(&self, node: &'a Node) -> io::Result<NodeFd<'a>> {
-        if let Some(fd) = node.fd() {
-            return Ok(NodeFd::Kept(fd));
-        }
-        self.through_links(node, |dir, name| {
-            let fd = sys::open_path(dir, name)?;
-            Ok((sys::stat(fd.as_fd())?, fd))
-        })
-        .map(NodeFd::Opened)
-    }
-
-    fn stat_of(&self, node: &Node) -> io::Result<libc::stat> {
-        match node.fd() {
-            Some(fd) => sys::stat(fd),
-            None => self.through_links(node, |dir, name| sys::statat(dir, name).map(|st| (st, st))),
-        }
-    }
-
-    /// Runs `f` on each name an unpinned node is known under (its decision name
-    /// first) until one reaches the node's own object; `ESTALE` when none does.
-    fn through_links<T>(
-        &self,
-        node: &Node,
-        f: impl Fn(BorrowedFd, &CStr) -> io::Result<(libc::stat, T)>,
-    ) -> io::Result<T> {
-        self.reach(node, f).map(|(t, _)| t)
-    }
-
-    /// [`VeilFs::through_links`], also saying which `(parent, name)` reached the node.
-    fn reach<T>(
-        &self,
-        node: &Node,
-        f: impl Fn(BorrowedFd, &CStr) -> io::Result<(libc::stat, T)>,
-    ) -> io::Result<(T, (u64, Vec<u8>))> {
-        let place = node.place();
-        let mut last = errno(libc::ESTALE);
-        let names = std::iter::once((place.parent, place.name.clone())).chain(place.links);
-        for (parent, name) in names {
-            let Some(dir) = self.inodes.get(parent) else {
-                continue;
-            };
-            let (Ok(dfd), Ok(c)) = (dir.dir_fd(), std::ffi::CString::new(name.clone())) else {
-                continue;
-            };
-            match f(dfd, &c) {
-                Ok((st, t)) if super::inode::key_of(&st) == node.key => {
-                    return Ok((t, (parent, name)));
-                }
-                Ok(_) => last = errno(libc::ESTALE),
-                Err(e) => last = e,
-            }
-        }
-        Err(last)
-    }
-
     /// Attributes of a node. Through an open handle (`fstat`, or the kernel's own
     /// refresh during a read) they are served without asking the policy again: a
     /// descriptor the daemon opened (`--strict-open`, or a file created before the
@@ -796,7 +724,7 @@ impl VeilFs {
         }
         let node = self.node(ino)?;
         self.visible(cx, &node)?;
-        self.stat_of(&node)
+        self.inodes.stat_of(&node)
     }
 
     pub fn setattr(
@@ -809,7 +737,7 @@ impl VeilFs {
         let node = self.node(ino)?;
         let place = self.attributes_writable(cx, &node)?;
         let own = self.own(place.parent, &place.name);
-        let nfd = self.fd_of(&node)?;
+        let nfd = self.inodes.fd_of(&node)?;
         let fd = nfd.as_fd();
         if let Some(mode) = a.mode {
             if node.fmt == libc::S_IFLNK {
@@ -844,12 +772,12 @@ impl VeilFs {
     pub fn readlink(&self, cx: &Req, ino: u64) -> io::Result<Vec<u8>> {
         let node = self.node(ino)?;
         self.visible(cx, &node)?;
-        sys::readlink(self.fd_of(&node)?.as_fd())
+        sys::readlink(self.inodes.fd_of(&node)?.as_fd())
     }
 
     pub fn statfs(&self, ino: u64) -> io::Result<rustix::fs::StatVfs> {
         let node = self.node(ino)?;
-        sys::statvfs(self.fd_of(&node)?.as_fd())
+        sys::statvfs(self.inodes.fd_of(&node)?.as_fd())
     }
 
     /// `access(2)`: never asks. A path that asks answers as it would once
@@ -934,19 +862,4 @@ impl Changing {
 /// Whether `e` says the process is out of descriptors.
 fn out_of_descriptors(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
-}
-
-/// A descriptor on a node's object, the pinned one or one opened for an operation.
-enum NodeFd<'a> {
-    Kept(BorrowedFd<'a>),
-    Opened(OwnedFd),
-}
-
-impl AsFd for NodeFd<'_> {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        match self {
-            NodeFd::Kept(fd) => *fd,
-            NodeFd::Opened(fd) => fd.as_fd(),
-        }
-    }
 }

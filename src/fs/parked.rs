@@ -23,30 +23,58 @@ impl Served {
         Served(Arc::new(fs))
     }
 
-    /// Runs the body of a request that may wait for a person: on this thread,
-    /// and, when it hands back its reply with a question, again once the question
-    /// is answered (see [`park`]).
-    pub(super) fn asking<R: Refuse>(
+    /// The one dispatcher of requests that may wait for a person: runs `body` on
+    /// this thread and hands its [`Outcome`] to `answer` once it is done; when it
+    /// is a question instead, parks the reply until the person answers, then runs
+    /// `body` again with the grant (see [`park`]), or refuses.
+    pub(super) fn asking<T, R: Refuse>(
         &self,
         req: &Request,
         op: &'static str,
         reply: R,
-        body: impl Fn(&VeilFs, &Req, R) -> Parked<R> + Send + Sync + 'static,
+        body: impl Fn(&VeilFs, &Req) -> io::Result<T> + Send + Sync + 'static,
+        answer: impl Fn(&VeilFs, &Req, io::Result<T>, R) + Send + Sync + 'static,
     ) {
         let who = Who::from(req);
+        let step = move |fs: &VeilFs, cx: &Req, reply: R| match Outcome::of(body(fs, cx)) {
+            Outcome::Done(r) => {
+                answer(fs, cx, r, reply);
+                Ok(())
+            }
+            Outcome::Ask(e) => Err((e, reply)),
+        };
         guard(op, || {
-            if let Err((e, reply)) = body(&self.0, &Req::of(who, op), reply) {
+            if let Err((e, reply)) = step(&self.0, &Req::of(who, op), reply) {
                 park(
                     self.0.clone(),
                     who,
                     op,
                     e,
                     reply,
-                    Arc::new(body),
+                    Arc::new(step),
                     Vec::new(),
                 );
             }
         })
+    }
+}
+
+/// What an operation that may wait for a person comes to: done (answered or
+/// refused), or a question to ask first (the error carries it, see
+/// [`super::ask::question_of`]).
+pub(super) enum Outcome<T> {
+    Done(io::Result<T>),
+    Ask(io::Error),
+}
+
+impl<T> Outcome<T> {
+    /// The outcome of an operation's result: a question it raised is told from
+    /// every other error here, and nowhere else.
+    pub(super) fn of(r: io::Result<T>) -> Outcome<T> {
+        match r {
+            Err(e) if super::ask::question_of(&e).is_some() => Outcome::Ask(e),
+            r => Outcome::Done(r),
+        }
     }
 }
 
@@ -57,9 +85,9 @@ impl std::ops::Deref for Served {
     }
 }
 
-/// What the body of a request that may wait returns: answered, or its reply handed
-/// back with the question it waits on.
-pub(super) type Parked<R> = Result<(), (io::Error, R)>;
+/// What one run of a parked request comes to: answered, or its reply handed back
+/// with the question it waits on.
+type Parked<R> = Result<(), (io::Error, R)>;
 
 /// The body of a parked request, run again after an approval.
 type Body<R> = dyn Fn(&VeilFs, &Req, R) -> Parked<R> + Send + Sync;
@@ -92,22 +120,6 @@ refuse_with_error!(
     fuser::ReplyDirectoryPlus,
     ReplyCreate
 );
-
-/// Hands the reply back with the error when the error is a question; otherwise
-/// answers with `done`.
-pub(super) fn settle<T, R>(
-    r: io::Result<T>,
-    reply: R,
-    done: impl FnOnce(io::Result<T>, R),
-) -> Parked<R> {
-    match r {
-        Err(e) if super::ask::question_of(&e).is_some() => Err((e, reply)),
-        r => {
-            done(r, reply);
-            Ok(())
-        }
-    }
-}
 
 /// The most questions one request may raise one after another (a rename asks
 /// about its source and its destination, each of them as it is now and as it

@@ -5,7 +5,7 @@
 //! The policy file the mount reads can never be changed through the mount, however
 //! it is named: by identity ([`ProtectedFiles`] holds the `(st_dev, st_ino)` of the
 //! policy file the daemon read, set at start from the file opened and by the
-//! reloader on every reload), by its workspace-relative paths ([`policy_paths`]: as
+//! reloader on every reload), by its workspace-relative paths (`policy_paths`: as
 //! given and with every symbolic link resolved, so `--policy link.toml` with
 //! `link.toml -> SRC/pol.toml` protects both), and by keeping the directories on
 //! those paths from being renamed or removed (see [`super::gate::files`]).

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use super::inode::Inodes;
+use super::Inodes;
 use crate::config;
 use crate::policy::Policy;
 use crate::sys;

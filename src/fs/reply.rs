@@ -224,7 +224,7 @@ impl VeilFs {
         &self,
         cx: &Req,
         op: &'static str,
-        r: io::Result<(std::sync::Arc<super::inode::Node>, libc::stat)>,
+        r: io::Result<(std::sync::Arc<super::Node>, libc::stat)>,
         reply: ReplyEntry,
     ) {
         match r {

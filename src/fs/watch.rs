@@ -41,7 +41,7 @@ use std::time::{Duration, Instant};
 
 use inotify::WatchDescriptor;
 
-use super::inode::{Inodes, Node};
+use super::{Inodes, Node};
 use crate::sys;
 
 const MASK: u32 = libc::IN_CREATE

@@ -36,6 +36,19 @@ impl Ws {
 
     /// [`Ws::new`] with the filesystem built by `config`.
     pub fn with_config(policy: &str, files: &[(&str, &str)], config: FsConfig) -> Ws {
+        Ws::build(policy, files, None, |_| config)
+    }
+
+    /// A workspace holding `files`, served by `policy` read from `policy_at` (a path
+    /// relative to the workspace; `None`: a file outside it), with the filesystem
+    /// built by what `config` makes of the backing workspace once its files are
+    /// written.
+    pub fn build(
+        policy: &str,
+        files: &[(&str, &str)],
+        policy_at: Option<&str>,
+        config: impl FnOnce(&std::path::Path) -> FsConfig,
+    ) -> Ws {
         let tmp = tempfile::Builder::new()
             .prefix("veilfs-inproc")
             .tempdir()
@@ -51,9 +64,14 @@ impl Ws {
                 std::fs::write(&p, body).unwrap();
             }
         }
-        let policy_file = tmp.path().join("policy.toml");
+        let policy_file = match policy_at {
+            Some(rel) => src.join(rel),
+            None => tmp.path().join("policy.toml"),
+        };
+        std::fs::create_dir_all(policy_file.parent().unwrap()).unwrap();
         std::fs::write(&policy_file, policy).unwrap();
         let p = Policy::parse("policy.toml", policy).unwrap_or_else(|e| panic!("{e}"));
+        let config = config(&src);
         let fs = VeilFs::new(&src, p, Some(&policy_file), config).unwrap();
         Ws {
             tmp,

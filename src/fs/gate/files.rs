@@ -17,7 +17,7 @@ use crate::policy::{Decision, Policy};
 #[derive(Debug)]
 pub struct PolicyFile {
     /// Its workspace-relative paths, as given and resolved (see
-    /// [`crate::fs::protect::policy_paths`]).
+    /// `protect::policy_paths`).
     pub paths: Vec<Vec<u8>>,
     /// Its identity, set at start and by every reload.
     pub protected: Arc<ProtectedFiles>,

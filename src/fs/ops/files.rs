@@ -154,7 +154,7 @@ impl VeilFs {
         let path_fd = (self.inodes.pinned() < self.pin_cap).then_some(path_fd);
         let (node, _) = self.adopt(c.at(), &c.name, path_fd, st, path, c.decision.clone())?;
         self.gate.protected.written(node.key);
-        let nfd = self.fd_of(&node)?;
+        let nfd = self.inodes.fd_of(&node)?;
         self.give(dfd, nfd.as_fd(), caller)?;
         let st = sys::stat(nfd.as_fd())?;
         drop(nfd);
@@ -182,7 +182,7 @@ impl VeilFs {
         let flags = flags | libc::O_NONBLOCK;
         match node.fd() {
             Some(fd) => sys::reopen(self.proc_fd.as_fd(), fd, flags),
-            None => self.through_links(node, |dir, name| {
+            None => self.inodes.through_links(node, |dir, name| {
                 let fd = sys::openat(dir, name, flags, 0)?;
                 Ok((sys::stat(fd.as_fd())?, fd))
             }),

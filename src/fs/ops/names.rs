@@ -66,7 +66,7 @@ impl VeilFs {
     /// Registers the entry `c` just made (found by its name) and gives it to the caller.
     pub(super) fn made(&self, c: Changing, caller: Caller) -> io::Result<(Arc<Node>, libc::stat)> {
         let (node, _) = self.enter(c.at(), &c.name, c.path.clone(), c.decision.clone())?;
-        let fd = self.fd_of(&node)?;
+        let fd = self.inodes.fd_of(&node)?;
         self.give(c.dir.dir_fd()?, fd.as_fd(), caller)?;
         let st = sys::stat(fd.as_fd())?;
         drop(fd);
@@ -145,11 +145,11 @@ impl VeilFs {
         let s = self.snapshot(cx);
         self.writable_in(&s, &node)?;
         let (c, own) = self.new_name(&s, newparent, newname, node.decided_as_dir())?;
-        let mode = sys::stat(self.fd_of(&node)?.as_fd())?.st_mode;
+        let mode = sys::stat(self.inodes.fd_of(&node)?.as_fd())?.st_mode;
         self.guarded(&Target::at(&c.path, mode), Intent::Make)?;
         sys::linkat(
             self.proc_fd.as_fd(),
-            self.fd_of(&node)?.as_fd(),
+            self.inodes.fd_of(&node)?.as_fd(),
             c.dir.dir_fd()?,
             &c.name,
         )?;

@@ -26,12 +26,12 @@ impl VeilFs {
     ) -> io::Result<(usize, Vec<u8>)> {
         let node = self.xattr_target(cx, ino, false)?;
         let c = std::ffi::CString::new(name.as_bytes()).map_err(|_| errno(libc::EINVAL))?;
-        sys::getxattr(self.fd_of(&node)?.as_fd(), &c, size as usize)
+        sys::getxattr(self.inodes.fd_of(&node)?.as_fd(), &c, size as usize)
     }
 
     pub fn listxattr(&self, cx: &Req, ino: u64, size: u32) -> io::Result<(usize, Vec<u8>)> {
         let node = self.xattr_target(cx, ino, false)?;
-        sys::listxattr(self.fd_of(&node)?.as_fd(), size as usize)
+        sys::listxattr(self.inodes.fd_of(&node)?.as_fd(), size as usize)
     }
 
     pub fn setxattr(
@@ -44,12 +44,12 @@ impl VeilFs {
     ) -> io::Result<()> {
         let node = self.xattr_target(cx, ino, true)?;
         let c = std::ffi::CString::new(name.as_bytes()).map_err(|_| errno(libc::EINVAL))?;
-        sys::setxattr(self.fd_of(&node)?.as_fd(), &c, value, flags)
+        sys::setxattr(self.inodes.fd_of(&node)?.as_fd(), &c, value, flags)
     }
 
     pub fn removexattr(&self, cx: &Req, ino: u64, name: &OsStr) -> io::Result<()> {
         let node = self.xattr_target(cx, ino, true)?;
         let c = std::ffi::CString::new(name.as_bytes()).map_err(|_| errno(libc::EINVAL))?;
-        sys::removexattr(self.fd_of(&node)?.as_fd(), &c)
+        sys::removexattr(self.inodes.fd_of(&node)?.as_fd(), &c)
     }
 }
