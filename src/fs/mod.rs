@@ -1,18 +1,21 @@
 //! The filesystem: a read-write mirror of a source directory that enforces a policy.
 //!
-//! How one request flows:
+//! How one request flows from fuser to the backing file:
 //! 1. fuser reads it from `/dev/fuse` or a ring queue and calls [`fuse`]'s handler.
 //! 2. The handler makes the request's [`request::Req`] (who asks, which operation,
-//!    the grants it holds) and runs the operation in [`ops`] with it, under a panic
-//!    guard; an operation that may ask a person runs through `parked`.
-//! 3. The operation takes one [`snapshot::Snapshot`] (the policy, its epoch, the
-//!    request) and decides each place it touches: the policy, then veilfs's guards
-//!    ([`protect`], [`git_guard`]), then an enclosing mount's policy.
+//!    the grants it holds) and runs the operation in [`ops`] under a panic guard;
+//!    one that may ask a person runs through the one dispatcher (`parked`).
+//! 3. The operation takes one [`snapshot::Snapshot`] and, for each place it touches
+//!    (a node of the policy-free [`inode`] table, or a name in one), decides the
+//!    policy's rule as the [`gate`] marks it, asks ([`ask`]) or waives
+//!    (`permissive`) where the decision says so, then asks [`gate::Gatekeeper::check`]
+//!    whether any guard refuses what it intends (make, remove, move, change).
 //! 4. Allowed: one system call relative to a parent's descriptor ([`crate::sys`]).
-//!    A question: `parked` parks the reply until an answer runs it again with a
-//!    new `Req` holding the grant. Refused: `reply` sets the one errno and logs.
+//!    A question: the dispatcher parks the reply until an answer runs the operation
+//!    again with a new `Req` holding the grant. Refused: `reply` sets `EACCES`.
 //!
-//! [`ops`] is the only place the policy is enforced.
+//! [`ops`] is the only place the policy is enforced, and [`gate`] the only place a
+//! guard is added.
 
 pub mod ask;
 mod broker;
