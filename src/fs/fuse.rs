@@ -41,13 +41,13 @@ impl Filesystem for Served {
         ] {
             let _ = config.add_capabilities(flag);
         }
-        let no_opendir = self.no_opendir.load(Ordering::Relaxed)
+        let no_opendir = self.kernel.no_opendir.load(Ordering::Relaxed)
             && config.add_capabilities(F::FUSE_NO_OPENDIR_SUPPORT).is_ok();
-        self.no_opendir.store(no_opendir, Ordering::Relaxed);
-        if self.passthrough.load(Ordering::Relaxed) {
+        self.kernel.no_opendir.store(no_opendir, Ordering::Relaxed);
+        if self.kernel.passthrough.load(Ordering::Relaxed) {
             let ok = config.add_capabilities(F::FUSE_PASSTHROUGH).is_ok()
                 && config.set_max_stack_depth(2).is_ok();
-            self.passthrough.store(ok, Ordering::Relaxed);
+            self.kernel.passthrough.store(ok, Ordering::Relaxed);
         }
         Ok(())
     }
@@ -268,7 +268,7 @@ impl Filesystem for Served {
             "open",
             reply,
             move |fs, cx| {
-                if fs.light_open.load(Ordering::Relaxed) && !writes {
+                if fs.kernel.light_open.load(Ordering::Relaxed) && !writes {
                     // Checked, and no handle: reads come with handle 0 and are
                     // checked again when they miss the cache (see
                     // `VeilFs::light_open`), unless a writer holds the file in
@@ -400,7 +400,7 @@ impl Filesystem for Served {
     }
 
     fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        if self.no_opendir.load(Ordering::Relaxed) {
+        if self.kernel.no_opendir.load(Ordering::Relaxed) {
             // The kernel then stops sending OPENDIR and RELEASEDIR (two round trips
             // per directory walked) and caches listings itself; the policy is
             // checked on every lookup and readdir instead.

@@ -89,6 +89,60 @@ pub struct FileHandle {
     pub writes: Option<inode::Key>,
 }
 
+/// What the reloader is made of, taken once by [`VeilFs::reloader`].
+#[derive(Debug, Default)]
+struct ForReload {
+    /// The policy file, held by its directory (opened when the filesystem is built,
+    /// before anything is mounted; `None`: the built-in policy).
+    file: Option<crate::config::PolicyFile>,
+    /// Rules every reload puts before the policy file's (see
+    /// [`config::FsConfig::policy_base`]).
+    base: Option<crate::policy::RawPolicy>,
+    /// Rules every reload puts after the policy file's.
+    after: Vec<crate::policy::RawRule>,
+}
+
+/// The open files, by handle number.
+#[derive(Debug)]
+pub(crate) struct Handles {
+    pub(crate) files: RwLock<HashMap<u64, Arc<FileHandle>>>,
+    pub(crate) next: AtomicU64,
+}
+
+/// The last few listings of each directory the kernel holds (see
+/// [`VeilFs::listing_at`]).
+#[derive(Debug)]
+pub(crate) struct Listings {
+    pub(crate) by_dir:
+        parking_lot::Mutex<HashMap<u64, std::collections::VecDeque<Arc<ops::Listing>>>>,
+    pub(crate) next: std::sync::atomic::AtomicU32,
+}
+
+/// How the kernel is served: each is wanted at start and kept only if the kernel
+/// agrees at `init`.
+#[derive(Debug)]
+pub(crate) struct Kernel {
+    /// FUSE passthrough: kept only if the kernel agrees at `init` and lets us
+    /// register backing files.
+    pub(crate) passthrough: std::sync::atomic::AtomicBool,
+    /// Answer OPENDIR with ENOSYS so that the kernel stops sending OPENDIR and
+    /// RELEASEDIR (kernel >= 5.1); kept only if the kernel offers it at `init`.
+    pub(crate) no_opendir: std::sync::atomic::AtomicBool,
+    /// See [`config::FsConfig::light_open`].
+    pub(crate) light_open: std::sync::atomic::AtomicBool,
+}
+
+/// How many descriptors the node table may hold.
+#[derive(Debug)]
+pub(crate) struct Limits {
+    /// How many nodes may be pinned by a lookup (see [`inode`]).
+    pub(crate) nodes: usize,
+    /// How many nodes may be pinned at all: a file opened is pinned beyond
+    /// `nodes`, up to this (the rest of the limit is kept for handles, listings
+    /// and the descriptors requests open).
+    pub(crate) pins: usize,
+}
+
 /// The mounted filesystem's state.
 #[derive(Debug)]
 pub struct VeilFs {
@@ -97,42 +151,22 @@ pub struct VeilFs {
     /// Bumped by a directory rename or a policy change: cached decisions older than
     /// this are recomputed before use.
     pub(crate) epoch: Arc<AtomicU64>,
-    /// Rules every reload puts before the policy file's (see
-    /// [`config::FsConfig::policy_base`]).
-    policy_base: Option<crate::policy::RawPolicy>,
-    /// Rules every reload puts after the policy file's.
-    policy_after: Vec<crate::policy::RawRule>,
     /// Every refusal veilfs adds to the policy's rules (see [`gate`]).
     pub(crate) gate: gate::Gatekeeper,
-    /// The policy file, for reloads (`None`: the built-in policy).
-    /// The policy file, held by its directory (opened when the filesystem is built,
-    /// before anything is mounted), for reloads.
-    pub(crate) policy_source: parking_lot::Mutex<Option<crate::config::PolicyFile>>,
+    /// What the reloader is made of (see [`VeilFs::reloader`]).
+    for_reload: parking_lot::Mutex<ForReload>,
     /// `/proc/self/fd`, for reopening `O_PATH` descriptors.
     pub(crate) proc_fd: OwnedFd,
-    pub(crate) files: RwLock<HashMap<u64, Arc<FileHandle>>>,
-    /// The last few listings of each directory the kernel holds (see
-    /// [`VeilFs::listing_at`]).
-    pub(crate) listings:
-        parking_lot::Mutex<HashMap<u64, std::collections::VecDeque<Arc<ops::Listing>>>>,
-    pub(crate) next_listing: std::sync::atomic::AtomicU32,
-    pub(crate) next_fh: AtomicU64,
+    /// The open files, by handle.
+    pub(crate) handles: Handles,
+    /// The last few listings of each directory the kernel holds.
+    pub(crate) listings: Listings,
     /// The daemon runs as root: new entries are given to the requesting user.
     pub(crate) chown_new: bool,
-    /// FUSE passthrough: wanted, then kept only if the kernel agrees at `init` and
-    /// lets us register backing files.
-    pub(crate) passthrough: std::sync::atomic::AtomicBool,
-    /// Answer OPENDIR with ENOSYS so that the kernel stops sending OPENDIR and
-    /// RELEASEDIR (kernel >= 5.1); kept only if the kernel offers it at `init`.
-    pub(crate) no_opendir: std::sync::atomic::AtomicBool,
-    /// See [`config::FsConfig::light_open`].
-    pub(crate) light_open: std::sync::atomic::AtomicBool,
-    /// How many nodes may be pinned by a lookup (see [`inode`]).
-    pub(crate) node_budget: usize,
-    /// How many nodes may be pinned at all: a file opened is pinned beyond
-    /// `node_budget`, up to this (the rest of the limit is kept for handles, listings
-    /// and the descriptors requests open).
-    pub(crate) pin_cap: usize,
+    /// How the kernel is served: what was wanted, as `init` settled it.
+    pub(crate) kernel: Kernel,
+    /// How many descriptors the node table may hold.
+    pub(crate) limits: Limits,
     /// Held (shared) while a name is made or linked, and (exclusive) for a whole
     /// rename: a rename's exposure walk and the rename itself are one step that no
     /// other change made through the mount can fall between (a subtree moved into a
@@ -260,21 +294,31 @@ impl VeilFs {
             inodes: Arc::new(Inodes::new(root)),
             policy,
             epoch: Arc::new(AtomicU64::new(0)),
-            policy_source: parking_lot::Mutex::new(policy_source),
+            for_reload: parking_lot::Mutex::new(ForReload {
+                file: policy_source,
+                base: policy_base,
+                after: policy_after,
+            }),
             gate,
-            policy_base,
-            policy_after,
             proc_fd,
-            files: RwLock::new(HashMap::new()),
-            listings: parking_lot::Mutex::new(HashMap::new()),
-            next_listing: std::sync::atomic::AtomicU32::new(1),
-            next_fh: AtomicU64::new(1),
+            handles: Handles {
+                files: RwLock::new(HashMap::new()),
+                next: AtomicU64::new(1),
+            },
+            listings: Listings {
+                by_dir: parking_lot::Mutex::new(HashMap::new()),
+                next: std::sync::atomic::AtomicU32::new(1),
+            },
             chown_new: sys::euid() == 0,
-            passthrough: std::sync::atomic::AtomicBool::new(passthrough),
-            no_opendir: std::sync::atomic::AtomicBool::new(true),
-            light_open: std::sync::atomic::AtomicBool::new(light_open),
-            node_budget,
-            pin_cap,
+            kernel: Kernel {
+                passthrough: std::sync::atomic::AtomicBool::new(passthrough),
+                no_opendir: std::sync::atomic::AtomicBool::new(true),
+                light_open: std::sync::atomic::AtomicBool::new(light_open),
+            },
+            limits: Limits {
+                nodes: node_budget,
+                pins: pin_cap,
+            },
             names: RwLock::new(()),
             inval: Arc::default(),
             watcher: None,
@@ -352,14 +396,15 @@ impl VeilFs {
     /// The handle that reloads the policy of this filesystem while it is mounted.
     /// Call it once: the policy file's descriptor moves into it.
     pub fn reloader(&self) -> Arc<reload::Reloader> {
+        let for_reload = std::mem::take(&mut *self.for_reload.lock());
         Arc::new(reload::Reloader::new(
             self.policy.clone(),
             self.epoch.clone(),
             self.inodes.clone(),
-            self.policy_source.lock().take(),
+            for_reload.file,
             self.gate.protected.clone(),
-            self.policy_base.clone(),
-            self.policy_after.clone(),
+            for_reload.base,
+            for_reload.after,
             self.broker(),
         ))
     }

@@ -454,7 +454,7 @@ impl VeilFs {
         decision: Decision,
     ) -> io::Result<(Arc<Node>, libc::stat)> {
         let dfd = at.dir.dir_fd()?;
-        let (fd, st) = if self.inodes.pinned() < self.node_budget {
+        let (fd, st) = if self.inodes.pinned() < self.limits.nodes {
             match sys::open_path(dfd, name) {
                 Ok(fd) => {
                     let st = sys::stat(fd.as_fd())?;
@@ -503,7 +503,7 @@ impl VeilFs {
     /// that nothing uses, and their descriptors close; a name dropped this way is
     /// simply looked up again when next used.
     fn relieve(&self) {
-        let batch = (self.node_budget / 4).max(16);
+        let batch = (self.limits.nodes / 4).max(16);
         for (parent, name) in self.inodes.victims(batch) {
             self.inval.queue(super::inval::Inval::Entry(parent, name));
         }
@@ -578,7 +578,7 @@ impl VeilFs {
     /// and written as itself whatever happens to its names, while fewer than
     /// [`VeilFs::pin_cap`] nodes are pinned (past that it stays reached by its names).
     fn pin(&self, node: &Node) {
-        if node.fd().is_some() || self.inodes.pinned() >= self.pin_cap {
+        if node.fd().is_some() || self.inodes.pinned() >= self.limits.pins {
             return;
         }
         if let Ok(fd) = self.inodes.through_links(node, |dir, name| {
@@ -683,7 +683,7 @@ impl VeilFs {
             return;
         };
         if node.is_dir() {
-            self.listings.lock().remove(&ino);
+            self.listings.by_dir.lock().remove(&ino);
             if let Some(w) = &self.watcher {
                 w.unwatch(ino);
             }
@@ -749,7 +749,7 @@ impl VeilFs {
             sys::chown(fd, a.uid, a.gid)?;
         }
         if let Some(size) = a.size {
-            match fh.and_then(|h| self.files.read().get(&h).cloned()) {
+            match fh.and_then(|h| self.handles.files.read().get(&h).cloned()) {
                 Some(h) => h.file.set_len(size)?,
                 None => {
                     let f = File::from(sys::reopen(self.proc_fd.as_fd(), fd, libc::O_WRONLY)?);

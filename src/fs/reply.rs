@@ -311,7 +311,7 @@ impl VeilFs {
             // SETATTR, before it writes the backing file with our credentials.)
             io.passthrough = io.light == 0
                 && node.fmt == libc::S_IFREG
-                && self.passthrough.load(Ordering::Relaxed)
+                && self.kernel.passthrough.load(Ordering::Relaxed)
                 && crate::sys::is_read_write(std::os::fd::AsFd::as_fd(&handle.file))
                 && (writer
                     || handle
@@ -333,7 +333,7 @@ impl VeilFs {
                 }
                 Err(e) if io.open == 0 => {
                     if e.raw_os_error() == Some(libc::EPERM) {
-                        self.passthrough.store(false, Ordering::Relaxed);
+                        self.kernel.passthrough.store(false, Ordering::Relaxed);
                     }
                     io.passthrough = false;
                     None

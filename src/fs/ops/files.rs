@@ -20,7 +20,7 @@ impl Io {
 
 impl VeilFs {
     pub(super) fn new_fh(&self) -> u64 {
-        self.next_fh.fetch_add(1, Ordering::Relaxed)
+        self.handles.next.fetch_add(1, Ordering::Relaxed)
     }
 
     /// Keeps `fd`, opened on node `ino` (for writing when `writes` names its object),
@@ -35,7 +35,7 @@ impl VeilFs {
             self.gate.protected.writing(key, true);
         }
         let fh = self.new_fh();
-        self.files.write().insert(
+        self.handles.files.write().insert(
             fh,
             Arc::new(FileHandle {
                 file: File::from(fd),
@@ -49,7 +49,8 @@ impl VeilFs {
     }
 
     pub fn file(&self, fh: u64) -> io::Result<Arc<FileHandle>> {
-        self.files
+        self.handles
+            .files
             .read()
             .get(&fh)
             .cloned()
@@ -131,7 +132,7 @@ impl VeilFs {
         self.guarded(&at, Intent::Make)?;
         // `O_DIRECT` stays on the FUSE side (see `open`); never block on the open.
         let flags = (flags & !libc::O_DIRECT) | libc::O_CREAT | libc::O_NONBLOCK;
-        let fd = if self.passthrough.load(Ordering::Relaxed) {
+        let fd = if self.kernel.passthrough.load(Ordering::Relaxed) {
             // Read-write, so that the descriptor can back passthrough for every
             // later handle; with the caller's own access mode where that is
             // refused (the name already exists, without read permission for us).
@@ -151,7 +152,7 @@ impl VeilFs {
         let st = sys::stat(path_fd.as_fd())?;
         let path = c.path.clone();
         // Pinned like a file opened (see `pin`), within the cap.
-        let path_fd = (self.inodes.pinned() < self.pin_cap).then_some(path_fd);
+        let path_fd = (self.inodes.pinned() < self.limits.pins).then_some(path_fd);
         let (node, _) = self.adopt(c.at(), &c.name, path_fd, st, path, c.decision.clone())?;
         self.gate.protected.written(node.key);
         let nfd = self.inodes.fd_of(&node)?;
@@ -168,7 +169,7 @@ impl VeilFs {
     /// written or is large (see [`crate::fs::PASSTHROUGH_MIN_SIZE`]).
     pub(super) fn may_register_backing(&self, node: &Node, writes: bool, fd: BorrowedFd) -> bool {
         node.fmt == libc::S_IFREG
-            && self.passthrough.load(Ordering::Relaxed)
+            && self.kernel.passthrough.load(Ordering::Relaxed)
             && node.io.lock().is_free()
             && (writes
                 || sys::stat(fd)
@@ -254,7 +255,7 @@ impl VeilFs {
     }
 
     pub fn release(&self, fh: u64) {
-        let Some(h) = self.files.write().remove(&fh) else {
+        let Some(h) = self.handles.files.write().remove(&fh) else {
             return;
         };
         if let Some(key) = h.writes {

@@ -75,6 +75,7 @@ impl VeilFs {
         let (generation, pos) = ((offset >> 32) as u32, offset & 0xffff_ffff);
         let found = if offset != 0 {
             self.listings
+                .by_dir
                 .lock()
                 .get(&ino)
                 .and_then(|v| v.iter().find(|l| l.generation == generation).cloned())
@@ -101,6 +102,7 @@ impl VeilFs {
         let stamp = (st.st_mtime, st.st_mtime_nsec, s.epoch);
         if let Some(l) = self
             .listings
+            .by_dir
             .lock()
             .get(&ino)
             .and_then(|v| v.back().filter(|l| l.stamp == stamp).cloned())
@@ -111,7 +113,7 @@ impl VeilFs {
             return Ok((l, pos));
         }
         let listing = Listing {
-            generation: self.next_listing.fetch_add(1, Ordering::Relaxed),
+            generation: self.listings.next.fetch_add(1, Ordering::Relaxed),
             stamp,
             entries: self.read_listing(
                 &s.policy,
@@ -128,7 +130,7 @@ impl VeilFs {
     /// it).
     pub(super) fn keep(&self, ino: u64, listing: Listing) -> Arc<Listing> {
         let listing = Arc::new(listing);
-        let mut all = self.listings.lock();
+        let mut all = self.listings.by_dir.lock();
         let kept = all.entry(ino).or_default();
         kept.push_back(listing.clone());
         while kept.len() > 4 {
