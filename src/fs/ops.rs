@@ -2,13 +2,10 @@
 //! check first, then one syscall relative to a parent's descriptor. This is the only
 //! place the policy is enforced; every refusal is [`eacces`].
 
-use parking_lot::Mutex;
 use std::ffi::{CStr, OsStr};
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -25,15 +22,13 @@ pub use listing::{Listed, Listing};
 pub use unseen::shown_nlink;
 
 use super::ask::Access;
-use super::gate::{Event, Intent, Target};
-use super::inode::{Key, key_of};
+use super::gate::{Intent, Target};
 use super::permissive::Need::{Change, See};
 use super::refusal::errno;
 pub use super::refusal::{Refusal, eacces, refusal_of, refuse};
 use super::request::Req;
 use super::snapshot::Snapshot;
-use super::{FileHandle, VeilFs};
-use super::{Node, Place};
+use super::{Node, Place, VeilFs};
 use crate::policy::{Decision, Policy};
 use crate::sys;
 

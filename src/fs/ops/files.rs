@@ -1,7 +1,31 @@
 //! Opening, reading and writing files: handles, handle-less opens for reading, and
 //! the I/O mode (cached or passthrough) each open gets.
 
-use super::*;
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io;
+use std::os::fd::AsFd;
+use std::os::fd::BorrowedFd;
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use parking_lot::Mutex;
+
+use super::Caller;
+use super::MAX_COPY;
+use super::NO_HANDLE;
+use super::opens_for_writing;
+use crate::fs::FileHandle;
+use crate::fs::Node;
+use crate::fs::VeilFs;
+use crate::fs::gate::Intent;
+use crate::fs::gate::Target;
+use crate::fs::inode::key_of;
+use crate::fs::refusal::errno;
+use crate::fs::request::Req;
+use crate::sys;
 
 /// The descriptor an I/O request works on (see [`VeilFs::io`]).
 pub(super) enum Io {

@@ -2,7 +2,23 @@
 //! that a reader that pauses continues the listing it started (see
 //! [`VeilFs::listing_at`]).
 
-use super::*;
+use std::io;
+use std::os::fd::AsFd;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use parking_lot::Mutex;
+
+use super::decided_as_dir;
+use super::join;
+use crate::fs::Node;
+use crate::fs::Place;
+use crate::fs::VeilFs;
+use crate::fs::grant::Access;
+use crate::fs::request::Req;
+use crate::fs::snapshot::Snapshot;
+use crate::policy::Policy;
+use crate::sys;
 
 /// One listing of a directory, as the policy admitted it when it was taken.
 #[derive(Debug)]

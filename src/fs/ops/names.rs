@@ -1,7 +1,27 @@
 //! Making and removing names: create-like operations (`mknod`, `mkdir`,
 //! `symlink`, `link`) and `unlink`/`rmdir`.
 
-use super::*;
+use std::ffi::OsStr;
+use std::io;
+use std::os::fd::AsFd;
+use std::os::fd::BorrowedFd;
+use std::sync::Arc;
+
+use super::Caller;
+use super::Changing;
+use super::Kind;
+use crate::fs::Node;
+use crate::fs::VeilFs;
+use crate::fs::gate::Event;
+use crate::fs::gate::Intent;
+use crate::fs::gate::Target;
+use crate::fs::grant::Access;
+use crate::fs::inode::Key;
+use crate::fs::inode::key_of;
+use crate::fs::permissive::Need::Change;
+use crate::fs::request::Req;
+use crate::fs::snapshot::Snapshot;
+use crate::sys;
 
 impl VeilFs {
     /// A name in a directory that is about to be made, removed or replaced: the

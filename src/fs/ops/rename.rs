@@ -1,7 +1,23 @@
 //! `rename`: both names checked, and what the move would expose beneath a
 //! directory (see [`crate::fs::exposure`]).
 
-use super::*;
+use std::ffi::OsStr;
+use std::io;
+use std::sync::atomic::Ordering;
+
+use super::decided_as_dir;
+use super::kind_of;
+use crate::fs::VeilFs;
+use crate::fs::gate::Event;
+use crate::fs::gate::Intent;
+use crate::fs::gate::Target;
+use crate::fs::grant::Access;
+use crate::fs::inode::Key;
+use crate::fs::inode::key_of;
+use crate::fs::permissive::Need::Change;
+use crate::fs::request::Req;
+use crate::policy::Decision;
+use crate::sys;
 
 impl VeilFs {
     /// Renames; `Ok(true)` when a directory moved (the kernel's cached subtree under

@@ -1,6 +1,16 @@
 //! Extended attributes, on the node's own object.
 
-use super::*;
+use std::ffi::OsStr;
+use std::io;
+use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
+use std::sync::Arc;
+
+use crate::fs::Node;
+use crate::fs::VeilFs;
+use crate::fs::refusal::errno;
+use crate::fs::request::Req;
+use crate::sys;
 
 impl VeilFs {
     pub(super) fn xattr_target(&self, cx: &Req, ino: u64, write: bool) -> io::Result<Arc<Node>> {
