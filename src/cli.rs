@@ -332,7 +332,7 @@ pub struct CacheArgs {
     #[arg(long)]
     pub strict_open: bool,
     /// Threads serving requests (by default one per core, at least 2 and at most 8).
-    #[arg(long, value_name = "N", default_value_t = crate::mount::default_threads())]
+    #[arg(long, value_name = "N", default_value_t = crate::session::mount::default_threads())]
     pub threads: usize,
     /// How requests travel between the kernel and veilfs: `uring` (FUSE over
     /// io_uring: one queue per CPU, each reply sent in the same system call that
@@ -344,8 +344,8 @@ pub struct CacheArgs {
     /// holds one of its CPU's 32 queue entries; at most 24 are held so, and one
     /// more is refused at once (EACCES), so that the queue keeps serving every
     /// other request.
-    #[arg(long, value_enum, value_name = "WAY", default_value_t = crate::mount::Transport::Auto)]
-    pub transport: crate::mount::Transport,
+    #[arg(long, value_enum, value_name = "WAY", default_value_t = crate::session::mount::Transport::Auto)]
+    pub transport: crate::session::mount::Transport,
     /// Log every refusal as one JSON line to FILE (`-`: stderr): time, operation,
     /// path, action, rule, pid, uid, gid and process name.
     #[arg(long, value_name = "FILE")]
@@ -378,7 +378,7 @@ pub struct CacheArgs {
 
 impl CacheArgs {
     /// Applies these options to `opts`.
-    pub fn apply(&self, opts: &mut crate::mount::MountOptions) {
+    pub fn apply(&self, opts: &mut crate::session::mount::MountOptions) {
         opts.passthrough = !self.no_passthrough;
         opts.ttl = ttl(self.ttl);
         opts.watch = !self.no_watch;

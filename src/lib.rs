@@ -19,25 +19,15 @@
 #![deny(unsafe_code)]
 
 pub mod app;
-pub mod ask_socket;
-pub mod audit;
-pub mod check_workspace;
 pub mod cli;
-pub mod config;
-pub mod control;
-pub mod doctor;
-pub mod explain_all;
-pub mod explain_audit;
+pub mod cmd;
+pub mod escape;
 pub mod fs;
-pub mod git_index;
-pub mod init;
-pub mod mount;
 pub mod policy;
-pub mod policy_imports;
-pub mod printable;
-pub mod prompt;
 pub mod run;
+pub mod session;
 pub mod sys;
+pub mod workspace;
 
-pub use mount::{Mount, MountOptions};
 pub use policy::{Action, Decision, Policy, Reason};
+pub use session::mount::{Mount, MountOptions};

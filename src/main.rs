@@ -7,7 +7,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             // Paths from the command line and the tree: never a control character raw.
-            eprintln!("veilfs: {}", veilfs::printable::escape(&format!("{e:#}")));
+            eprintln!("veilfs: {}", veilfs::escape::escape(&format!("{e:#}")));
             ExitCode::from(2)
         }
     }

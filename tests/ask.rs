@@ -653,7 +653,7 @@ fn unmounting_refuses_what_waits() {
     let (code, out, _) = finish(c);
     assert_ne!(code, 0);
     assert!(out.is_empty());
-    assert!(!veilfs::mount::is_mount_point(
+    assert!(!veilfs::session::mount::is_mount_point(
         &t.p("mnt").canonicalize().unwrap()
     ));
 }

@@ -513,7 +513,7 @@ fn a_policy_importing_the_settings_through_a_mount_with_a_link_refused() {
     .file("data/a.csv", "csv-secret\n")
     .file("data/a.txt", "text\n");
     let mut p = Policy::parse("p.toml", IMPORT).unwrap();
-    let w = veilfs::policy_imports::attach(&mut p, &f.src).unwrap_or_else(|e| panic!("{e}"));
+    let w = veilfs::workspace::imports::attach(&mut p, &f.src).unwrap_or_else(|e| panic!("{e}"));
     assert!(w.is_empty(), "{w:?}");
     f.mount_policy(p, None);
     assert_errno(std::fs::read(f.m("data/a.csv")), libc::EACCES, "a.csv");
@@ -533,7 +533,7 @@ fn a_policy_importing_the_settings_through_a_mount_with_a_link_refused() {
     other.file("elsewhere/settings.json", &settings(&["Read(x)"], &[], &[]));
     std::os::unix::fs::symlink(other.s("elsewhere"), other.s(".claude")).unwrap();
     let mut p = Policy::parse("p.toml", IMPORT).unwrap();
-    let e = veilfs::policy_imports::attach(&mut p, &other.src).unwrap_err();
+    let e = veilfs::workspace::imports::attach(&mut p, &other.src).unwrap_err();
     assert!(e.to_string().contains(".claude is a symbolic link"), "{e}");
 }
 
@@ -565,7 +565,7 @@ fn an_outside_edit_of_the_settings_reloads() {
 /// can only tighten, never show what a rule before it hides.
 #[test]
 fn planted_settings_never_loosen_the_rules_before_them() {
-    let text = veilfs::policy_imports::builtin_text(&[".claude/settings.json"]);
+    let text = veilfs::workspace::imports::builtin_text(&[".claude/settings.json"]);
     let planted = [
         settings(&["Edit"], &[], &[]),
         settings(

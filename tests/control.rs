@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use common::daemon::Daemon;
 use common::{assert_errno, wait_until};
-use veilfs::control::Session;
+use veilfs::session::control::Session;
 
 const ALLOW_ALL: &str = "default = \"allow\"\n";
 const DENY_A: &str = "default = \"allow\"\n[[rules]]\naction = \"deny\"\npaths = [\"a.txt\"]\n";
@@ -240,7 +240,7 @@ fn a_runtime_directory_someone_else_could_have_planted_is_never_used() {
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode)).unwrap();
         let owner = if case == "mode 0755" { 0 } else { 65534 };
         std::os::unix::fs::chown(&dir, Some(owner), Some(owner)).unwrap();
-        let planted_name = veilfs::control::socket_path(&t.p("mnt"), Session::Mount)
+        let planted_name = veilfs::session::control::socket_path(&t.p("mnt"), Session::Mount)
             .unwrap()
             .file_name()
             .unwrap()
@@ -455,7 +455,7 @@ fn veilfs_reload_asks_every_session_of_a_path() {
     a.expect_line("started");
     b.expect_line("started");
     // A socket whose daemon died without removing it.
-    let hash = veilfs::control::socket_path(&t.p("ws"), Session::Mount).unwrap();
+    let hash = veilfs::session::control::socket_path(&t.p("ws"), Session::Mount).unwrap();
     let hash = hash.file_stem().unwrap().to_string_lossy().into_owned();
     let stale = t.rt().join(format!("{hash}-run-999999999.sock"));
     drop(UnixListener::bind(&stale).unwrap());

@@ -127,11 +127,11 @@ fn serve_child() {
     let policy = veilfs::Policy::parse("p.toml", &text).unwrap();
     let fs = veilfs::fs::VeilFs::new(&ws, policy, Some(&file), Default::default()).unwrap();
     let broker = veilfs::fs::ask::Broker::new("veilfs mount".into(), Duration::from_secs(60), None);
-    let guard = veilfs::control::Guard {
+    let guard = veilfs::session::control::Guard {
         inside: None,
         report: |_| {},
     };
-    let _control = veilfs::control::bind(&ws, veilfs::control::Session::Mount)
+    let _control = veilfs::session::control::bind(&ws, veilfs::session::control::Session::Mount)
         .unwrap()
         .serve(fs.reloader(), broker, guard)
         .unwrap();

@@ -173,7 +173,7 @@ fn the_start_up_line_says_what_is_hidden_and_warns_of_tracked_denied_paths() {
 fn the_start_up_walk_is_bounded() {
     let t = common::Tree::new("veilfs-startup", &["ws", "mnt", "rt"]);
     let ws = t.p("ws");
-    for i in 0..veilfs::explain_all::STARTUP_DIRS + 10 {
+    for i in 0..veilfs::workspace::walk::STARTUP_DIRS + 10 {
         std::fs::create_dir(ws.join(format!("d{i}"))).unwrap();
     }
     std::fs::write(ws.join(".env"), "X=1\n").unwrap();

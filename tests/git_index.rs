@@ -70,7 +70,7 @@ fn every_index_version_and_object_format_reads_as_git_lists_it() {
             git(t.path(), &["update-index", "--index-version", version]);
             let want = ls_files(t.path());
             assert_eq!(want.len(), 8, "{want:?}");
-            let got = veilfs::git_index::tracked_paths(t.path());
+            let got = veilfs::workspace::git_index::tracked_paths(t.path());
             assert_eq!(
                 got.iter().map(|p| p.len()).collect::<Vec<_>>(),
                 want.iter().map(|p| p.len()).collect::<Vec<_>>(),
@@ -87,14 +87,14 @@ fn what_is_no_index_gives_no_paths_and_never_blocks() {
     let ws = t.path();
     // No repository; a `.git` file; a `.git` link; an index that is a FIFO or a
     // link: nothing, at once.
-    assert!(veilfs::git_index::tracked_paths(ws).is_empty());
+    assert!(veilfs::workspace::git_index::tracked_paths(ws).is_empty());
     std::fs::write(ws.join(".git"), "gitdir: /elsewhere\n").unwrap();
-    assert!(veilfs::git_index::tracked_paths(ws).is_empty());
+    assert!(veilfs::workspace::git_index::tracked_paths(ws).is_empty());
     std::fs::remove_file(ws.join(".git")).unwrap();
     let real = tempfile::tempdir().unwrap();
     repo(real.path(), &[]);
     std::os::unix::fs::symlink(real.path().join(".git"), ws.join(".git")).unwrap();
-    assert!(veilfs::git_index::tracked_paths(ws).is_empty());
+    assert!(veilfs::workspace::git_index::tracked_paths(ws).is_empty());
     std::fs::remove_file(ws.join(".git")).unwrap();
     std::fs::create_dir(ws.join(".git")).unwrap();
     assert!(
@@ -104,14 +104,14 @@ fn what_is_no_index_gives_no_paths_and_never_blocks() {
             .unwrap()
             .success()
     );
-    assert!(veilfs::git_index::tracked_paths(ws).is_empty());
+    assert!(veilfs::workspace::git_index::tracked_paths(ws).is_empty());
     std::fs::remove_file(ws.join(".git/index")).unwrap();
     std::os::unix::fs::symlink(real.path().join(".git/index"), ws.join(".git/index")).unwrap();
-    assert!(veilfs::git_index::tracked_paths(ws).is_empty());
+    assert!(veilfs::workspace::git_index::tracked_paths(ws).is_empty());
     // Cut short anywhere: nothing, never a panic.
     let data = std::fs::read(real.path().join(".git/index")).unwrap();
     for n in 0..data.len() {
-        let _ = veilfs::git_index::parse(&data[..n]);
+        let _ = veilfs::workspace::git_index::parse(&data[..n]);
     }
 }
 
@@ -201,7 +201,7 @@ fn a_planted_index_with_a_deep_path_holds_nothing_up() {
     let mut paths = vec![deep, b"config/.env".to_vec()];
     paths.extend(odd);
     std::fs::write(ws.join(".git/index"), index(&paths)).unwrap();
-    assert_eq!(veilfs::git_index::tracked_paths(ws).len(), 5);
+    assert_eq!(veilfs::workspace::git_index::tracked_paths(ws).len(), 5);
     let child = Command::new(env!("CARGO_BIN_EXE_veilfs"))
         .arg("check")
         .current_dir(ws)
@@ -221,8 +221,10 @@ fn a_planted_index_with_a_deep_path_holds_nothing_up() {
         "{err}"
     );
     // A budget spent stops the check, and says so.
-    let policy = veilfs::config::load_policy(None, ws).unwrap().policy;
+    let policy = veilfs::workspace::load::load_policy(None, ws)
+        .unwrap()
+        .policy;
     let (found, complete) =
-        veilfs::check_workspace::tracked_denied_within(&policy, ws, std::time::Duration::ZERO);
+        veilfs::workspace::tracked::tracked_denied_within(&policy, ws, std::time::Duration::ZERO);
     assert!(found.is_empty() && !complete);
 }

@@ -32,7 +32,7 @@ fn builtin(files: Files) -> Policy {
         .map(|(_, name, _)| *name)
         .collect();
     names.dedup();
-    let text = veilfs::policy_imports::builtin_text(&names);
+    let text = veilfs::workspace::imports::builtin_text(&names);
     attached(Policy::parse(BUILTIN_NAME, &text), files)
 }
 

@@ -14,7 +14,7 @@ const POLICY: &str = "[[rules]]\naction = \"deny\"\nimport = \".cursorignore\"\n
 
 fn mounted(f: &mut Fixture) {
     let mut p = Policy::parse("import.toml", POLICY).unwrap_or_else(|e| panic!("{e}"));
-    veilfs::policy_imports::attach(&mut p, &f.src).unwrap_or_else(|e| panic!("{e}"));
+    veilfs::workspace::imports::attach(&mut p, &f.src).unwrap_or_else(|e| panic!("{e}"));
     f.mount_policy(p, None);
 }
 
@@ -109,7 +109,7 @@ fn the_watching_threads_end_with_the_mount() {
         let file = f.tmp.path().join("policy.toml");
         std::fs::write(&file, POLICY).unwrap();
         let mut p = Policy::parse(&file.display().to_string(), POLICY).unwrap();
-        veilfs::policy_imports::attach(&mut p, &f.src).unwrap();
+        veilfs::workspace::imports::attach(&mut p, &f.src).unwrap();
         f.mount_policy(p, Some(&file));
         for i in 0..40 {
             std::fs::read_dir(f.m(&format!("d{i}/e")))
@@ -138,7 +138,7 @@ fn a_walk_cut_short_stops_the_load() {
     let p = Policy::parse("import.toml", POLICY).unwrap();
     let root = std::fs::File::open(&f.src).unwrap();
     use std::os::fd::AsFd;
-    let e = veilfs::policy_imports::find_within(root.as_fd(), &p, 10)
+    let e = veilfs::workspace::imports::find_within(root.as_fd(), &p, 10)
         .err()
         .expect("a walk of 30 directories within 10 must fail");
     assert!(
@@ -146,7 +146,7 @@ fn a_walk_cut_short_stops_the_load() {
             .contains("more than 10 directories to look for .cursorignore in"),
         "{e}"
     );
-    let found = veilfs::policy_imports::find_within(root.as_fd(), &p, 100)
+    let found = veilfs::workspace::imports::find_within(root.as_fd(), &p, 100)
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(found.found.len(), 1);
 }
@@ -162,7 +162,7 @@ fn an_imported_file_written_through_the_mount_is_not_loaded() {
     let file = f.tmp.path().join("policy.toml");
     std::fs::write(&file, POLICY).unwrap();
     let mut p = Policy::parse(&file.display().to_string(), POLICY).unwrap();
-    veilfs::policy_imports::attach(&mut p, &f.src).unwrap();
+    veilfs::workspace::imports::attach(&mut p, &f.src).unwrap();
     f.mount_policy(p, Some(&file));
     assert!(refused(&f, "secret.txt"));
     std::fs::write(f.m("draft.txt"), "# nothing\n").unwrap();
@@ -182,7 +182,7 @@ fn warnings_about_imported_lines_are_escaped() {
     let f = Fixture::new();
     f.file(".cursorignore", "[\rveilfs: FORGED LINE\x1b[K\n");
     let mut p = Policy::parse("import.toml", POLICY).unwrap();
-    let w = veilfs::policy_imports::attach(&mut p, &f.src).unwrap();
+    let w = veilfs::workspace::imports::attach(&mut p, &f.src).unwrap();
     assert_eq!(w.len(), 1, "{w:?}");
     assert!(!w[0].contains('\r') && !w[0].contains('\x1b'), "{:?}", w[0]);
     assert!(
@@ -194,7 +194,7 @@ fn warnings_about_imported_lines_are_escaped() {
     let g = Fixture::new();
     g.file(".claude/settings.json", json);
     let mut p = Policy::parse("c.toml", "[[rules]]\nimport = \".claude/settings.json\"\n").unwrap();
-    let w = veilfs::policy_imports::attach(&mut p, &g.src).unwrap();
+    let w = veilfs::workspace::imports::attach(&mut p, &g.src).unwrap();
     assert!(
         w.iter()
             .all(|l| !l.contains('\n') && !l.contains('\r') && !l.contains('\x1b')),

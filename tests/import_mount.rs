@@ -38,7 +38,8 @@ fn mounted() -> Fixture {
         .file("data.csv", "not secret here\n")
         .dir("other");
     let mut p = Policy::parse("import.toml", POLICY).unwrap_or_else(|e| panic!("{e}"));
-    let warnings = veilfs::policy_imports::attach(&mut p, &f.src).unwrap_or_else(|e| panic!("{e}"));
+    let warnings =
+        veilfs::workspace::imports::attach(&mut p, &f.src).unwrap_or_else(|e| panic!("{e}"));
     assert!(warnings.is_empty(), "{warnings:?}");
     f.mount_policy(p, None);
     f
@@ -56,7 +57,7 @@ fn mounted_from_file() -> Fixture {
     std::fs::write(&file, POLICY).unwrap();
     let mut p =
         Policy::parse(&file.display().to_string(), POLICY).unwrap_or_else(|e| panic!("{e}"));
-    veilfs::policy_imports::attach(&mut p, &f.src).unwrap_or_else(|e| panic!("{e}"));
+    veilfs::workspace::imports::attach(&mut p, &f.src).unwrap_or_else(|e| panic!("{e}"));
     f.mount_policy(p, Some(&file));
     f
 }
@@ -387,7 +388,7 @@ fn a_directory_holding_an_ignore_file_stays_where_its_rules_apply() {
         .file("p/e/code.rs", "fn main() {}\n")
         .dir("elsewhere");
     let mut p = Policy::parse("import.toml", POLICY).unwrap_or_else(|e| panic!("{e}"));
-    veilfs::policy_imports::attach(&mut p, &f.src).unwrap_or_else(|e| panic!("{e}"));
+    veilfs::workspace::imports::attach(&mut p, &f.src).unwrap_or_else(|e| panic!("{e}"));
     f.mount_policy(p, None);
     std::fs::create_dir(f.m(".git")).unwrap();
     std::fs::create_dir(f.m("elsewhere/empty")).unwrap();

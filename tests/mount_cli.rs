@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::{Fixture, require_fuse, wait_until};
-use veilfs::mount::is_mount_point;
+use veilfs::session::mount::is_mount_point;
 
 /// A `veilfs mount` child process, killed and unmounted on drop if still running.
 struct Daemon {

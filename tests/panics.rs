@@ -82,7 +82,7 @@ fn a_panicking_lookup_answers_eio_and_the_mount_keeps_serving() {
         assert_eq!(listed.unwrap(), i + 1);
     }
     assert!(
-        veilfs::mount::is_mount_point(&f.mnt.canonicalize().unwrap()),
+        veilfs::session::mount::is_mount_point(&f.mnt.canonicalize().unwrap()),
         "the mount is gone"
     );
     veilfs::fs::fuse::inject_lookup_panic(None);

@@ -188,8 +188,8 @@ fn veilfs_guards_still_hold_in_a_permissive_mount() {
         .dir("sub");
     let log = f.tmp.path().join("audit.log");
     let file = f.s(".veilfs.toml");
-    let mut loaded = veilfs::config::load_policy(Some(&file), &f.src).unwrap();
-    veilfs::policy_imports::attach(&mut loaded.policy, &f.src).unwrap();
+    let mut loaded = veilfs::workspace::load::load_policy(Some(&file), &f.src).unwrap();
+    veilfs::workspace::imports::attach(&mut loaded.policy, &f.src).unwrap();
     let opts = MountOptions {
         audit: Some(log.clone()),
         permissive: true,
@@ -284,7 +284,7 @@ fn permissive_needs_an_audit_log() {
         assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains("--audit <FILE>"), "{args:?}: {err}");
     }
-    assert!(!veilfs::mount::is_mount_point(&t.p("mnt")));
+    assert!(!veilfs::session::mount::is_mount_point(&t.p("mnt")));
 }
 
 #[test]

@@ -481,7 +481,7 @@ impl Daemon {
                 let _ = self.child.wait();
             }
         }
-        if veilfs::mount::is_mount_point(&self.mnt.canonicalize().unwrap()) {
+        if veilfs::session::mount::is_mount_point(&self.mnt.canonicalize().unwrap()) {
             let _ = Command::new("umount").arg("-l").arg(&self.mnt).status();
         }
     }

@@ -60,7 +60,7 @@ impl Ws {
 #[track_caller]
 fn assert_no_mount_outside(dir: &Path) {
     assert!(
-        !veilfs::mount::is_mount_point(&dir.canonicalize().unwrap()),
+        !veilfs::session::mount::is_mount_point(&dir.canonicalize().unwrap()),
         "{} is a mount point outside the run",
         dir.display()
     );

@@ -79,7 +79,7 @@ impl Ws {
     fn output(&self, mut c: Command) -> Output {
         let o = c.output().unwrap();
         assert!(
-            !veilfs::mount::is_mount_point(&self.dir.canonicalize().unwrap()),
+            !veilfs::session::mount::is_mount_point(&self.dir.canonicalize().unwrap()),
             "{} is a mount point outside the run",
             self.dir.display()
         );

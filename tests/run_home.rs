@@ -120,7 +120,7 @@ impl Home {
         let o = self.veilfs(&all).output().unwrap();
         for root in [&self.home, &self.ws] {
             assert!(
-                !veilfs::mount::is_mount_point(&root.canonicalize().unwrap()),
+                !veilfs::session::mount::is_mount_point(&root.canonicalize().unwrap()),
                 "{} is a mount point outside the run",
                 root.display()
             );

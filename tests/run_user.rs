@@ -262,7 +262,7 @@ fn discovery_never_narrows() {
     let p = Person::new();
     let root = p.home.join("project");
     let sub = root.join("sub");
-    let find = |owner: Option<u32>| veilfs::config::find_workspace(&sub, owner);
+    let find = |owner: Option<u32>| veilfs::workspace::load::find_workspace(&sub, owner);
     // Nothing marks anything: the current directory.
     assert_eq!(find(None).unwrap().0, sub);
     // The person's own `.git` at the top: the top.
@@ -289,13 +289,15 @@ fn discovery_never_narrows() {
     let deeper = sub.join("d");
     std::fs::create_dir(&deeper).unwrap();
     assert_eq!(
-        veilfs::config::find_workspace(&deeper, None).unwrap().0,
+        veilfs::workspace::load::find_workspace(&deeper, None)
+            .unwrap()
+            .0,
         root
     );
     // A `.veilfs.toml` of the trusted `--user` is never trusted: it would choose
     // the policy.
     std::os::unix::fs::chown(root.join(".veilfs.toml"), Some(65534), Some(65534)).unwrap();
-    assert!(veilfs::config::find_workspace(&deeper, Some(65534)).is_err());
+    assert!(veilfs::workspace::load::find_workspace(&deeper, Some(65534)).is_err());
 }
 
 /// Attacker pass 2: root reached by `doas` or `pkexec` (or `su`, which keeps the

@@ -98,7 +98,7 @@ fn mount_sh_mounts_in_the_foreground_until_terminated() {
         .spawn()
         .unwrap();
     let live = common::wait_until(std::time::Duration::from_secs(20), || {
-        mnt.exists() && veilfs::mount::is_mount_point(&mnt.canonicalize().unwrap())
+        mnt.exists() && veilfs::session::mount::is_mount_point(&mnt.canonicalize().unwrap())
     });
     let seen = (
         std::fs::read_to_string(mnt.join("a.txt")).ok(),
@@ -116,7 +116,7 @@ fn mount_sh_mounts_in_the_foreground_until_terminated() {
     );
     assert_eq!(st.code(), Some(0), "scripts/mount.sh after SIGTERM");
     assert!(
-        !veilfs::mount::is_mount_point(&mnt.canonicalize().unwrap()),
+        !veilfs::session::mount::is_mount_point(&mnt.canonicalize().unwrap()),
         "a mount was left behind"
     );
 }
@@ -146,7 +146,7 @@ fn veilfs_script_runs_veilfs_with_its_arguments() {
     assert_eq!(o.status.code(), Some(3), "{all}");
     assert_eq!(out, "a.txt\ncat: .env: Permission denied\n", "{all}");
     assert!(
-        !veilfs::mount::is_mount_point(&f.src.canonicalize().unwrap()),
+        !veilfs::session::mount::is_mount_point(&f.src.canonicalize().unwrap()),
         "a mount was left behind"
     );
 }

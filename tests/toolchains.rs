@@ -60,7 +60,7 @@ impl Ws {
             .output()
             .unwrap();
         assert!(
-            !veilfs::mount::is_mount_point(&self.dir.canonicalize().unwrap()),
+            !veilfs::session::mount::is_mount_point(&self.dir.canonicalize().unwrap()),
             "the workspace is a mount point outside the run"
         );
         o

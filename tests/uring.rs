@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use common::daemon::{Approver, Daemon};
 use common::{Fixture, wait_until};
-use veilfs::mount::Transport;
+use veilfs::session::mount::Transport;
 use veilfs::{MountOptions, Policy};
 
 const ENABLE: &str = "/sys/module/fuse/parameters/enable_uring";

@@ -7,7 +7,7 @@
 //! request again go to the [`Broker`], and the worker thread goes on with other
 //! requests. The broker sends one question per path to the approvers subscribed on
 //! the session's control socket (`veilfs prompt`, or an editor speaking the JSON
-//! lines of [`crate::control`]), and when the answer comes:
+//! lines of [`crate::session::control`]), and when the answer comes:
 //!
 //! * `allow once`: the parked requests run again with a grant for this path that
 //!   lives only while they run (held by their [`super::request::Req`]);
@@ -146,7 +146,7 @@ impl Asker {
             pid,
             uid,
             gid,
-            comm: crate::audit::comm(pid),
+            comm: crate::session::audit::comm(pid),
             cmdline,
         }
     }

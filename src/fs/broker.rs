@@ -87,7 +87,7 @@ pub struct Broker {
     label: String,
     timeout: Duration,
     /// Dropped at [`Broker::close`], so that the audit writer can finish.
-    audit: Mutex<Option<crate::audit::Audit>>,
+    audit: Mutex<Option<crate::session::audit::Audit>>,
     state: Mutex<State>,
     wake: Condvar,
     /// Questions refused because no approver was connected (said once, when the
@@ -110,7 +110,7 @@ impl Broker {
     pub fn new(
         label: String,
         timeout: Duration,
-        audit: Option<crate::audit::Audit>,
+        audit: Option<crate::session::audit::Audit>,
     ) -> Arc<Broker> {
         let b = Arc::new(Broker {
             label,
@@ -469,7 +469,7 @@ impl Broker {
         } else {
             audit.for_root(about.root)
         };
-        audit.record(crate::audit::Event {
+        audit.record(crate::session::audit::Event {
             time: SystemTime::now(),
             op: about.op,
             path: about.path.clone(),

@@ -57,7 +57,7 @@ pub struct FsConfig {
     /// Watch the source for outside edits (see [`super::watch`]).
     pub watch: bool,
     /// Where refusals (and, if it asks, every operation) are logged.
-    pub audit: Option<crate::audit::Audit>,
+    pub audit: Option<crate::session::audit::Audit>,
     /// Where questions about `ask` paths go; `None`: they are refused.
     pub seat: Option<Seat>,
     /// Where refusal notices go (`None`: stderr).
@@ -113,7 +113,7 @@ impl Default for FsConfig {
 impl FsConfig {
     /// The caching and data-path choices of `opts` (a mount's command line), with
     /// nothing of `veilfs run`'s.
-    pub fn of(opts: &crate::mount::MountOptions) -> FsConfig {
+    pub fn of(opts: &crate::session::mount::MountOptions) -> FsConfig {
         FsConfig {
             ttl: opts.ttl,
             passthrough: opts.passthrough,

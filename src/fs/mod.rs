@@ -94,7 +94,7 @@ pub struct FileHandle {
 struct ForReload {
     /// The policy file, held by its directory (opened when the filesystem is built,
     /// before anything is mounted; `None`: the built-in policy).
-    file: Option<crate::config::PolicyFile>,
+    file: Option<crate::workspace::load::PolicyFile>,
     /// Rules every reload puts before the policy file's (see
     /// [`config::FsConfig::policy_base`]).
     base: Option<crate::policy::RawPolicy>,
@@ -183,7 +183,7 @@ pub struct VeilFs {
     /// Entry and attribute time-to-live handed to the kernel.
     pub(crate) ttl: std::time::Duration,
     /// Where refusals (and, if asked, every operation) are logged.
-    pub(crate) audit: Option<crate::audit::Audit>,
+    pub(crate) audit: Option<crate::session::audit::Audit>,
     /// Refused names said once on stderr.
     pub(crate) notices: notice::Notices,
     /// Stale decisions recomputed (see [`VeilFs::decisions_recomputed`]).
@@ -234,7 +234,7 @@ impl VeilFs {
         let pin_cap = (limit as usize).saturating_sub(4096).max(node_budget);
         let proc_fd = sys::open_dir_path(Path::new("/proc/self/fd"))?;
         let policy_source = match policy_file {
-            Some(p) => Some(crate::config::PolicyFile::open(p)?),
+            Some(p) => Some(crate::workspace::load::PolicyFile::open(p)?),
             None => None,
         };
         let policy_paths = policy_file.map_or_else(Vec::new, |p| protect::policy_paths(src, p));

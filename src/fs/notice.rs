@@ -142,10 +142,10 @@ impl Notices {
                 Some(start) if start > 0 => ("…", &path[start..]),
                 _ => ("", path),
             };
-            let shown = format!("{cut}{}", crate::printable::printable(shown));
+            let shown = format!("{cut}{}", crate::escape::printable(shown));
             let line = format!(
                 "veilfs: {shown}: {op} refused: {}",
-                crate::printable::escape(&decision.why())
+                crate::escape::escape(&decision.why())
             );
             (shown, line)
         };

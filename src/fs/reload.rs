@@ -19,9 +19,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::Inodes;
-use crate::config;
 use crate::policy::Policy;
 use crate::sys;
+use crate::workspace::load;
 
 /// The policy file's device, inode and text.
 type Stamp = (u64, u64, String);
@@ -31,7 +31,7 @@ pub struct Reloader {
     policy: Arc<RwLock<Arc<Policy>>>,
     epoch: Arc<AtomicU64>,
     inodes: Arc<Inodes>,
-    file: Option<config::PolicyFile>,
+    file: Option<load::PolicyFile>,
     /// The policy file by identity (as last read), kept read-only through the mount.
     protected: Arc<super::protect::ProtectedFiles>,
     notifier: Mutex<Option<fuser::Notifier>>,
@@ -55,7 +55,7 @@ impl Reloader {
         policy: Arc<RwLock<Arc<Policy>>>,
         epoch: Arc<AtomicU64>,
         inodes: Arc<Inodes>,
-        file: Option<config::PolicyFile>,
+        file: Option<load::PolicyFile>,
         protected: Arc<super::protect::ProtectedFiles>,
         base: Option<crate::policy::RawPolicy>,
         after: Vec<crate::policy::RawRule>,
@@ -218,17 +218,17 @@ impl Reloader {
     }
 
     /// The built-in default again, honouring the ignore files the workspace root
-    /// holds now (see [`crate::policy_imports::builtin_text`]).
+    /// holds now (see [`crate::workspace::imports::builtin_text`]).
     fn reload_builtin(&self) -> Result<String, String> {
         let root = self.inodes.get(super::inode::ROOT);
         let present = match root.as_ref().map(|r| r.dir_fd()) {
-            Some(Ok(fd)) => crate::policy_imports::present_at(fd),
+            Some(Ok(fd)) => crate::workspace::imports::present_at(fd),
             _ => Vec::new(),
         };
         if present.is_empty() && self.policy.read().import_names().is_empty() {
             return Ok("built-in default policy: nothing to reload".into());
         }
-        let text = crate::policy_imports::builtin_text(&present);
+        let text = crate::workspace::imports::builtin_text(&present);
         let mut policy = Policy::parse_between(
             self.base.as_ref(),
             &self.after,
@@ -284,7 +284,7 @@ impl Reloader {
         let fd = root
             .dir_fd()
             .map_err(|e| format!("the workspace root: {e}"))?;
-        crate::policy_imports::attach_checked(policy, fd, &|k| self.protected.written_lately(k))
+        crate::workspace::imports::attach_checked(policy, fd, &|k| self.protected.written_lately(k))
             .map_err(|e| e.to_string())
     }
 
@@ -377,7 +377,7 @@ impl Reloader {
             if watched.contains_key(&dir) {
                 continue;
             }
-            let fd = match crate::policy_imports::open_dir_at(root, &dir) {
+            let fd = match crate::workspace::imports::open_dir_at(root, &dir) {
                 Ok(fd) => fd,
                 Err(e) => {
                     log::debug!("not watching {}: {e}", String::from_utf8_lossy(&dir));

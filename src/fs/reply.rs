@@ -203,7 +203,7 @@ impl VeilFs {
     ) {
         if let Some(audit) = &self.audit {
             let who = who.into();
-            audit.record(crate::audit::Event {
+            audit.record(crate::session::audit::Event {
                 time: SystemTime::now(),
                 op,
                 path,
@@ -212,7 +212,7 @@ impl VeilFs {
                 pid: who.pid,
                 uid: who.uid,
                 gid: who.gid,
-                comm: crate::audit::comm(who.pid),
+                comm: crate::session::audit::comm(who.pid),
                 result,
                 ask: None,
             });

@@ -312,7 +312,7 @@ fn mount_table() -> std::io::Result<Vec<MountEntry>> {
         out.push(MountEntry {
             id,
             point: PathBuf::from(std::ffi::OsStr::from_bytes(
-                &crate::mount::unescape_mountinfo(point),
+                &crate::session::mount::unescape_mountinfo(point),
             )),
             fstype: fstype.to_vec(),
             read_only,

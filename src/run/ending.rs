@@ -154,7 +154,7 @@ pub(super) fn wait(
 /// [`TEARDOWN`].
 pub(super) fn unmount(
     sessions: Vec<(fuser::BackgroundSession, std::path::PathBuf)>,
-    audit: Option<crate::audit::Writer>,
+    audit: Option<crate::session::audit::Writer>,
 ) {
     let (tx, rx) = mpsc::channel();
     let spawned = std::thread::Builder::new()
@@ -194,7 +194,7 @@ pub(super) struct Started {
     reaped: bool,
     /// The mounts served, inner first.
     pub sessions: Vec<(fuser::BackgroundSession, std::path::PathBuf)>,
-    pub audit: Option<crate::audit::Writer>,
+    pub audit: Option<crate::session::audit::Writer>,
 }
 
 impl Started {

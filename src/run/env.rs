@@ -411,7 +411,7 @@ impl EnvPolicy {
             if let Some(p) = v.by {
                 log::debug!(
                     "environment: {} dropped by {p}",
-                    crate::printable::printable(name.as_bytes())
+                    crate::escape::printable(name.as_bytes())
                 );
             }
             let built_in = matches!(
@@ -489,7 +489,7 @@ pub fn startup_note(dropped: &[Dropped]) -> String {
     }
     let names: Vec<String> = dropped
         .iter()
-        .map(|d| crate::printable::printable(d.name.as_bytes()))
+        .map(|d| crate::escape::printable(d.name.as_bytes()))
         .collect();
     let n = dropped.len();
     let what = if n == 1 { "variable" } else { "variables" };

@@ -19,8 +19,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::config::{self, LoadedPolicy};
 use crate::policy::Policy;
+use crate::workspace::load::{self, LoadedPolicy};
 
 /// Where the home directory stands to the workspace.
 #[derive(Debug)]
@@ -82,13 +82,13 @@ pub(super) fn layout(home: Option<PathBuf>, ws: &Path) -> Layout {
 
 /// The home policy and the file it came from.
 pub(super) fn load_policy(explicit: Option<&Path>) -> Result<LoadedPolicy, String> {
-    config::load_home_policy(explicit).map_err(|e| format!("home policy: {e}"))
+    load::load_home_policy(explicit).map_err(|e| format!("home policy: {e}"))
 }
 
 /// The rules of the home policy, to stack the workspace policy on when the
 /// workspace is the home directory.
 pub(super) fn raw_policy(home: &LoadedPolicy) -> Result<crate::policy::RawPolicy, String> {
-    config::raw_of(
+    load::raw_of(
         home,
         (
             crate::policy::BUILTIN_HOME_NAME,
@@ -99,15 +99,15 @@ pub(super) fn raw_policy(home: &LoadedPolicy) -> Result<crate::policy::RawPolicy
 }
 
 /// The paths, relative to `root` (canonical), at which veilfs's configuration
-/// directories ([`config::config_dirs`]: the one in use and `~/.config/veilfs`) are
+/// directories ([`load::config_dirs`]: the one in use and `~/.config/veilfs`) are
 /// reached through a mount of `root`: as named, and with their links
 /// resolved (a `~/.config` that is a link to a dotfiles repository). Empty when it
 /// lies outside `root`.
 pub fn config_dirs_under(root: &Path) -> Vec<Vec<u8>> {
     use std::os::unix::ffi::OsStrExt;
     let mut out = Vec::new();
-    for dir in config::config_dirs() {
-        let resolved = config::resolve_existing(&dir);
+    for dir in load::config_dirs() {
+        let resolved = load::resolve_existing(&dir);
         for c in std::iter::once(dir).chain(resolved) {
             if let Ok(rel) = c.strip_prefix(root) {
                 let rel = rel.as_os_str().as_bytes().to_vec();
@@ -154,13 +154,13 @@ pub(super) fn check_reachable(
 /// this user or root owns it); none with the built-in default. Read whether or not
 /// the home directory is mounted.
 pub(super) fn env_rules(explicit: Option<&Path>) -> Result<super::env::EnvRules, String> {
-    let path = match config::home_policy_file(explicit) {
+    let path = match load::home_policy_file(explicit) {
         Ok(Some(p)) => p,
         Ok(None) => return Ok(Default::default()),
         Err(e) => return Err(format!("home policy: {e}")),
     };
     let text =
-        config::read_text(&path).map_err(|e| format!("home policy {}: {e}", path.display()))?;
+        load::read_text(&path).map_err(|e| format!("home policy {}: {e}", path.display()))?;
     super::env::parse_env_section(&path.display().to_string(), &text)
 }
 
@@ -234,7 +234,7 @@ fn is_wild(seg: &str) -> bool {
 /// `~/.local/share`, the same path there (marked `true`).
 fn alias_places(root: &Path, real_root: &Path, literal: &str) -> Vec<(PathBuf, bool)> {
     let mut places: Vec<(PathBuf, bool)> = Vec::new();
-    if let Some(real) = config::resolve_existing(&root.join(literal))
+    if let Some(real) = load::resolve_existing(&root.join(literal))
         && real != real_root.join(literal)
     {
         places.push((real, false));
@@ -260,7 +260,7 @@ fn alias_places(root: &Path, real_root: &Path, literal: &str) -> Vec<(PathBuf, b
         } else {
             moved.join(under)
         };
-        if let Some(real) = config::resolve_existing(&at)
+        if let Some(real) = load::resolve_existing(&at)
             && real != real_root.join(literal)
             && !places.iter().any(|(p, _)| *p == real)
         {
@@ -337,7 +337,7 @@ pub fn with_aliases(
     let after = alias_rules(root, &loaded.policy);
     if !after.is_empty() {
         loaded.policy =
-            config::recompile(loaded, base, builtin, &after).map_err(|e| e.to_string())?;
+            load::recompile(loaded, base, builtin, &after).map_err(|e| e.to_string())?;
     }
     Ok(after)
 }

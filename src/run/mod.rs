@@ -30,8 +30,8 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 
-use crate::config;
 use crate::sys;
+use crate::workspace::load;
 
 mod confine;
 mod ending;
@@ -83,7 +83,7 @@ pub const DROPPED_CAPS: [caps::Capability; 19] = {
 #[derive(Debug, Clone)]
 pub struct RunOptions {
     pub policy: Option<PathBuf>,
-    /// `None`: found from the current directory ([`config::find_workspace`]).
+    /// `None`: found from the current directory ([`load::find_workspace`]).
     pub workspace: Option<PathBuf>,
     pub quiet: bool,
     /// `-v`: the start-up lines in full, one per thing set up.
@@ -116,7 +116,7 @@ pub struct RunOptions {
     pub notices: Option<PathBuf>,
     pub command: Vec<OsString>,
     /// Caching and passthrough (the other fields are not used by `run`).
-    pub mount: crate::mount::MountOptions,
+    pub mount: crate::session::mount::MountOptions,
 }
 
 /// Parses `USER[:GROUP]`: each a name or a number. Without a group, a user given
@@ -152,7 +152,7 @@ pub fn parse_user(s: &str) -> Result<(u32, u32), String> {
 }
 
 fn refuse(msg: impl std::fmt::Display) -> Result<ExitCode> {
-    eprintln!("veilfs run: {}", crate::printable::escape(&msg.to_string()));
+    eprintln!("veilfs run: {}", crate::escape::escape(&msg.to_string()));
     Ok(ExitCode::from(2))
 }
 
@@ -187,7 +187,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
         ws: &ws,
         found: &found,
         source: loaded.source(),
-        home_source: home_loaded.as_ref().map(config::home_source),
+        home_source: home_loaded.as_ref().map(load::home_source),
         layout: &layout,
         walk: &walk,
         notes: conf.notes,
@@ -203,7 +203,7 @@ pub fn run(opts: RunOptions) -> Result<ExitCode> {
     let (root_fd, home_fd) = open_roots(&ws, &layout)?;
     // `veilfs reload WS` from outside: bound while this process still sees the
     // caller's runtime directory as the caller does.
-    let control = crate::control::bind_for_run(&ws);
+    let control = crate::session::control::bind_for_run(&ws);
     // Where refusal notices go while the command runs (never its terminal).
     let places = notice_places(&ws, &layout, &loaded, home_loaded.as_ref());
     let (notices, notices_note) = notice_destination(&opts, places);
@@ -354,7 +354,10 @@ fn say_running(
     if let Some(note) = opts.mount.transport.note(uring) {
         eprintln!("veilfs: {note}");
     } else if opts.verbose {
-        eprintln!("veilfs:   {}", crate::mount::Transport::said(uring));
+        eprintln!(
+            "veilfs:   {}",
+            crate::session::mount::Transport::said(uring)
+        );
     }
 }
 
@@ -442,7 +445,7 @@ fn say_dry_run(opts: &RunOptions, facts: Facts<'_>, asks: bool) {
         Some(n) => format!("refusal notices in {}", n.display()),
         None => format!(
             "refusal notices in a file of {}",
-            crate::control::runtime_dir_path().display()
+            crate::session::control::runtime_dir_path().display()
         ),
     };
     let ask = startup::ask_note(asks, &opts.mount, facts.ws);
@@ -454,10 +457,10 @@ fn say_dry_run(opts: &RunOptions, facts: Facts<'_>, asks: bool) {
 struct Facts<'a> {
     command: &'a [OsString],
     ws: &'a std::path::Path,
-    found: &'a config::Found,
+    found: &'a load::Found,
     /// Where the workspace policy came from, and what its walk found.
     source: String,
-    walk: &'a crate::explain_all::StartupWalk,
+    walk: &'a crate::workspace::walk::StartupWalk,
     /// The home directory: its layout and where its policy came from.
     layout: &'a home::Layout,
     home_source: Option<String>,
@@ -561,7 +564,7 @@ fn within(file: &std::path::Path, root: &std::path::Path) -> Option<Vec<u8>> {
     (!rel.is_empty()).then_some(rel)
 }
 
-/// Keeps veilfs's configuration directories ([`config::config_dirs`]) read-only for
+/// Keeps veilfs's configuration directories ([`load::config_dirs`]) read-only for
 /// the command where the home mount does not guard them (it lies outside the home
 /// directory, say `XDG_CONFIG_HOME=/tmp/cfg`, or there is no home mount): bound
 /// read-only onto itself. Where it does not exist yet but the command could make
@@ -574,10 +577,10 @@ fn protect_config_dir(
     writable: &[PathBuf],
     ws: &std::path::Path,
 ) -> Result<(), String> {
-    for dir in config::config_dirs() {
+    for dir in load::config_dirs() {
         let abs = std::path::absolute(&dir).unwrap_or(dir.clone());
         // Guarded by the home mount when it lies in the home directory.
-        let real = config::resolve_existing(&abs).unwrap_or_else(|| abs.clone());
+        let real = load::resolve_existing(&abs).unwrap_or_else(|| abs.clone());
         if let Some(root) = home_root(layout)
             && let Ok(root) = root.canonicalize()
             && (abs.starts_with(&root) || real.starts_with(&root))
@@ -636,15 +639,15 @@ fn home_root(layout: &home::Layout) -> Option<&std::path::Path> {
 fn notice_places(
     ws: &std::path::Path,
     layout: &home::Layout,
-    loaded: &config::LoadedPolicy,
-    home: Option<&config::LoadedPolicy>,
+    loaded: &load::LoadedPolicy,
+    home: Option<&load::LoadedPolicy>,
 ) -> crate::fs::notice::Places {
     crate::fs::notice::Places {
         workspace: ws.to_path_buf(),
         workspace_policy: loaded.path.clone(),
         home: home_root(layout).filter(|h| *h != ws).map(PathBuf::from),
         home_policy: home.and_then(|h| h.path.clone()),
-        home_policy_place: config::config_dir().map(|d| d.join(config::HOME_POLICY)),
+        home_policy_place: load::config_dir().map(|d| d.join(load::HOME_POLICY)),
     }
 }
 
@@ -661,7 +664,8 @@ fn notice_destination(
         return (Destination::Log, startup::Note::default());
     }
     let path = opts.notices.clone().unwrap_or_else(|| {
-        crate::control::runtime_dir_path().join(format!("notices-run-{}.log", std::process::id()))
+        crate::session::control::runtime_dir_path()
+            .join(format!("notices-run-{}.log", std::process::id()))
     });
     match SessionNotices::create(&path, places) {
         Ok(s) => (
@@ -723,7 +727,7 @@ fn say_at_end(
     // line also erases what the command left after it on the screen.
     let erase = if tty { "\x1b[K" } else { "" };
     for l in lines {
-        eprintln!("{}{erase}", crate::printable::escape(&l));
+        eprintln!("{}{erase}", crate::escape::escape(&l));
     }
 }
 
@@ -809,7 +813,7 @@ fn kept_in_view(
     // command meets that rather than a place to plant one; but none of a home
     // covered under `--user`, which shows the way to the workspace only.
     kept.extend(
-        config::config_dirs()
+        load::config_dirs()
             .into_iter()
             .filter(|d| !homes.iter().any(|h| d.starts_with(h))),
     );

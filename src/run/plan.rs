@@ -6,16 +6,16 @@
 use std::path::{Path, PathBuf};
 
 use super::{RunOptions, home};
-use crate::config;
 use crate::sys;
+use crate::workspace::load;
 
 /// The workspace `run` polices, and how it was found: `--workspace`, else found
 /// from the current directory `cwd` as git finds its repository
-/// ([`config::find_workspace`]). Warnings about markers passed over are said here.
-pub(super) fn workspace(opts: &RunOptions, cwd: &Path) -> Result<(PathBuf, config::Found), String> {
+/// ([`load::find_workspace`]). Warnings about markers passed over are said here.
+pub(super) fn workspace(opts: &RunOptions, cwd: &Path) -> Result<(PathBuf, load::Found), String> {
     if let Some(w) = &opts.workspace {
         return match w.canonicalize() {
-            Ok(p) if p.is_dir() => Ok((p, config::Found::Given)),
+            Ok(p) if p.is_dir() => Ok((p, load::Found::Given)),
             _ => Err(format!("workspace {} is not a directory", w.display())),
         };
     }
@@ -23,7 +23,7 @@ pub(super) fn workspace(opts: &RunOptions, cwd: &Path) -> Result<(PathBuf, confi
     // Root running the command as another user trusts that user's `.git`: the
     // README's recipe gives the project to the user.
     let git_owner = opts.user.filter(|_| sys::euid() == 0).map(|(uid, _)| uid);
-    let (ws, found, warnings) = config::find_workspace(&start, git_owner)?;
+    let (ws, found, warnings) = load::find_workspace(&start, git_owner)?;
     for w in warnings {
         eprintln!("veilfs run: {w}");
     }
@@ -35,18 +35,18 @@ pub(super) struct Policies {
     /// Where the home directory lies, and whether it gets a mount of its own.
     pub layout: home::Layout,
     /// The home policy (`None`: no home mount).
-    pub home: Option<config::LoadedPolicy>,
+    pub home: Option<load::LoadedPolicy>,
     /// The workspace is the home directory: the home policy's rules, under the
     /// workspace's.
     pub home_base: Option<crate::policy::RawPolicy>,
     /// The workspace's policy, its imports attached.
-    pub workspace: config::LoadedPolicy,
+    pub workspace: load::LoadedPolicy,
     /// Rules for the targets of links the home policy hides by name, after each
     /// mount's own rules.
     pub workspace_after: Vec<crate::policy::RawRule>,
     pub home_after: Vec<crate::policy::RawRule>,
     /// What the workspace policy hides, for the start-up lines (empty with `-q`).
-    pub walk: crate::explain_all::StartupWalk,
+    pub walk: crate::workspace::walk::StartupWalk,
 }
 
 /// Loads the policies of the session of workspace `ws`, in the order the mounts
@@ -77,8 +77,8 @@ pub(super) fn policies(opts: &RunOptions, ws: &Path) -> Result<Policies, String>
         _ => None,
     };
     let mut loaded = match &home_base {
-        Some(base) => config::load_policy_on(base, opts.policy.as_deref(), ws),
-        None => config::load_policy(opts.policy.as_deref(), ws),
+        Some(base) => load::load_policy_on(base, opts.policy.as_deref(), ws),
+        None => load::load_policy(opts.policy.as_deref(), ws),
     }
     .map_err(|e| e.to_string())?;
     // The targets of links the home policy hides by name are hidden too.
@@ -96,13 +96,13 @@ pub(super) fn policies(opts: &RunOptions, ws: &Path) -> Result<Policies, String>
     // The ignore files the workspace policy imports, read before anything covers
     // them (after every recompilation above).
     let warnings =
-        crate::policy_imports::attach(&mut loaded.policy, ws).map_err(|e| e.to_string())?;
+        crate::workspace::imports::attach(&mut loaded.policy, ws).map_err(|e| e.to_string())?;
     warnings.iter().for_each(|w| eprintln!("veilfs run: {w}"));
     let walk = said_of(opts, &loaded, ws);
     // And those the home policy imports, in the home directory.
     if let (home::Layout::Separate(h), Some(hp)) = (&layout, &mut home_loaded) {
         let warnings =
-            crate::policy_imports::attach(&mut hp.policy, h).map_err(|e| e.to_string())?;
+            crate::workspace::imports::attach(&mut hp.policy, h).map_err(|e| e.to_string())?;
         warnings.iter().for_each(|w| eprintln!("veilfs run: ~/{w}"));
     }
     if let (home::Layout::Separate(h), Some(hp)) = (&layout, &home_loaded) {
@@ -128,18 +128,18 @@ pub(super) fn policies(opts: &RunOptions, ws: &Path) -> Result<Policies, String>
 /// with the repository and leaves the usual secrets open.
 fn said_of(
     opts: &RunOptions,
-    loaded: &config::LoadedPolicy,
+    loaded: &load::LoadedPolicy,
     ws: &Path,
-) -> crate::explain_all::StartupWalk {
+) -> crate::workspace::walk::StartupWalk {
     let walk = if opts.quiet {
-        crate::explain_all::StartupWalk::default()
+        crate::workspace::walk::StartupWalk::default()
     } else {
-        crate::explain_all::StartupWalk::of(&loaded.policy, ws)
+        crate::workspace::walk::StartupWalk::of(&loaded.policy, ws)
     };
     if let Some(w) = loaded
         .path
         .as_deref()
-        .and_then(|f| crate::check_workspace::committed_policy_warning(&loaded.policy, ws, f))
+        .and_then(|f| crate::workspace::walk::committed_policy_warning(&loaded.policy, ws, f))
     {
         eprintln!("veilfs run: warning: {w}");
     }
@@ -175,7 +175,7 @@ pub(super) fn confinement(
 ) -> Result<Confinement, String> {
     use super::{env, sockets, startup};
     outputs_outside(opts, ws)?;
-    crate::mount::check_fuse_device().map_err(|e| e.to_string())?;
+    crate::session::mount::check_fuse_device().map_err(|e| e.to_string())?;
     let command = if opts.command.is_empty() {
         vec![std::env::var_os("SHELL").unwrap_or_else(|| "/bin/sh".into())]
     } else {
@@ -194,7 +194,7 @@ pub(super) fn confinement(
             })
             .chain(writable.iter().cloned())
             .collect(),
-        runtime_dir: Some(crate::control::runtime_dir_path()),
+        runtime_dir: Some(crate::session::control::runtime_dir_path()),
     });
     let system_note = startup::system_note(system.is_some(), &writable);
     if !opts.without_landlock && !sockets::can_scope() {
@@ -239,10 +239,10 @@ pub(super) fn confinement(
 /// the workspace, where the command could rewrite it.
 fn outputs_outside(opts: &RunOptions, ws: &Path) -> Result<(), String> {
     if let Some(log) = &opts.mount.audit {
-        crate::audit::check_outside(log, ws)?;
+        crate::session::audit::check_outside(log, ws)?;
     }
     if let Some(n) = &opts.notices
-        && crate::audit::check_outside(n, ws).is_err()
+        && crate::session::audit::check_outside(n, ws).is_err()
     {
         return Err(format!(
             "the notices file {} is inside the workspace {}: the command could rewrite \

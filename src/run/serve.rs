@@ -6,11 +6,11 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 use super::home;
-use crate::config::LoadedPolicy;
 use crate::fs::VeilFs;
 use crate::fs::ask::Seat;
 use crate::fs::config::{FsConfig, Git};
 use crate::fs::notice::{Destination, Root};
+use crate::workspace::load::LoadedPolicy;
 
 /// Where the session's filesystems come from: the workspace's descriptor and
 /// policy (`home_base` and `after`: the home policy's rules around it, when the
@@ -46,7 +46,7 @@ pub(super) fn build(
     opts: &super::RunOptions,
     notices: &Destination,
     src: Sources<'_>,
-    writer: &mut Option<crate::audit::Writer>,
+    writer: &mut Option<crate::session::audit::Writer>,
 ) -> Result<Built, String> {
     let mut logs = logs(opts, notices)?;
     *writer = logs.writer.take();
@@ -75,9 +75,9 @@ struct Shared<'a> {
     /// The run's own logs (the home mount guards those inside it).
     pub logs: &'a [RunLog],
     /// The audit log; given to the filesystems (and dropped with them).
-    pub audit: Option<crate::audit::Audit>,
+    pub audit: Option<crate::session::audit::Audit>,
     pub broker: &'a std::sync::Arc<crate::fs::ask::Broker>,
-    pub opts: &'a crate::mount::MountOptions,
+    pub opts: &'a crate::session::mount::MountOptions,
 }
 
 /// The workspace's filesystem and, when the layout gives the home directory a mount
@@ -203,7 +203,7 @@ pub(super) struct Mounted {
     /// hold it weakly.
     pub reloaders: Vec<std::sync::Arc<crate::fs::reload::Reloader>>,
     /// The requests each mount served, for `veilfs stats`.
-    pub stats: crate::control::Stats,
+    pub stats: crate::session::control::Stats,
     /// Every mount got FUSE over io_uring from the kernel.
     pub uring: bool,
 }
@@ -216,7 +216,7 @@ pub(super) fn mount_all(
     fs: VeilFs,
     home: Option<(PathBuf, VeilFs)>,
     ws: &Path,
-    opts: &crate::mount::MountOptions,
+    opts: &crate::session::mount::MountOptions,
     sessions: &mut Vec<(fuser::BackgroundSession, PathBuf)>,
 ) -> Result<Mounted, String> {
     let mut roots = vec![(ws.to_path_buf(), fs)];
@@ -230,21 +230,21 @@ pub(super) fn mount_all(
     // Only processes in this private namespace can reach the mounts, and the
     // command may run under another uid (`--user`); one audit log for both
     // mounts, set on each filesystem (see [`logs`]).
-    let opts = crate::mount::MountOptions {
+    let opts = crate::session::mount::MountOptions {
         allow_other: true,
-        reports: crate::mount::Reports::Log,
+        reports: crate::session::mount::Reports::Log,
         audit: None,
         ..opts.clone()
     };
     let mut reloader = None;
     let mut asks = false;
     let mut reloaders = Vec::new();
-    let mut stats = crate::control::Stats::default();
+    let mut stats = crate::session::control::Stats::default();
     let mut uring = true;
     for (root, fs) in roots {
         // (`--permissive` is in each filesystem's configuration, see `home_config`.)
-        let cfg = crate::mount::config(&root, &opts);
-        let live = crate::mount::start(fs, &root, &cfg, &opts)
+        let cfg = crate::session::mount::config(&root, &opts);
+        let live = crate::session::mount::start(fs, &root, &cfg, &opts)
             .map_err(|e| format!("mounting over {} failed: {e}", root.display()))?;
         asks |= live.reloader.policy_asks();
         reloaders.push(live.reloader.clone());
@@ -282,9 +282,9 @@ pub(super) struct Logs {
     /// The notices file and the audit log, to guard and check.
     pub files: Vec<RunLog>,
     /// The audit log's writer (finished when the mounts are gone).
-    pub writer: Option<crate::audit::Writer>,
+    pub writer: Option<crate::session::audit::Writer>,
     /// The audit log, for the broker's records.
-    pub audit: Option<crate::audit::Audit>,
+    pub audit: Option<crate::session::audit::Audit>,
 }
 
 /// Starts the audit log (`--audit`, one for both mounts, each event naming its
@@ -306,8 +306,12 @@ fn logs(opts: &super::RunOptions, notices: &Destination) -> Result<Logs, String>
     }
     let (mut writer, mut audit) = (None, None);
     if let Some(target) = &opts.mount.audit {
-        let (a, w) = crate::audit::Audit::start(target, opts.mount.audit_all, crate::audit::QUEUE)
-            .map_err(|e| format!("audit log {}: {e}", target.display()))?;
+        let (a, w) = crate::session::audit::Audit::start(
+            target,
+            opts.mount.audit_all,
+            crate::session::audit::QUEUE,
+        )
+        .map_err(|e| format!("audit log {}: {e}", target.display()))?;
         if target.as_path() != Path::new("-")
             && let Some(id) = id_of(target)
         {
@@ -329,8 +333,8 @@ fn logs(opts: &super::RunOptions, notices: &Destination) -> Result<Logs, String>
 /// One broker for both mounts (`veilfs prompt` answers the session's questions on
 /// its control socket).
 fn broker(
-    opts: &crate::mount::MountOptions,
-    audit: Option<crate::audit::Audit>,
+    opts: &crate::session::mount::MountOptions,
+    audit: Option<crate::session::audit::Audit>,
 ) -> std::sync::Arc<crate::fs::ask::Broker> {
     crate::fs::ask::Broker::new(
         format!("veilfs run (pid {})", std::process::id()),

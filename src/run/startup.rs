@@ -58,10 +58,10 @@ impl Startup {
     /// control character raw.
     pub fn say(&self, warning: Option<&str>, verbose: bool) {
         if let Some(w) = warning {
-            eprintln!("veilfs: warning: {}", crate::printable::escape(w));
+            eprintln!("veilfs: warning: {}", crate::escape::escape(w));
         }
         for line in self.lines(verbose) {
-            eprintln!("{}", crate::printable::escape(&line));
+            eprintln!("{}", crate::escape::escape(&line));
         }
     }
 
@@ -122,9 +122,9 @@ pub(super) fn as_root_note(as_root: bool) -> Note {
     }
 }
 
-/// The workspace policy (`source`, as [`crate::config::Loaded::source`] says it)
+/// The workspace policy (`source`, as [`crate::workspace::load::Loaded::source`] says it)
 /// and what it hides.
-pub(super) fn policy_note(source: &str, walk: &crate::explain_all::StartupWalk) -> Note {
+pub(super) fn policy_note(source: &str, walk: &crate::workspace::walk::StartupWalk) -> Note {
     let name = match source.starts_with("built-in") {
         true => format!("the {source}"),
         false => format!("policy {source}"),
@@ -139,7 +139,10 @@ pub(super) fn policy_note(source: &str, walk: &crate::explain_all::StartupWalk) 
 }
 
 /// `--permissive`: nothing is refused.
-pub(super) fn mode_note(mount: &crate::mount::MountOptions, layout: &super::home::Layout) -> Note {
+pub(super) fn mode_note(
+    mount: &crate::session::mount::MountOptions,
+    layout: &super::home::Layout,
+) -> Note {
     let home = matches!(layout, super::home::Layout::Separate(_));
     match &mount.audit {
         Some(log) if mount.permissive => Note::new(
@@ -158,11 +161,11 @@ pub(super) fn mode_note(mount: &crate::mount::MountOptions, layout: &super::home
 /// `ws`: the workspace, which `veilfs prompt` is given (or started in).
 pub(super) fn ask_note(
     asks: bool,
-    mount: &crate::mount::MountOptions,
+    mount: &crate::session::mount::MountOptions,
     ws: &std::path::Path,
 ) -> Note {
     match asks && !mount.permissive {
-        true => Note::same(crate::mount::ask_note(ws)),
+        true => Note::same(crate::session::mount::ask_note(ws)),
         false => Note::default(),
     }
 }
@@ -257,7 +260,7 @@ pub(super) fn env_note(dropped: &[super::env::Dropped]) -> Note {
     let names: Vec<String> = dropped
         .iter()
         .take(SHOWN)
-        .map(|d| crate::printable::printable(d.name.as_bytes()))
+        .map(|d| crate::escape::printable(d.name.as_bytes()))
         .collect();
     let more = match dropped.len().saturating_sub(SHOWN) {
         0 => String::new(),

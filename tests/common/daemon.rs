@@ -1,6 +1,6 @@
 //! A `veilfs mount` daemon run as a child process (stopped and unmounted on drop),
 //! and an approver speaking the control socket's JSON lines (see
-//! `veilfs::ask_socket`).
+//! `veilfs::session::ask_socket`).
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Write};
@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use veilfs::mount::is_mount_point;
+use veilfs::session::mount::is_mount_point;
 
 use super::wait_until;
 

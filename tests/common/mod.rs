@@ -104,9 +104,9 @@ impl Fixture {
         let m = Mount::new(&self.src, &self.mnt, p, file, opts)
             .unwrap_or_else(|e| panic!("mount failed: {e}"));
         assert!(
-            wait_until(Duration::from_secs(10), || veilfs::mount::is_mount_point(
-                &self.mnt.canonicalize().unwrap()
-            )),
+            wait_until(Duration::from_secs(10), || {
+                veilfs::session::mount::is_mount_point(&self.mnt.canonicalize().unwrap())
+            }),
             "the mount did not appear in the mount table"
         );
         self.mount = Some(m);

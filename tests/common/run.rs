@@ -58,7 +58,7 @@ pub fn chown_r(user: &str, path: &Path) {
 pub fn assert_not_mounted_outside(roots: &[&Path]) {
     for root in roots {
         assert!(
-            !veilfs::mount::is_mount_point(&root.canonicalize().unwrap()),
+            !veilfs::session::mount::is_mount_point(&root.canonicalize().unwrap()),
             "{} is a mount point outside the run",
             root.display()
         );

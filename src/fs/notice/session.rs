@@ -145,9 +145,7 @@ impl SessionNotices {
                     file,
                     "# veilfs run (pid {}) of {}: its refusals, each with its rule",
                     std::process::id(),
-                    crate::printable::printable(
-                        self.places.workspace.as_os_str().as_encoded_bytes()
-                    )
+                    crate::escape::printable(self.places.workspace.as_os_str().as_encoded_bytes())
                 );
             }
             t.refused += 1;
@@ -327,7 +325,7 @@ fn rule_name(p: &Pattern) -> String {
 /// holding a character the terminal would be shown escaped).
 fn allow_pattern(path: &[u8]) -> Option<String> {
     let path = std::str::from_utf8(path).ok()?;
-    if crate::printable::escape(path) != path {
+    if crate::escape::escape(path) != path {
         return None;
     }
     let pattern = format!("/{}", crate::policy::literal_glob(path));

@@ -48,7 +48,7 @@
 //! `ok MESSAGE` or `error MESSAGE` (MESSAGE may span lines). The line `stats` is
 //! answered by `ok JSON` on one line (see [`Stats`]). The line `subscribe`
 //! makes the connection an approver of the session's questions about `ask` paths,
-//! in JSON lines both ways (see [`crate::ask_socket`]).
+//! in JSON lines both ways (see [`crate::session::ask_socket`]).
 
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -379,7 +379,7 @@ pub fn serve(
         broker,
         Guard {
             inside: None,
-            report: crate::mount::report_reload,
+            report: crate::session::mount::report_reload,
         },
     )
 }
@@ -423,7 +423,7 @@ impl Listener {
     ) -> Option<Control> {
         let guard = Guard {
             inside: Some(init),
-            report: crate::mount::log_reload,
+            report: crate::session::mount::log_reload,
         };
         self.serve(reloader, broker, guard)
             .map_err(|e| log::warn!("control socket: not served: {e}"))
@@ -614,7 +614,7 @@ fn answer(asked: Asked, with: Answering, guard: Guard) -> io::Result<()> {
         if !slot.approve() {
             return Ok(());
         }
-        return crate::ask_socket::subscribe(conn, broker, &cred, served);
+        return crate::session::ask_socket::subscribe(conn, broker, &cred, served);
     }
     if !slot.start_work() {
         // Evicted for a newer request of its uid.

@@ -80,7 +80,7 @@ fn read_log(log: &Path) -> Result<(BTreeMap<String, Seen>, u64)> {
             format!(
                 "{}: not an audit line: {}{}",
                 log.display(),
-                crate::printable::escape(&shown),
+                crate::escape::escape(&shown),
                 if shown.len() < line.len() { "…" } else { "" }
             )
         })?;
@@ -172,7 +172,7 @@ fn decide_now(now: &Now, path: &str) -> Option<Decision> {
 /// Writes the report of `log`, with the decisions the policies `now` take.
 pub fn explain_audit(log: &Path, now: &Now, json: bool, out: &mut impl Write) -> Result<()> {
     let (paths, dropped) = read_log(log)?;
-    let p = crate::printable::escape;
+    let p = crate::escape::escape;
     if json {
         for (path, seen) in &paths {
             let mut v = serde_json::json!({
@@ -186,7 +186,7 @@ pub fn explain_audit(log: &Path, now: &Now, json: bool, out: &mut impl Write) ->
             if let Some(d) = decide_now(now, path) {
                 v["now"] = d.to_json(path.as_bytes());
             }
-            writeln!(out, "{}", crate::printable::json(&v))?;
+            writeln!(out, "{}", crate::escape::json(&v))?;
         }
         if dropped > 0 {
             writeln!(out, "{}", serde_json::json!({ "dropped": dropped }))?;

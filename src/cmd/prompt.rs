@@ -3,7 +3,7 @@
 //! Which sessions it answers for is its [`Scope`]: by default those of the
 //! workspace of the current directory (found as `veilfs run` finds it), or those
 //! serving the paths named, or (`--all`) every session of this user. It subscribes
-//! on the control socket of each such session (see [`crate::ask_socket`] for the
+//! on the control socket of each such session (see [`crate::session::ask_socket`] for the
 //! JSON lines), shows one open question at a time (the oldest first), each named
 //! by the workspace or mount point of its session (`[~/project]`), and sends the
 //! answer for the key pressed. With a terminal on stdin the keys are read one by
@@ -12,7 +12,7 @@
 //!
 //! What stays true:
 //! * **Only this user's sessions.** Sessions are found in this user's runtime
-//!   directory (checked as [`crate::control`] says), and one is subscribed to only
+//!   directory (checked as [`crate::session::control`] says), and one is subscribed to only
 //!   when the daemon behind its socket runs as this user or root.
 //! * **It waits and keeps serving.** The runtime directory is looked at again every
 //!   [`SCAN_EVERY`]: a session of the scope that starts later (before the first,
@@ -28,7 +28,7 @@ use std::process::ExitCode;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use crate::control::{self, Known, Session, Wanted};
+use crate::session::control::{self, Known, Session, Wanted};
 
 /// How often the runtime directory is looked at for sessions started since.
 pub const SCAN_EVERY: Duration = Duration::from_millis(500);
@@ -60,7 +60,7 @@ impl Scope {
         let cwd = std::env::current_dir()
             .and_then(|d| d.canonicalize())
             .map_err(|e| format!("the current directory: {e}"))?;
-        let (ws, _, warnings) = crate::config::find_workspace(&cwd, None)?;
+        let (ws, _, warnings) = crate::workspace::load::find_workspace(&cwd, None)?;
         for w in warnings {
             eprintln!("veilfs prompt: {w}");
         }
@@ -357,7 +357,7 @@ fn short_path(path: &Path, home: Option<&Path>) -> String {
         Some(Ok(rest)) => Path::new("~").join(rest),
         _ => path.to_path_buf(),
     };
-    crate::printable::printable(short.as_os_str().as_bytes())
+    crate::escape::printable(short.as_os_str().as_bytes())
 }
 
 /// The prompt's state: the open questions, oldest first, and what is typed.
@@ -469,14 +469,14 @@ impl Ui {
                     say(&format!(
                         "-- [{}] question {id} closed: {}",
                         conn.place,
-                        crate::printable::escape(v["outcome"].as_str().unwrap_or("?"))
+                        crate::escape::escape(v["outcome"].as_str().unwrap_or("?"))
                     ));
                 }
             }
             Some("error") => say(&format!(
                 "-- {}: {}",
                 conn.tag(),
-                crate::printable::escape(v["message"].as_str().unwrap_or("error"))
+                crate::escape::escape(v["message"].as_str().unwrap_or("error"))
             )),
             _ => {}
         }
@@ -580,7 +580,7 @@ fn show(conn: &Conn, q: &serde_json::Value, open: usize) {
                 .collect()
         })
         .unwrap_or_default();
-    let mut cmd = crate::printable::escape(&cmdline.join(" "));
+    let mut cmd = crate::escape::escape(&cmdline.join(" "));
     if cmd.chars().count() > 200 {
         cmd = cmd.chars().take(200).collect::<String>() + "…";
     }
@@ -602,23 +602,20 @@ fn show(conn: &Conn, q: &serde_json::Value, open: usize) {
     ));
     say(&format!(
         "  {} (pid {}, uid {}): {cmd}",
-        crate::printable::escape(&s("comm")),
+        crate::escape::escape(&s("comm")),
         q["pid"],
         q["uid"]
     ));
     say(&format!(
         "  wants to {} {} ({})",
         s("access"),
-        crate::printable::escape(&full),
+        crate::escape::escape(&full),
         s("op")
     ));
-    say(&format!(
-        "  because {}",
-        crate::printable::escape(&s("rule"))
-    ));
+    say(&format!("  because {}", crate::escape::escape(&s("rule"))));
     say(&format!(
         "  y allow once | p allow this path for the session | d allow {} for the session | n deny | r deny with a reason   (refused in {} s)",
-        crate::printable::escape(&dir),
+        crate::escape::escape(&dir),
         q["timeout_ms"].as_u64().unwrap_or(0) / 1000
     ));
 }

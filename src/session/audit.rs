@@ -239,7 +239,7 @@ fn write_loop(
         v["uid"] = e.uid.into();
         v["gid"] = e.gid.into();
         v["comm"] = e.comm.into();
-        let _ = writeln!(out, "{}", crate::printable::json(&v));
+        let _ = writeln!(out, "{}", crate::escape::json(&v));
         let counted = if e.refused {
             Some(&mut refused)
         } else if e.result.is_some_and(|r| r.starts_with("would-")) {
@@ -278,8 +278,8 @@ fn summary(title: &str, counted: HashMap<Vec<u8>, (u64, String)>) {
     for (path, (n, why)) in rows {
         eprintln!(
             "  {n:>6}× {}  ({})",
-            crate::printable::printable(&path),
-            crate::printable::escape(&why)
+            crate::escape::printable(&path),
+            crate::escape::escape(&why)
         );
     }
 }

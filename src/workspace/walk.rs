@@ -1,10 +1,9 @@
-//! `veilfs explain --all`: every path of the workspace that the policy denies,
-//! asks for or makes read-only, with the rule that decided it, as `git check-ignore
-//! -v` lists what git ignores. One walk of the tree (no link followed, `.git` not
-//! entered, no file opened). A path that only inherits its directory's decision is
-//! counted, not listed; a summary line ends the text.
+//! One walk of the workspace deciding every path by a policy (no link followed,
+//! `.git` not entered, no file opened): what `veilfs explain --all` lists, what the
+//! start-up lines of `mount` and `run` say the policy hides, and whether a policy
+//! tracked by git leaves open what the built-in default hides. A path that only
+//! inherits its directory's decision is counted, not listed.
 
-use std::io::Write;
 use std::os::fd::AsFd;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -12,8 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use crate::policy::{Action, Decision, Policy, Reason};
-use crate::policy_imports;
-use crate::printable::{escape, printable};
+use crate::workspace::imports;
 
 /// What the walk found.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -29,11 +27,11 @@ pub struct Held {
 
 /// Walks the workspace under `root` and decides every path with `policy`.
 pub fn walk(policy: &Policy, root: &Path) -> Result<Held> {
-    let (held, complete) = walk_within(policy, root, policy_imports::MAX_DIRS, None)?;
+    let (held, complete) = walk_within(policy, root, imports::MAX_DIRS, None)?;
     if !complete {
         anyhow::bail!(
             "more than {} directories: not walked whole",
-            policy_imports::MAX_DIRS
+            imports::MAX_DIRS
         );
     }
     Ok(held)
@@ -62,7 +60,7 @@ pub fn walk_within(
             out.listed.push((path.to_vec(), is_dir, d.action, d.why()));
         }
     };
-    let complete = policy_imports::walk(
+    let complete = imports::walk(
         fd.as_fd(),
         limit,
         Decision::root(),
@@ -89,48 +87,6 @@ pub fn walk_within(
     }
     out.listed.sort();
     Ok((out, complete && !late))
-}
-
-/// Prints [`walk`]'s findings as `explain` lines (or JSON objects), then a summary.
-pub fn explain_all(
-    policy: &Policy,
-    workspace: &Path,
-    json: bool,
-    out: &mut impl Write,
-) -> Result<()> {
-    let held = walk(policy, workspace)?;
-    for (path, is_dir, action, why) in &held.listed {
-        if json {
-            let v = serde_json::json!({
-                "path": String::from_utf8_lossy(path),
-                "dir": is_dir,
-                "action": action.as_str(),
-                "why": why,
-            });
-            writeln!(out, "{}", crate::printable::json(&v))?;
-        } else {
-            writeln!(
-                out,
-                "{:<9} {}{}  ({})",
-                action.as_str(),
-                printable(path),
-                if *is_dir { "/" } else { "" },
-                escape(why)
-            )?;
-        }
-    }
-    if json {
-        let v = serde_json::json!({
-            "summary": true,
-            "hidden": held.hidden,
-            "held": held.held,
-            "places": held.places(),
-        });
-        writeln!(out, "{}", crate::printable::json(&v))?;
-    } else {
-        writeln!(out, "{}", summary(&held))?;
-    }
-    Ok(())
 }
 
 impl Held {
@@ -202,9 +158,9 @@ impl StartupWalk {
             Err(e) => log::info!("start-up walk of {}: {e}", root.display()),
         }
         let (tracked, _) =
-            crate::check_workspace::tracked_denied_within(policy, root, STARTUP_TIME);
+            crate::workspace::tracked::tracked_denied_within(policy, root, STARTUP_TIME);
         if let Some(first) = tracked.first() {
-            let mut w = crate::check_workspace::tracked_message(first);
+            let mut w = crate::workspace::tracked::tracked_message(first);
             if tracked.len() > 1 {
                 w.push_str(&format!(
                     " ({} more denied paths are tracked: `veilfs check` names them)",
@@ -247,4 +203,57 @@ pub fn startup_note(policy: &Policy, root: &Path) -> String {
         note.push_str(w);
     }
     note
+}
+
+/// Names the built-in default hides, one of each kind, that a policy which hides
+/// the usual secrets hides too.
+const USUAL_SECRETS: [(&str, bool); 4] = [
+    (".env", false),
+    ("id_rsa", false),
+    ("server.pem", false),
+    ("secrets", true),
+];
+
+/// A warning when the workspace's policy file `file` is tracked by the git
+/// repository at the top of `workspace` (so it may have come with a clone, from
+/// whoever wrote the repository) and leaves open what the built-in default hides:
+/// a path of the tree the default denies (from a walk as bounded as the start-up
+/// line's), else one of the usual secrets' names (`.env`, keys, `secrets/`) should
+/// such a file appear. The first such path is named.
+pub fn committed_policy_warning(policy: &Policy, workspace: &Path, file: &Path) -> Option<String> {
+    use std::os::unix::ffi::OsStrExt;
+    let rel = file.strip_prefix(workspace).ok()?.as_os_str().as_bytes();
+    if !crate::workspace::git_index::tracked_paths(workspace)
+        .iter()
+        .any(|p| p == rel)
+    {
+        return None;
+    }
+    let open =
+        |path: &[u8], dir: bool| policy.decide(path, dir).action != crate::policy::Action::Deny;
+    let deadline = std::time::Instant::now() + STARTUP_TIME;
+    let in_tree = walk_within(&Policy::builtin(), workspace, STARTUP_DIRS, Some(deadline))
+        .ok()
+        .and_then(|(held, _)| {
+            held.listed
+                .into_iter()
+                .find(|(path, dir, action, _)| {
+                    *action == crate::policy::Action::Deny && open(path, *dir)
+                })
+                .map(|(path, dir, _, _)| (path, dir))
+        });
+    let (path, dir) = in_tree.or_else(|| {
+        USUAL_SECRETS
+            .iter()
+            .find(|(name, dir)| open(name.as_bytes(), *dir))
+            .map(|(name, dir)| (name.as_bytes().to_vec(), *dir))
+    })?;
+    Some(format!(
+        "the policy {} is tracked by git, so it may have come with the repository, and it \
+         does not hide {}{}, which the built-in default hides: read it before you trust it \
+         (`veilfs explain --all`)",
+        crate::escape::printable(rel),
+        crate::escape::printable(&path),
+        if dir { "/" } else { "" }
+    ))
 }

@@ -330,7 +330,7 @@ pub struct Live {
     /// The watcher keeping the kernel's caches coherent (`None`: not watching).
     pub watcher: Option<Arc<Watcher>>,
     /// The audit writer: finish it once the session has ended.
-    pub audit: Option<crate::audit::Writer>,
+    pub audit: Option<crate::session::audit::Writer>,
 }
 
 /// Builds the filesystem and mounts it; returns once the mount is live.
@@ -349,8 +349,12 @@ pub fn session(
     let mut cfg = crate::fs::config::FsConfig::of(opts);
     let writer = match &opts.audit {
         Some(target) => {
-            let (a, w) = crate::audit::Audit::start(target, opts.audit_all, crate::audit::QUEUE)
-                .map_err(mount_err)?;
+            let (a, w) = crate::session::audit::Audit::start(
+                target,
+                opts.audit_all,
+                crate::session::audit::QUEUE,
+            )
+            .map_err(mount_err)?;
             cfg.audit = Some(a);
             Some(w)
         }
@@ -460,7 +464,7 @@ pub struct Mount {
     reloader: Arc<Reloader>,
     broker: Arc<Broker>,
     watcher: Option<Arc<Watcher>>,
-    audit: Option<crate::audit::Writer>,
+    audit: Option<crate::session::audit::Writer>,
     counts: Arc<fuser::RequestCounts>,
     uring: bool,
 }

@@ -145,7 +145,7 @@ fn checks() -> Vec<Check> {
     };
 
     // The device.
-    match crate::mount::check_fuse_device() {
+    match crate::session::mount::check_fuse_device() {
         Ok(()) => add(
             Level::Ok,
             "/dev/fuse",

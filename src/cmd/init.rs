@@ -20,9 +20,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result, bail};
 
-use crate::config::{self, WORKSPACE_POLICY};
 use crate::policy::{Action, Decision, Policy, claude, ignore};
-use crate::policy_imports;
+use crate::workspace::imports;
+use crate::workspace::load::{self, WORKSPACE_POLICY};
 
 /// Names that look like secrets (matched against a file's name, never its
 /// content). Example files (`.env.example`) are left out below.
@@ -104,9 +104,9 @@ pub fn survey(root: &Path) -> Result<Survey> {
     let example = globset(EXAMPLES);
     let mut s = Survey::default();
     let mut ignores = std::collections::BTreeSet::new();
-    let complete = policy_imports::walk(
+    let complete = imports::walk(
         fd.as_fd(),
-        policy_imports::MAX_DIRS,
+        imports::MAX_DIRS,
         (),
         |_, _| Some(()),
         |_, e| {
@@ -127,7 +127,7 @@ pub fn survey(root: &Path) -> Result<Survey> {
     )?;
     s.partial = !complete || s.secrets.len() >= MAX_LISTED;
     s.ignore_files = ignores.into_iter().map(|i| ignore::NAMES[i]).collect();
-    s.settings = policy_imports::present_at(fd.as_fd())
+    s.settings = imports::present_at(fd.as_fd())
         .into_iter()
         .filter(|n| claude::is_name(n))
         .collect();
@@ -156,7 +156,7 @@ pub fn policy_text(s: &Survey, decide: impl Fn(&str) -> Decision) -> String {
              # directory of each file and below, with gitignore syntax. Found:\n",
         );
         for p in &s.ignore_paths {
-            let _ = writeln!(t, "#   {}", crate::printable::escape(p));
+            let _ = writeln!(t, "#   {}", crate::escape::escape(p));
         }
         // Every name, not only those found: an imported name is read-only at every
         // depth whether or not such a file exists, so the command can plant none,
@@ -213,7 +213,7 @@ pub fn policy_text(s: &Survey, decide: impl Fn(&str) -> Decision) -> String {
                 t,
                 "#   {:<9} {}",
                 d.action.as_str(),
-                crate::printable::escape(p)
+                crate::escape::escape(p)
             );
         }
     }
@@ -240,8 +240,7 @@ pub fn init(given: Option<&Path>, force: bool) -> Result<std::process::ExitCode>
         Some(w) => std::path::absolute(w)?,
         None => {
             let cwd = std::env::current_dir()?.canonicalize()?;
-            let (ws, _, warnings) =
-                config::find_workspace(&cwd, None).map_err(anyhow::Error::msg)?;
+            let (ws, _, warnings) = load::find_workspace(&cwd, None).map_err(anyhow::Error::msg)?;
             for w in warnings {
                 eprintln!("veilfs init: {w}");
             }
@@ -279,7 +278,7 @@ pub fn init(given: Option<&Path>, force: bool) -> Result<std::process::ExitCode>
     write_policy(&target, &text, exists)?;
     println!(
         "veilfs init: wrote {}{}",
-        crate::printable::escape(&target.display().to_string()),
+        crate::escape::escape(&target.display().to_string()),
         summary_of(&s)
     );
     report(&policy, &workspace, &s)?;
@@ -312,7 +311,7 @@ fn summary_of(s: &Survey) -> String {
 fn compiled(target: &Path, text: &str, workspace: &Path) -> Result<Policy> {
     let mut p = Policy::parse(&target.display().to_string(), text)
         .map_err(|e| anyhow::anyhow!("the policy written would not load (a bug): {e}"))?;
-    for w in policy_imports::attach(&mut p, workspace)? {
+    for w in imports::attach(&mut p, workspace)? {
         eprintln!("veilfs init: {w}");
     }
     Ok(p)
@@ -366,8 +365,8 @@ fn report(policy: &Policy, workspace: &Path, s: &Survey) -> Result<()> {
         "\nAt the top of {} (`veilfs explain PATH` for any other path):",
         workspace.display()
     )?;
-    // Names and rules come from the workspace: shown escaped (`crate::printable`).
-    use crate::printable::{escape, printable};
+    // Names and rules come from the workspace: shown escaped (`crate::escape`).
+    use crate::escape::{escape, printable};
     for (name, is_dir) in &top {
         let d = policy.decide(name, *is_dir);
         let slash = if *is_dir { "/" } else { "" };

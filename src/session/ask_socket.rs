@@ -52,7 +52,7 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Serves one approver on `conn` (whose peer is `cred`) until it disconnects, or
 /// until the daemon shuts the connection down (a newer approver of its uid took
-/// its slot, see [`crate::control`]). `served`: the path the session serves.
+/// its slot, see [`crate::session::control`]). `served`: the path the session serves.
 pub fn subscribe(
     conn: &UnixStream,
     broker: &Arc<Broker>,
@@ -62,7 +62,7 @@ pub fn subscribe(
     let approver = Approver {
         pid: cred.pid(),
         uid: cred.uid(),
-        comm: crate::audit::comm(cred.pid().max(0) as u32),
+        comm: crate::session::audit::comm(cred.pid().max(0) as u32),
     };
     conn.set_read_timeout(None)?;
     conn.set_write_timeout(Some(WRITE_TIMEOUT))?;

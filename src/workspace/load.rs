@@ -50,7 +50,7 @@ pub enum ConfigError {
     /// An ignore file the policy imports (or a directory on the way to it) could
     /// not be read: its rules could not be honoured.
     #[error(transparent)]
-    Import(#[from] crate::policy_imports::ImportError),
+    Import(#[from] crate::workspace::imports::ImportError),
 }
 
 /// How a workspace was chosen, for the start-up line.
@@ -179,7 +179,7 @@ fn committed_below_top(root: &Path, me: u32, git_owner: Option<u32>) -> Result<(
         return Ok(());
     };
     let rel = rel.as_os_str().as_bytes();
-    if !crate::git_index::tracked_paths(top)
+    if !crate::workspace::git_index::tracked_paths(top)
         .iter()
         .any(|p| p == rel)
     {
@@ -221,13 +221,13 @@ pub fn load_policy(explicit: Option<&Path>, workspace: &Path) -> Result<LoadedPo
 }
 
 /// The built-in default policy for `workspace`: honouring the ignore files its
-/// root holds (`.cursorignore`, ...; see [`crate::policy_imports::builtin_text`]).
+/// root holds (`.cursorignore`, ...; see [`crate::workspace::imports::builtin_text`]).
 fn builtin_for(workspace: &Path) -> Result<Policy, ConfigError> {
     let present = match crate::sys::open_dir_path(workspace) {
-        Ok(fd) => crate::policy_imports::present_at(std::os::fd::AsFd::as_fd(&fd)),
+        Ok(fd) => crate::workspace::imports::present_at(std::os::fd::AsFd::as_fd(&fd)),
         Err(_) => Vec::new(),
     };
-    let text = crate::policy_imports::builtin_text(&present);
+    let text = crate::workspace::imports::builtin_text(&present);
     Ok(Policy::parse(crate::policy::BUILTIN_NAME, &text)?)
 }
 
@@ -564,7 +564,7 @@ fn source_text(
                 .iter()
                 .map(String::as_str)
                 .collect();
-            let text = crate::policy_imports::builtin_text(&names);
+            let text = crate::workspace::imports::builtin_text(&names);
             Ok((builtin.0.to_string(), text))
         }
         None => Ok((builtin.0.to_string(), builtin.1.to_string())),

@@ -160,11 +160,11 @@ pub fn attach_checked(
     let errors = policy.attach_imports_in(found, &context(root));
     Ok(
         // The files' text is the workspace's: shown escaped, never sent raw to a
-        // terminal (see `crate::printable`).
+        // terminal (see `crate::escape`).
         errors
             .into_iter()
             .map(|e| {
-                let message = crate::printable::escape(&e.message);
+                let message = crate::escape::escape(&e.message);
                 if e.at.line == 0 {
                     format!("{}: warning: {message}", e.at.file)
                 } else {
