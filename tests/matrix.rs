@@ -587,6 +587,8 @@ fn git_everywhere_ws(permissive: bool) -> Ws {
             ("p/.git/HEAD", "ref: refs/heads/main\n"),
             ("p/.git/config", "[core]\n"),
             ("q/readme", "x"),
+            ("d1/repo/.git/HEAD", "ref: refs/heads/main\n"),
+            ("d1/repo/.git/config", "[core]\n"),
         ],
         None,
         |_| veilfs::fs::config::FsConfig {
@@ -599,6 +601,7 @@ const GIT_EVERYWHERE: &[Case] = &[
     ("p/.git/config", "write", write, Refused),
     ("p/.git", "rename the repository", rename_out, Refused),
     ("p", "move a project that holds one", rename_out, Refused),
+    ("d1", "move a directory above one", rename_out, Refused),
     (
         "q/.git",
         "git init in a directory that was there",
@@ -703,6 +706,159 @@ const OUTER: &[Case] = &[
     ("ok.txt", "write", write, Allowed),
 ];
 
+/// The workspace's `--policy` file kept by another mount (the home directory's),
+/// named as given (a link) and resolved.
+fn other_policy_ws(permissive: bool) -> Ws {
+    Ws::build(
+        ALLOW_ALL,
+        &[
+            ("ok.txt", "ok\n"),
+            ("pol/inner/p.toml", "default = \"deny\"\n"),
+            ("pol/other", "x"),
+        ],
+        None,
+        |src| {
+            std::os::unix::fs::symlink("pol/inner/p.toml", src.join("pl.toml")).unwrap();
+            veilfs::fs::config::FsConfig {
+                other_policy_files: vec![b"pl.toml".to_vec(), b"pol/inner/p.toml".to_vec()],
+                ..config(permissive)
+            }
+        },
+    )
+}
+const OTHER_POLICY: &[Case] = &[
+    ("pol/inner/p.toml", "write", write, Refused),
+    ("pol/inner", "rename its directory", rename_out, Refused),
+    ("pol", "rename the directory above", rename_out, Refused),
+    ("pl.toml", "remove the link it is named by", remove, Refused),
+    ("pl.toml", "rename over the link", rename_in, Refused),
+    ("pol/other", "write beside it", write, Allowed),
+];
+
+fn dir_onto_cfg(ws: &Ws, rel: &str) -> io::Result<()> {
+    ws.walk(rel)?;
+    ws.fs
+        .rename(&cx(), ROOT, OsStr::new(rel), ROOT, OsStr::new("cfg"), 0)
+        .map(drop)
+}
+
+/// A read-only path not there yet, and a directory that would bring it.
+fn arriving_ws(permissive: bool) -> Ws {
+    Ws::build(
+        "default = \"allow\"\n[[rules]]\naction = \"read-only\"\npaths = [\"/cfg/prod.yaml\"]\n\
+         [[rules]]\naction = \"deny\"\npaths = [\"/cfg/secret\"]\n\
+         [[rules]]\naction = \"read-only\"\npaths = [\"*.lock\"]\n",
+        &[
+            ("ok.txt", "ok\n"),
+            ("cfgx/prod.yaml", "PWN\n"),
+            ("cfgy/secret", "x"),
+            ("cfgz/plain.yaml", "x"),
+            ("cfgz/Cargo.lock", "x"),
+        ],
+        None,
+        |_| config(permissive),
+    )
+}
+const ARRIVING: &[Case] = &[
+    (
+        "cfgx",
+        "bring a read-only name by a directory rename",
+        dir_onto_cfg,
+        Refused,
+    ),
+    (
+        "cfgy",
+        "bring a denied name by a directory rename",
+        dir_onto_cfg,
+        Refused,
+    ),
+    (
+        "cfgz",
+        "bring only what may be made (a read-only file stays so)",
+        dir_onto_cfg,
+        Allowed,
+    ),
+];
+
+/// A workspace that is no repository, holding one that was there before.
+fn nested_repo_ws(permissive: bool) -> Ws {
+    Ws::build(
+        ALLOW_ALL,
+        &[
+            ("ok.txt", "ok\n"),
+            ("vendor/lib/.git/HEAD", "ref: refs/heads/main\n"),
+            ("vendor/lib/.git/config", "[core]\n"),
+            ("vendor/lib/src.c", "x"),
+        ],
+        None,
+        |_| veilfs::fs::config::FsConfig {
+            git: veilfs::fs::config::Git::Root,
+            ..config(permissive)
+        },
+    )
+}
+fn make_repo_then_move(ws: &Ws, _: &str) -> io::Result<()> {
+    let d = ws
+        .fs
+        .mkdir(&cx(), ROOT, OsStr::new("mine"), 0o755, 0)?
+        .0
+        .ino;
+    let sub = ws.fs.mkdir(&cx(), d, OsStr::new("lib"), 0o755, 0)?.0.ino;
+    ws.fs.mkdir(&cx(), sub, OsStr::new(".git"), 0o755, 0)?;
+    ws.fs
+        .rename(
+            &cx(),
+            ROOT,
+            OsStr::new("mine"),
+            ROOT,
+            OsStr::new("mine2"),
+            0,
+        )
+        .map(drop)
+}
+const NESTED_REPO: &[Case] = &[
+    (
+        "vendor",
+        "move a directory above a repository",
+        rename_out,
+        Refused,
+    ),
+    ("vendor/lib", "move the repository", rename_out, Refused),
+    ("vendor/lib/src.c", "write in it", write, Allowed),
+    (
+        "",
+        "move a repository made in the session",
+        make_repo_then_move,
+        Allowed,
+    ),
+];
+
+/// The built-in default of a workspace holding one ignore file.
+fn builtin_ws(permissive: bool) -> Ws {
+    let text = veilfs::workspace::imports::builtin_text(&[".cursorignore"]);
+    Ws::build(
+        &text,
+        &[
+            ("ok.txt", "ok\n"),
+            (".cursorignore", "x.log\n"),
+            ("sub/a", "x"),
+        ],
+        None,
+        |_| config(permissive),
+    )
+}
+const IGNORE_NAMES: &[Case] = &[
+    (".cursorignore", "write the imported one", write, Refused),
+    (
+        ".aiexclude",
+        "plant another at the root",
+        write_new,
+        Refused,
+    ),
+    ("sub/.geminiignore", "plant one below", write_new, Refused),
+    ("sub/a", "write beside", write, Allowed),
+];
+
 const GUARDS: &[(&str, Setup, &[Case])] = &[
     ("policy file", policy_file_ws, POLICY_FILE),
     ("run log", run_log_ws, RUN_LOG),
@@ -711,6 +867,9 @@ const GUARDS: &[(&str, Setup, &[Case])] = &[
     ("veilfs config", config_dir_ws, CONFIG_DIR),
     ("ways", ways_ws, WAYS),
     ("outer policy", outer_ws, OUTER),
+    ("another mount's policy file", other_policy_ws, OTHER_POLICY),
+    ("a repository that was there", nested_repo_ws, NESTED_REPO),
+    ("ignore file names", builtin_ws, IGNORE_NAMES),
 ];
 
 /// Every guard of the gatekeeper attacked through every operation that could
@@ -906,4 +1065,32 @@ fn ask_paths_wait_for_a_grant_and_a_grant_reaches_no_further_without_a_mount() {
     let file = ws.walk("mig/001.sql").unwrap();
     let r = ws.fs.open(&cx(), file, rd);
     assert_eq!(came(r.map(|fh| ws.fs.release(fh))), Came::Served);
+}
+
+/// A directory renamed into place never brings a name where none may be made: a
+/// file that could be changed where it was, arriving at a read-only or denied path
+/// (not there yet), refuses the rename with the backing tree untouched, as making
+/// that name would be refused; a file read-only on both sides moves along. A
+/// permissive mount waives these rules (they are the policy's), as it does for
+/// making the name.
+#[test]
+fn a_directory_rename_never_brings_a_name_where_none_may_be_made_without_a_mount() {
+    let mut wrong = Vec::new();
+    for permissive in [false, true] {
+        for &(target, what, op, want) in ARRIVING {
+            let want = if permissive { Allowed } else { want };
+            let ws = arriving_ws(permissive);
+            let before = common::snapshot(&ws.src);
+            let r = op(&ws, target);
+            let after = common::snapshot(&ws.src);
+            match (want, &r) {
+                (Refused, Err(e)) if errno(e) == libc::EACCES && before == after => {}
+                (Allowed, Ok(())) => {}
+                _ => wrong.push(format!(
+                    "permissive {permissive}: {what} ({target}): wanted {want:?}, got {r:?}"
+                )),
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }

@@ -112,7 +112,12 @@ fn noreplace_passes_the_backing_errno_through() {
 fn a_rename_that_restricts_takes_effect_at_once() {
     let mut f = Fixture::new();
     f.file("a/inner/file.txt", "now hidden\n");
-    f.mount("[[rules]]\naction = \"deny\"\npaths = [\"/b/inner/\"]\n");
+    // Read-only where it is (a name that may be changed never arrives where none
+    // may be made), denied where it goes.
+    f.mount(
+        "[[rules]]\naction = \"read-only\"\npaths = [\"/a/inner/\"]\n\n\
+         [[rules]]\naction = \"deny\"\npaths = [\"/b/inner/\"]\n",
+    );
     // Warm the kernel's and the daemon's caches under the old name.
     assert_eq!(
         fs::read_to_string(f.m("a/inner/file.txt")).unwrap(),

@@ -624,10 +624,9 @@ fn other_repositories_in_the_home_directory_are_guarded_but_new_ones_are_the_com
              git init -q . 2>/dev/null && echo INIT-HOME; \
              git init -q notes 2>/dev/null && echo INIT-NOTES; \
              mv src/other src/other-old 2>/dev/null && echo MOVED-REPO; \
-             mv src src-old && mkdir -p src/other && \
-               { git clone -q src-old/other src/other 2>/dev/null && echo RECLONED; }; \
-             git clone -q src-old/other tmpx && rm -rf src/other && \
-               { mv tmpx src/other 2>/dev/null && echo MOVED-IN; }; \
+             mv src src-old 2>/dev/null && echo MOVED-ABOVE; \
+             git clone -q src/other tmpx && \
+               { mv tmpx src/other/tmpx 2>/dev/null && echo MOVED-IN; }; \
              echo done",
         );
         let out = text(&o.stdout);
@@ -643,7 +642,7 @@ fn other_repositories_in_the_home_directory_are_guarded_but_new_ones_are_the_com
             "INIT-HOME",
             "INIT-NOTES",
             "MOVED-REPO",
-            "RECLONED",
+            "MOVED-ABOVE",
             "MOVED-IN",
         ] {
             assert!(!out.contains(bad), "{ws}: {bad}: {}", show(&o));
@@ -651,16 +650,11 @@ fn other_repositories_in_the_home_directory_are_guarded_but_new_ones_are_the_com
         for good in ["STATUS-OK", "INIT-OK", "CLONE-OK", "done"] {
             assert!(out.contains(good), "{ws}: {good}: {}", show(&o));
         }
-        let other = h.home.join("src-old/other");
         assert_eq!(std::fs::read(other.join(".git/config")).unwrap(), config);
         assert!(!other.join(".git/hooks/post-checkout").exists());
         assert!(!h.home.join("notes/.git").exists());
         assert!(!h.home.join(".git").exists(), "{ws}: {}", show(&o));
-        assert!(
-            !h.home.join("src/other/.git").exists(),
-            "{ws}: {}",
-            show(&o)
-        );
+        assert!(!h.home.join("src-old").exists(), "{ws}: {}", show(&o));
         assert!(h.home.join("cloned/.git/config").exists());
     }
 }
@@ -1556,4 +1550,58 @@ fn the_home_policy_follows_the_xdg_variables() {
         std::fs::read_to_string(xdg.join("git/config")).unwrap(),
         "# original\n"
     );
+}
+
+/// A `--policy` file in the home directory, outside the workspace, stays where the
+/// next run reads it (an attacker's finding): the command can neither move the
+/// directories that hold it nor replace the link it is named by, so the next run
+/// still loads the person's policy. And a repository in the home directory is not
+/// moved with a directory above it (another finding), so none of the command's can
+/// take its place in a later run.
+#[test]
+fn the_policy_file_and_repositories_in_the_home_directory_stay_where_they_are() {
+    let h = Home::new();
+    let pol = h.home.join("pol/inner/p.toml");
+    write(
+        &pol,
+        "extends = \"default\"\n[[rules]]\naction = \"deny\"\npaths = [\"a.txt\"]\n",
+    );
+    std::os::unix::fs::symlink("pol/inner/p.toml", h.home.join("pl.toml")).unwrap();
+    write(&h.home.join("d1/repo/.git/HEAD"), "ref: refs/heads/main\n");
+    write(&h.home.join("d1/repo/.git/config"), "[core]\n");
+    let before = common::snapshot(&h.home);
+    let link = h.home.join("pl.toml");
+    // The file named, then the link naming it (whose own path is then kept too).
+    for (policy, link_refusals) in [(pol.to_str().unwrap(), 0), (link.to_str().unwrap(), 2)] {
+        let relink = if link_refusals > 0 {
+            "rm -f pl.toml; ln -sf /dev/null pl.toml;"
+        } else {
+            ""
+        };
+        let o = h.sh_with(
+            &["--quiet", "--policy", policy],
+            &format!(
+                "exec 2>&1; cd \"$HOME\"; mv pol pol.moved; mv pol/inner pol/inner2; {relink} \
+                 printf 'extends = \"none\"\\n' > pol/inner/p.toml; \
+                 mv d1 d1.moved; mv d1/repo repo2; echo done"
+            ),
+        );
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(out.ends_with("done\n"), "{out}");
+        assert_eq!(
+            out.matches("Permission denied").count(),
+            4 + link_refusals,
+            "{out}"
+        );
+        assert_eq!(before, common::snapshot(&h.home), "{out}");
+        let o = h.sh_with(
+            &["--quiet", "--policy", policy],
+            "cat a.txt 2>&1; echo done",
+        );
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            !out.contains("hello"),
+            "the next run lost its policy: {out}"
+        );
+    }
 }

@@ -80,6 +80,11 @@ pub struct FsConfig {
     /// The run's own logs this mount serves: their paths (relative to the mount's
     /// root) and identities, kept read-only.
     pub run_logs: Vec<(Vec<u8>, Key)>,
+    /// Another mount's policy file, as paths of this one (the workspace's
+    /// `--policy` file in the home directory, the home policy file inside the
+    /// workspace; as given and resolved): kept as this mount's own policy file is
+    /// by path, read-only and its directories neither renamed nor removed.
+    pub other_policy_files: Vec<Vec<u8>>,
     /// What of git's is guarded.
     pub git: Git,
     /// Entries (a directory's identity and a name in it) the node table keeps
@@ -104,6 +109,7 @@ impl Default for FsConfig {
             ways: Vec::new(),
             config_dirs: Vec::new(),
             run_logs: Vec::new(),
+            other_policy_files: Vec::new(),
             git: Git::Off,
             kept_entries: Vec::new(),
         }

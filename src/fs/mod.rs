@@ -237,7 +237,7 @@ impl VeilFs {
             Some(p) => Some(crate::workspace::load::PolicyFile::open(p)?),
             None => None,
         };
-        let policy_paths = policy_file.map_or_else(Vec::new, |p| protect::policy_paths(src, p));
+        let mut policy_paths = policy_file.map_or_else(Vec::new, |p| protect::policy_paths(src, p));
         let protected = Arc::new(protect::ProtectedFiles::default());
         protected.set_imported(policy.source_ids());
         // The file as read through its directory's descriptor, by identity.
@@ -276,9 +276,11 @@ impl VeilFs {
             ways,
             config_dirs,
             run_logs,
+            other_policy_files,
             git,
             kept_entries,
         } = config;
+        policy_paths.extend(other_policy_files);
         let policy = Arc::new(RwLock::new(Arc::new(policy)));
         let keeps = gate::Keeps {
             policy_paths,

@@ -598,6 +598,22 @@ impl Policy {
         }
     }
 
+    /// [`Policy::guard_names`], and the ignore file names this policy's rules keep
+    /// from changes (the built-in default keeps all seven, present or not): the
+    /// next start reads rules from any of them that is there, so they hold where
+    /// the rules themselves do not (`--permissive`).
+    pub fn guard_sources(&self, path: &[u8], d: Decision) -> Decision {
+        let d = self.guard_names(path, d);
+        let name_start = path.iter().rposition(|&b| b == b'/').map_or(0, |i| i + 1);
+        let name = &path[name_start..];
+        let ignore_name = ignore::NAMES.iter().any(|n| n.as_bytes() == name);
+        if ignore_name && !self.decide(path, false).action.writable() {
+            d.guard_imported_name()
+        } else {
+            d
+        }
+    }
+
     /// Whether `path` (whose last segment is `name`) is a file this policy imports
     /// rules from: an ignore file's name at any depth, a Claude Code settings file
     /// at its one path.

@@ -118,6 +118,12 @@ fn filesystems(
     let home = match (layout, hfd, hp) {
         (home::Layout::Separate(h), Some(fd), Some(hp)) => {
             let hcfg = home_config(h, &hp, hafter, &mut wcfg, ws, &shared);
+            // Each mount keeps the other's policy file where it holds it.
+            let hcfg = FsConfig {
+                other_policy_files: policy_paths_in(h, loaded.path.as_deref()),
+                ..hcfg
+            };
+            wcfg.other_policy_files = policy_paths_in(ws, hp.path.as_deref());
             let hfs = VeilFs::from_fd(fd, h, hp.policy, hp.path.as_deref(), hcfg)
                 .map_err(|e| format!("cannot serve {}: {e}", h.display()))?;
             if let Ok(prefix) = ws.strip_prefix(h) {
@@ -134,6 +140,12 @@ fn filesystems(
     let fs = VeilFs::from_fd(root_fd, ws, loaded.policy, loaded.path.as_deref(), wcfg)
         .map_err(|e| format!("cannot serve {}: {e}", ws.display()))?;
     Ok((fs, home))
+}
+
+/// The paths of the policy file `file` inside the mount of `root` (see
+/// [`crate::fs::protect::policy_paths`]).
+fn policy_paths_in(root: &Path, file: Option<&Path>) -> Vec<Vec<u8>> {
+    file.map_or_else(Vec::new, |f| crate::fs::protect::policy_paths(root, f))
 }
 
 fn seat(broker: &std::sync::Arc<crate::fs::ask::Broker>, root: &'static str, at: &Path) -> Seat {

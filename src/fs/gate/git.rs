@@ -128,18 +128,37 @@ impl Git {
             && self.may_arrive(disk, path, mode)
     }
 
+    /// Whether `git` (a path ending in `.git`) is a repository that was there before
+    /// the command, not its own, which stays where the person's git finds it: in
+    /// the home mount, every one; in a workspace, one the command could replace
+    /// with its own once moved (none is made inside a repository, so one within the
+    /// workspace's own repository may move along with a directory above it).
+    fn kept_in_place(&self, disk: &Disk, git: &[u8]) -> bool {
+        self.guard.tracking()
+            && name_of(git) == b".git"
+            && !self.guard.made_here(git)
+            && (self.guard.everywhere() || !self.inside_a_repository(disk, &git_above(git)))
+    }
+
     /// An entry of type `mode` beneath a directory being moved, from `old` to
-    /// `new`: one that stays what it was in a git directory (a whole repository
-    /// moved along with a directory above it) is not arriving.
+    /// `new`: never a repository that was there before the command (moved with a
+    /// directory above it, at any depth: the command could put its own at the old
+    /// path in a later session, where the person's git would obey it); else one
+    /// that stays what it was in a git directory (a whole repository moved along
+    /// with a directory above it) is not arriving.
     fn may_carry(&self, disk: &Disk, old: &[u8], new: &[u8], mode: u32) -> bool {
+        if self.kept_in_place(disk, old) {
+            return false;
+        }
         let then = self.class(disk, new);
         then.is_none() || then == self.class(disk, old) || self.may_arrive(disk, new, mode)
     }
 
     /// The refusal of moving the directory `at` (entry in hand) to `to`:
-    /// * in a home mount, a repository that was there before the command stays
-    ///   where the person's git finds it, and no repository is moved into a place
-    ///   the command emptied (one moved away and a copy put back);
+    /// * a repository that was there before the command stays where the person's
+    ///   git finds it (the command could put its own at the old path, in a later
+    ///   session if not in this one), and no repository is moved into a place the
+    ///   command emptied (one moved away and a copy put back);
     /// * a directory that holds a repository (a `.git`, or a `HEAD` as a bare one
     ///   has) goes only where a `.git` could be made: into a path that was there
     ///   (replaced, or emptied first) it would be a repository the person's git
@@ -153,9 +172,9 @@ impl Git {
                 .is_ok_and(|n| crate::sys::statat(dir, &n).is_ok())
         };
         let holds_git = holds(b"/.git");
-        if self.guard.everywhere() && holds_git {
+        if holds_git {
             let repo = [at.path, b"/.git"].concat();
-            if !self.guard.made_here(&repo) || self.guard.emptied(to) {
+            if self.kept_in_place(disk, &repo) || self.guard.emptied(to) {
                 return refusal(at.path, Decision::git_control());
             }
         }
@@ -167,6 +186,17 @@ impl Git {
             return refusal(to, Decision::git_control());
         }
         None
+    }
+}
+
+/// The `.git` of the directory above the repository whose `.git` is `git` (where
+/// [`Git::inside_a_repository`] begins looking for a repository around it).
+fn git_above(git: &[u8]) -> Vec<u8> {
+    let up = parent_of(parent_of(git));
+    if up.is_empty() {
+        b".git".to_vec()
+    } else {
+        [up, b"/.git"].concat()
     }
 }
 

@@ -328,7 +328,7 @@ impl Gatekeeper {
         if path.is_empty() {
             return Decision::root();
         }
-        let d = policy.guard_names(path, Decision::allowed());
+        let d = policy.guard_sources(path, Decision::allowed());
         let d = self.mark(path, &mut || true, d);
         self.mark(path, &mut || false, d)
     }

@@ -2,7 +2,9 @@
 //!
 //! The check walks the backing subtree of the directory being moved and decides
 //! every entry under its old path and under its new one; an entry whose new decision
-//! is more permissive than its old one refuses the rename.
+//! is more permissive than its old one refuses the rename, and so does one that
+//! could be changed where it is and would arrive where no name may be made (a
+//! read-only or denied path): moving it there would make that name.
 //!
 //! The subtree may be as deep as the backing filesystem allows (far deeper than
 //! `PATH_MAX`, or than a request thread's stack could recurse), so the walk is a loop
@@ -172,6 +174,12 @@ impl<'a> Walk<'a> {
             if nd.action < od.action || nd.granted() < od.granted() {
                 // Report the descendant that would be exposed, as it is now.
                 return Err(refuse(&self.old_path, &od));
+            }
+            // Nor may a name that could be changed arrive where none may be made
+            // (a directory renamed onto `cfg` bringing `prod.yaml` to a read-only
+            // `cfg/prod.yaml`): every name that comes into existence is checked.
+            if od.action.writable() && !nd.action.writable() {
+                return Err(refuse(&self.new_path, &nd));
             }
             // Nor may it bring into a git directory what git would obey there.
             let mode = entry_mode(fd.as_fd(), &cname, e.kind);
