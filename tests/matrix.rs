@@ -935,7 +935,7 @@ fn ask_ws(permissive: bool) -> Ws {
         None,
         |_| veilfs::fs::config::FsConfig {
             permissive,
-            seat: Some(veilfs::fs::ask::Seat {
+            approvals: Some(veilfs::fs::ask::Approvals {
                 broker: veilfs::fs::ask::Broker::new(
                     "test".into(),
                     std::time::Duration::from_secs(1),

@@ -575,7 +575,7 @@ fn a_path_longer_than_a_place_keeps_is_spelled_from_its_names() {
 fn a_grant_serves_the_request_that_holds_it_and_no_other() {
     use veilfs::fs::ask::{Access, Broker, Grant, question_of};
     use veilfs::fs::request::Req;
-    let seat = veilfs::fs::ask::Seat {
+    let approvals = veilfs::fs::ask::Approvals {
         broker: Broker::new("test".into(), std::time::Duration::from_secs(1), None),
         root: "",
         mount: "/mnt".into(),
@@ -588,7 +588,7 @@ fn a_grant_serves_the_request_that_holds_it_and_no_other() {
             ("plain", "p\n"),
         ],
         veilfs::fs::config::FsConfig {
-            seat: Some(seat),
+            approvals: Some(approvals),
             ..Default::default()
         },
     );

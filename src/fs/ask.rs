@@ -177,16 +177,17 @@ pub enum Verdict {
 /// A parked request: called once with the verdict, on a thread of the broker's.
 pub type Waiter = Box<dyn FnOnce(Verdict) + Send>;
 
-/// One mount's side of the broker: which root its paths are relative to, and where
+/// Where one mount gets approvals for its `ask` paths: the broker that asks a
+/// person, which root its paths are relative to, and where
 /// it is mounted (shown in questions).
 #[derive(Clone, Debug)]
-pub struct Seat {
+pub struct Approvals {
     pub broker: Arc<Broker>,
     pub root: &'static str,
     pub mount: String,
 }
 
-impl Seat {
+impl Approvals {
     /// Whether a grant in force (the request's own, or one for the session) lets
     /// `req` use `path` for `access` now.
     pub fn granted(&self, req: &Req, path: &[u8], access: Access) -> bool {
@@ -198,7 +199,7 @@ impl Seat {
 /// it asks, `d` as approved if a grant covers it, a refusal if what it grants once
 /// approved is not enough, else a [`NeedsApproval`].
 pub fn gate(
-    seat: Option<&Seat>,
+    approvals: Option<&Approvals>,
     req: &Req,
     path: &[u8],
     d: &Decision,
@@ -211,7 +212,7 @@ pub fn gate(
     if access == Access::Write && !d.granted().writable() {
         return Err(super::refusal::refuse(path, &d.once_approved()));
     }
-    if seat.is_some_and(|s| s.granted(req, path, access)) {
+    if approvals.is_some_and(|s| s.granted(req, path, access)) {
         return Ok(d.once_approved());
     }
     Err(io::Error::new(

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant, SystemTime};
 use parking_lot::{Condvar, Mutex};
 
 use super::ask::{
-    Access, Answer, Approver, Asker, Grant, MAX_OPEN, NeedsApproval, Scope, Seat, Verdict, Waiter,
+    Access, Answer, Approvals, Approver, Asker, Grant, MAX_OPEN, NeedsApproval, Scope, Verdict,
+    Waiter,
 };
 use crate::policy::Decision;
 
@@ -176,24 +177,22 @@ impl Broker {
         });
     }
 
-    /// Asks about `q` for the request of `who`, on `seat`'s mount, for the
+    /// Asks about `q` for the request of `who`, on `approvals`'s mount, for the
     /// operation `op`; `waiter` is called once with the verdict. A request for a
     /// path whose question is already open (for at least this access) waits on
     /// that question.
     pub fn ask(
         &self,
-        seat: &Seat,
+        approvals: &Approvals,
         op: &'static str,
         q: &NeedsApproval,
         who: &Asker,
         waiter: Waiter,
     ) {
         let mut st = self.state.lock();
-        if let Some(p) = st
-            .pending
-            .iter_mut()
-            .find(|p| p.about.root == seat.root && p.about.path == q.path && p.access >= q.access)
-        {
+        if let Some(p) = st.pending.iter_mut().find(|p| {
+            p.about.root == approvals.root && p.about.path == q.path && p.access >= q.access
+        }) {
             p.waiters.push(waiter);
             return;
         }
@@ -219,8 +218,8 @@ impl Broker {
             "type": "question",
             "id": id,
             "session": self.label,
-            "root": seat.root,
-            "mount": seat.mount,
+            "root": approvals.root,
+            "mount": approvals.mount,
             "path": String::from_utf8_lossy(&q.path),
             "directory": String::from_utf8_lossy(&dir),
             "is_dir": q.is_dir,
@@ -234,7 +233,7 @@ impl Broker {
             "timeout_ms": self.timeout.as_millis() as u64,
         });
         let about = Subject {
-            root: seat.root,
+            root: approvals.root,
             path: q.path.clone(),
             decision: q.decision.clone(),
             op,

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::ask::Seat;
+use super::ask::Approvals;
 use super::inode::Key;
 use super::notice::Destination;
 use super::protect::Outer;
@@ -59,7 +59,7 @@ pub struct FsConfig {
     /// Where refusals (and, if it asks, every operation) are logged.
     pub audit: Option<crate::session::audit::Audit>,
     /// Where questions about `ask` paths go; `None`: they are refused.
-    pub seat: Option<Seat>,
+    pub approvals: Option<Approvals>,
     /// Where refusal notices go (`None`: stderr).
     pub notices: Option<Destination>,
     /// Rules every reload puts before the policy file's (see
@@ -101,7 +101,7 @@ impl Default for FsConfig {
             permissive: false,
             watch: false,
             audit: None,
-            seat: None,
+            approvals: None,
             notices: None,
             policy_base: None,
             policy_after: Vec::new(),

@@ -1,7 +1,7 @@
 //! Faults injected by tests, in test builds only (the `fault-injection` feature,
 //! which the test suite turns on through its dev-dependency on this package): a
 //! lookup of a chosen name panics inside its handler, for the tests of the panic
-//! guard (`guard` in the module `reply`); and a [`Seam`] run inside a request, for
+//! guard (`guard` in the module `reply`); and a [`MidRequest`] hook run inside a request, for
 //! tests that land a policy reload at one point of it. Never in a build of the
 //! binary.
 
@@ -35,23 +35,23 @@ impl VeilFs {
     }
 }
 
-/// A test seam: something run inside a request between the decision of a
+/// A test hook run in the middle of a request, between the decision of a
 /// directory and the decision of a name in it (where a concurrent reload can land),
 /// so a test can make that interleaving happen deterministically.
 #[derive(Default)]
-pub struct Seam(OnceLock<Box<dyn Fn() + Send + Sync>>);
+pub struct MidRequest(OnceLock<Box<dyn Fn() + Send + Sync>>);
 
-impl std::fmt::Debug for Seam {
+impl std::fmt::Debug for MidRequest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(if self.0.get().is_some() {
-            "Seam(set)"
+            "MidRequest(set)"
         } else {
-            "Seam"
+            "MidRequest"
         })
     }
 }
 
-impl Seam {
+impl MidRequest {
     pub(crate) fn run(&self) {
         if let Some(f) = self.0.get() {
             f();
@@ -65,6 +65,6 @@ impl VeilFs {
     /// there). Set once; later calls are ignored.
     #[doc(hidden)]
     pub fn set_mid_request_hook(&self, f: impl Fn() + Send + Sync + 'static) {
-        let _ = self.seam.0.set(Box::new(f));
+        let _ = self.mid_request.0.set(Box::new(f));
     }
 }

@@ -124,7 +124,7 @@ pub struct Node<D> {
     /// A fingerprint of the attributes last handed to the kernel ([`fingerprint`];
     /// 0: none yet): after lost inotify events, only the nodes whose backing object
     /// no longer matches it are invalidated (see [`super::inval::invalidate_changed`]).
-    pub told: AtomicU64,
+    pub attrs_sent: AtomicU64,
 }
 
 /// The attributes of `st` that any change to the object moves (its ctime above all:
@@ -198,7 +198,7 @@ impl<D: Clone> Node<D> {
             place: Mutex::new(place),
             lookups: AtomicU64::new(0),
             io: Mutex::new(IoMode::default()),
-            told: AtomicU64::new(0),
+            attrs_sent: AtomicU64::new(0),
         }
     }
 

@@ -83,7 +83,7 @@ impl Invalidator {
 /// what changed on disk since its attributes were last handed over, instead of
 /// every cache of the mount. Each node held is `fstat`ed (through its descriptor,
 /// else by a name in a directory held) and compared with the fingerprint of what
-/// the kernel was told ([`super::inode::Node::told`]); a node that differs, is
+/// the kernel was told ([`super::inode::Node::attrs_sent`]); a node that differs, is
 /// gone, or cannot be read is invalidated (attributes and pages), and for a
 /// directory that differs, each name the kernel knows in it that no longer leads
 /// to the same object is invalidated too. Returns how many nodes were invalidated.
@@ -108,7 +108,7 @@ pub fn invalidate_changed(inodes: &super::Inodes, n: &fuser::Notifier) -> usize 
     for node in &nodes {
         let same = now(node).is_some_and(|st| {
             super::inode::key_of(&st) == node.key
-                && fingerprint(&st) == node.told.load(Ordering::Relaxed)
+                && fingerprint(&st) == node.attrs_sent.load(Ordering::Relaxed)
         });
         if !same {
             count += 1;

@@ -190,10 +190,10 @@ pub struct VeilFs {
     pub(crate) recomputed: AtomicU64,
     /// A test's hook inside requests (test builds only, see `fault`).
     #[cfg(feature = "fault-injection")]
-    pub(crate) seam: fault::Seam,
+    pub(crate) mid_request: fault::MidRequest,
     /// Where questions about `ask` paths go (see [`ask`]); `None`: they are
     /// refused.
-    pub(crate) seat: Option<ask::Seat>,
+    pub(crate) approvals: Option<ask::Approvals>,
     /// The policy's rules refuse nothing; what they would refuse is logged (see
     /// [`permissive`]).
     pub(crate) permissive: bool,
@@ -268,7 +268,7 @@ impl VeilFs {
             permissive,
             watch,
             audit,
-            seat,
+            approvals,
             notices,
             policy_base,
             policy_after,
@@ -330,8 +330,8 @@ impl VeilFs {
             notices: notice::Notices::default(),
             recomputed: AtomicU64::new(0),
             #[cfg(feature = "fault-injection")]
-            seam: fault::Seam::default(),
-            seat,
+            mid_request: fault::MidRequest::default(),
+            approvals,
             permissive,
         };
         if let Some(to) = notices {
@@ -361,7 +361,7 @@ impl VeilFs {
 
     /// The broker questions go to, if any.
     pub fn broker(&self) -> Option<Arc<ask::Broker>> {
-        self.seat.as_ref().map(|s| s.broker.clone())
+        self.approvals.as_ref().map(|s| s.broker.clone())
     }
 
     /// Starts watching the source for outside edits (for [`config::FsConfig::watch`]);

@@ -403,7 +403,7 @@ impl VeilFs {
         if let Some(d) = self.waived_question(s, path, d, access) {
             return Ok(Some(d));
         }
-        super::ask::gate(self.seat.as_ref(), s.req, path, d, access, is_dir).map(Some)
+        super::ask::gate(self.approvals.as_ref(), s.req, path, d, access, is_dir).map(Some)
     }
 
     /// The node's own attributes may be changed (see
@@ -456,7 +456,7 @@ impl VeilFs {
                     (Some(fd), st)
                 }
                 Err(e) if out_of_descriptors(&e) => {
-                    self.relieve();
+                    self.shed_cached_entries();
                     self.beyond_budget(dfd, name)?
                 }
                 Err(e) => return Err(e),
@@ -483,7 +483,7 @@ impl VeilFs {
         let fd = loop {
             match sys::open_path(dir, name) {
                 Err(e) if out_of_descriptors(&e) && std::time::Instant::now() < deadline => {
-                    self.relieve();
+                    self.shed_cached_entries();
                     std::thread::sleep(std::time::Duration::from_millis(5));
                 }
                 r => break r?,
@@ -497,7 +497,7 @@ impl VeilFs {
     /// (with everything it caches beneath them). The kernel then forgets the nodes
     /// that nothing uses, and their descriptors close; a name dropped this way is
     /// simply looked up again when next used.
-    fn relieve(&self) {
+    fn shed_cached_entries(&self) {
         let batch = (self.limits.nodes / 4).max(16);
         for (parent, name) in self.inodes.victims(batch) {
             self.inval.queue(super::inval::Inval::Entry(parent, name));
@@ -656,7 +656,7 @@ impl VeilFs {
         let dp = self.dir_visible_in(&s, &dir)?;
         let cname = sys::name(name)?;
         #[cfg(feature = "fault-injection")]
-        self.seam.run();
+        self.mid_request.run();
         let path = join(&self.path_of(&s, &dir, &dp)?, cname.to_bytes());
         let (d, as_file) = self.decide_on_disk(&s.policy, &dir, &dp.decision, &path, &cname);
         self.admit(&s, &path, &d, See, true)?;

@@ -138,8 +138,8 @@ fn park<R: Refuse>(
     body: Arc<Body<R>>,
     grants: Vec<super::ask::Grant>,
 ) {
-    let seat = fs.seat.clone();
-    let (Some(seat), Some(q)) = (seat, super::ask::question_of(&e)) else {
+    let approvals = fs.approvals.clone();
+    let (Some(approvals), Some(q)) = (approvals, super::ask::question_of(&e)) else {
         return reply.refuse(fs.fail(who, op, e));
     };
     if grants.len() >= MAX_QUESTIONS_PER_REQUEST {
@@ -172,5 +172,5 @@ fn park<R: Refuse>(
             super::ask::Verdict::Refused(_) => reply.refuse(Errno::from_i32(libc::EACCES)),
         })
     };
-    seat.broker.ask(&seat, op, q, &asker, waiter);
+    approvals.broker.ask(&approvals, op, q, &asker, waiter);
 }

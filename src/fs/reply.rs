@@ -104,7 +104,7 @@ impl VeilFs {
         if self.watcher.is_some()
             && let Some(n) = self.inodes.get(ino)
         {
-            n.told.store(
+            n.attrs_sent.store(
                 super::inode::fingerprint(st),
                 std::sync::atomic::Ordering::Relaxed,
             );
@@ -454,7 +454,8 @@ pub(super) fn fill_dir_plus(
                 );
                 if full {
                     // Not handed over after all: what the kernel holds is unknown.
-                    node.told.store(0, std::sync::atomic::Ordering::Relaxed);
+                    node.attrs_sent
+                        .store(0, std::sync::atomic::Ordering::Relaxed);
                     VeilFs::forget(fs, node.ino, 1);
                 }
                 full

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::home;
 use crate::fs::VeilFs;
-use crate::fs::ask::Seat;
+use crate::fs::ask::Approvals;
 use crate::fs::config::{FsConfig, Git};
 use crate::fs::notice::{Destination, Root};
 use crate::workspace::load::LoadedPolicy;
@@ -105,7 +105,7 @@ fn filesystems(
         notices: Some(shared.notices.clone()),
         git: Git::Root,
         audit: shared.audit.as_ref().map(|a| a.for_root("workspace")),
-        seat: Some(seat(shared.broker, "workspace", ws)),
+        approvals: Some(approvals(shared.broker, "workspace", ws)),
         ..FsConfig::of(shared.opts)
     };
     if let Some(base) = home_base {
@@ -148,8 +148,12 @@ fn policy_paths_in(root: &Path, file: Option<&Path>) -> Vec<Vec<u8>> {
     file.map_or_else(Vec::new, |f| crate::fs::protect::policy_paths(root, f))
 }
 
-fn seat(broker: &std::sync::Arc<crate::fs::ask::Broker>, root: &'static str, at: &Path) -> Seat {
-    Seat {
+fn approvals(
+    broker: &std::sync::Arc<crate::fs::ask::Broker>,
+    root: &'static str,
+    at: &Path,
+) -> Approvals {
+    Approvals {
         broker: broker.clone(),
         root,
         mount: at.display().to_string(),
@@ -198,7 +202,7 @@ fn home_config(
         run_logs,
         kept_entries: kept,
         audit: shared.audit.as_ref().map(|a| a.for_root("home")),
-        seat: Some(seat(shared.broker, "home", h)),
+        approvals: Some(approvals(shared.broker, "home", h)),
         // `--permissive` tunes the workspace's policy; the home policy is enforced.
         permissive: false,
         ..FsConfig::of(shared.opts)

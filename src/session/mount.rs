@@ -361,7 +361,7 @@ pub fn session(
         None => None,
     };
     let broker = Broker::new("veilfs mount".into(), opts.ask_timeout, cfg.audit.clone());
-    cfg.seat = Some(crate::fs::ask::Seat {
+    cfg.approvals = Some(crate::fs::ask::Approvals {
         broker,
         root: "",
         mount: mnt_c.display().to_string(),

@@ -168,9 +168,11 @@ impl VeilFs {
         if place.decision.action != crate::policy::Action::Ask {
             return;
         }
-        if let Some(seat) = &self.seat
+        if let Some(approvals) = &self.approvals
             && let Ok(path) = self.path_of(&self.snapshot(cx), &node, &place)
-            && seat.broker.session_covers(seat.root, &path, Access::Read)
+            && approvals
+                .broker
+                .session_covers(approvals.root, &path, Access::Read)
         {
             return;
         }
@@ -234,7 +236,7 @@ impl VeilFs {
         )?;
         let dev = node.key.0;
         #[cfg(feature = "fault-injection")]
-        self.seam.run();
+        self.mid_request.run();
         let mut entries = Vec::new();
         for e in sys::read_dir(reader)? {
             let path = join(dir, &e.name);

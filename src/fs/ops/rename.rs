@@ -123,9 +123,10 @@ impl VeilFs {
         });
         sys::renameat2(from_dir.dir_fd()?, &from, to_dir.dir_fd()?, &to, flags)?;
         // What a person approved for the session was what sat at those names.
-        if let Some(seat) = &self.seat {
-            seat.broker
-                .forget_grants_at(seat.root, &[from_path.as_slice(), to_path.as_slice()]);
+        if let Some(approvals) = &self.approvals {
+            approvals
+                .broker
+                .forget_grants_at(approvals.root, &[from_path.as_slice(), to_path.as_slice()]);
         }
         if from_is_dir {
             self.gate.note(Event::Vacated(&from_path));
