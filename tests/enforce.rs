@@ -437,3 +437,41 @@ fn the_root_and_admitted_directories_keep_their_attributes() {
         }
     }
 }
+
+/// No link is made on the way to what the policy names (an attacker's finding): with
+/// `/cfg/prod.yaml` read-only and `/d/secret.yaml` denied, neither there yet, a
+/// symbolic link `cfg -> staged` would make `cfg/prod.yaml` lead to a file the
+/// command wrote, on disk too. Refused, as a file or a renamed one at `cfg` is; a
+/// directory may be made there.
+#[test]
+fn no_link_is_made_on_the_way_to_a_named_path() {
+    let mut f = Fixture::new();
+    f.file("staged/prod.yaml", "evil: true\n")
+        .file("staged/secret.yaml", "evil\n")
+        .file("other", "x\n");
+    f.mount(
+        "[[rules]]\naction = \"read-only\"\npaths = [\"/cfg/prod.yaml\"]\n\n\
+         [[rules]]\naction = \"deny\"\npaths = [\"/d/secret.yaml\"]\n",
+    );
+    let before = common::snapshot(&f.src);
+    for way in ["cfg", "d"] {
+        let e = std::os::unix::fs::symlink("staged", f.m(way)).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EACCES), "link at {way}: {e}");
+        let e = std::fs::write(f.m(way), "x").unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EACCES), "file at {way}: {e}");
+        let e = std::fs::rename(f.m("other"), f.m(way)).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EACCES), "rename to {way}: {e}");
+    }
+    assert_eq!(
+        before,
+        common::snapshot(&f.src),
+        "a refusal changed the tree"
+    );
+    std::fs::create_dir(f.m("cfg")).unwrap();
+    assert_eq!(
+        std::fs::write(f.m("cfg/prod.yaml"), "x")
+            .unwrap_err()
+            .raw_os_error(),
+        Some(libc::EACCES)
+    );
+}

@@ -589,6 +589,9 @@ fn git_everywhere_ws(permissive: bool) -> Ws {
             ("q/readme", "x"),
             ("d1/repo/.git/HEAD", "ref: refs/heads/main\n"),
             ("d1/repo/.git/config", "[core]\n"),
+            ("b.git/HEAD", "ref: refs/heads/main\n"),
+            ("b.git/config", "[core]\n\tbare = true\n"),
+            ("b.git/objects/ab/cd", "x"),
         ],
         None,
         |_| veilfs::fs::config::FsConfig {
@@ -602,6 +605,14 @@ const GIT_EVERYWHERE: &[Case] = &[
     ("p/.git", "rename the repository", rename_out, Refused),
     ("p", "move a project that holds one", rename_out, Refused),
     ("d1", "move a directory above one", rename_out, Refused),
+    ("b.git/HEAD", "remove a bare one's HEAD", remove, Refused),
+    (
+        "b.git/HEAD",
+        "rename a bare one's HEAD away",
+        rename_out,
+        Refused,
+    ),
+    ("b.git", "move a bare one", rename_out, Refused),
     (
         "q/.git",
         "git init in a directory that was there",
@@ -824,6 +835,24 @@ const NESTED_REPO: &[Case] = &[
         Refused,
     ),
     ("vendor/lib", "move the repository", rename_out, Refused),
+    (
+        "vendor/lib/.git/HEAD",
+        "remove its HEAD (git would walk up)",
+        remove,
+        Refused,
+    ),
+    (
+        "vendor/lib/.git/HEAD",
+        "rename its HEAD away",
+        rename_out,
+        Refused,
+    ),
+    (
+        "vendor/lib/.git/HEAD",
+        "rename a HEAD over it, as git does",
+        rename_in,
+        Allowed,
+    ),
     ("vendor/lib/src.c", "write in it", write, Allowed),
     (
         "",

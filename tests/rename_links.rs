@@ -113,10 +113,11 @@ fn a_rename_that_restricts_takes_effect_at_once() {
     let mut f = Fixture::new();
     f.file("a/inner/file.txt", "now hidden\n");
     // Read-only where it is (a name that may be changed never arrives where none
-    // may be made), denied where it goes.
+    // may be made), denied where it goes; by patterns, so that neither `a` nor `b`
+    // is a directory on the way to a named path (which is not renamed).
     f.mount(
-        "[[rules]]\naction = \"read-only\"\npaths = [\"/a/inner/\"]\n\n\
-         [[rules]]\naction = \"deny\"\npaths = [\"/b/inner/\"]\n",
+        "[[rules]]\naction = \"read-only\"\npaths = [\"/a*/inner/\"]\n\n\
+         [[rules]]\naction = \"deny\"\npaths = [\"/b*/inner/\"]\n",
     );
     // Warm the kernel's and the daemon's caches under the old name.
     assert_eq!(

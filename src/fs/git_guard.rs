@@ -243,7 +243,7 @@ impl GitGuard {
     /// directory it made ([`GitGuard::made_here`]), or at the root of a workspace
     /// that held no `.git` at start (`git init` there, see
     /// [`GitGuard::may_make_git`]).
-    fn own(&self, repo: &[u8]) -> bool {
+    pub(crate) fn own(&self, repo: &[u8]) -> bool {
         self.made_here(repo)
             || (repo == b".git" && self.kind() == GIT_NONE && self.marks.read().made(repo))
     }

@@ -188,6 +188,54 @@ pub(crate) fn policy_paths(src: &Path, file: &Path) -> Vec<Vec<u8>> {
     if let Ok(real) = file.canonicalize() {
         add(&real_src, &real);
     }
+    for link in links_on_the_way(&abs) {
+        add(&real_src, &link);
+    }
+    out
+}
+
+/// Every symbolic link met resolving the absolute path `file` as the kernel does
+/// (a link in the middle of a chain, a directory link inside a link's target), each
+/// at its own place (the directories above it resolved): replacing any of them, or
+/// moving a directory above one, would make the same name lead to another file.
+fn links_on_the_way(file: &Path) -> Vec<std::path::PathBuf> {
+    use std::path::Component;
+    let mut out = Vec::new();
+    let mut todo: std::collections::VecDeque<std::ffi::OsString> = file
+        .components()
+        .filter(|c| !matches!(c, Component::RootDir))
+        .map(|c| c.as_os_str().to_owned())
+        .collect();
+    let mut at = std::path::PathBuf::from("/");
+    // As the kernel does, at most 40 links.
+    let mut hops = 0;
+    while let Some(c) = todo.pop_front() {
+        if c == "." {
+            continue;
+        }
+        if c == ".." {
+            at.pop();
+            continue;
+        }
+        let next = at.join(&c);
+        let Ok(target) = std::fs::read_link(&next) else {
+            at = next;
+            continue;
+        };
+        hops += 1;
+        if hops > 40 {
+            break;
+        }
+        out.push(next);
+        if target.is_absolute() {
+            at = std::path::PathBuf::from("/");
+        }
+        for part in target.components().rev() {
+            if !matches!(part, Component::RootDir) {
+                todo.push_front(part.as_os_str().to_owned());
+            }
+        }
+    }
     out
 }
 
@@ -237,6 +285,36 @@ mod tests {
             ["conf/pol.toml"]
         );
         assert!(policy_paths(&src, &tmp.path().join("elsewhere.toml")).is_empty());
+    }
+
+    #[test]
+    fn every_link_of_a_chain_is_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = tmp.path().canonicalize().unwrap().join("home");
+        for d in ["pol", "links", "hp"] {
+            std::fs::create_dir_all(src.join(d)).unwrap();
+        }
+        std::fs::write(src.join("pol/ws.toml"), "").unwrap();
+        std::os::unix::fs::symlink("links/p.toml", src.join("l1.toml")).unwrap();
+        std::os::unix::fs::symlink("../pol/ws.toml", src.join("links/p.toml")).unwrap();
+        std::os::unix::fs::symlink("pol", src.join("pdir")).unwrap();
+        std::os::unix::fs::symlink("../pdir/ws.toml", src.join("links/q.toml")).unwrap();
+        let s = |v: Vec<Vec<u8>>| -> Vec<String> {
+            let mut v: Vec<String> = v
+                .into_iter()
+                .map(|b| String::from_utf8(b).unwrap())
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(
+            s(policy_paths(&src, &src.join("l1.toml"))),
+            ["l1.toml", "links/p.toml", "pol/ws.toml"]
+        );
+        assert_eq!(
+            s(policy_paths(&src, &src.join("links/q.toml"))),
+            ["links/q.toml", "pdir", "pol/ws.toml"]
+        );
     }
 
     #[test]

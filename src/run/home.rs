@@ -21,6 +21,8 @@ use std::path::{Path, PathBuf};
 
 use crate::policy::Policy;
 use crate::workspace::load::{self, LoadedPolicy};
+use crate::workspace::ways::is_wild;
+pub use crate::workspace::ways::{guarded_ways, ways_under};
 
 /// Where the home directory stands to the workspace.
 #[derive(Debug)]
@@ -222,11 +224,6 @@ pub fn alias_rules(root: &Path, policy: &Policy) -> Vec<crate::policy::RawRule> 
     out
 }
 
-/// Whether a segment of a glob holds a glob metacharacter.
-fn is_wild(seg: &str) -> bool {
-    seg.contains(['*', '?', '[', '{', '\\'])
-}
-
 /// Where the literal path `literal` (relative to `root`) leads elsewhere: resolved
 /// through its nearest existing ancestor (a link on the way to a name that does not
 /// exist yet, `~/.config -> dotfiles/config` with no `systemd/` in it, leads where
@@ -350,51 +347,6 @@ pub const HOME_BUILTIN: (&str, &str) = (
 
 /// The built-in workspace policy's name and text, for [`with_aliases`].
 pub const WS_BUILTIN: (&str, &str) = (crate::policy::BUILTIN_NAME, crate::policy::DEFAULT_POLICY);
-
-/// The directories on the way to the paths `policy` (of the mount of `root`) hides
-/// or makes read-only by name, as absolute paths: for each such anchored pattern, the
-/// directories above its literal part (`root/.cargo` for `/.cargo/config.toml`), for
-/// each of its brace alternatives (`/.config/{Code,Cursor}/User/tasks.json` leads
-/// through `.config/Code/User` and `.config/Cursor/User`).
-/// See [`crate::fs::config::FsConfig::ways`].
-pub fn guarded_ways(root: &Path, policy: &Policy) -> Vec<PathBuf> {
-    use crate::policy::Action;
-    let mut out: Vec<PathBuf> = Vec::new();
-    for p in policy.patterns() {
-        if p.action == Action::Allow || !p.anchored {
-            continue;
-        }
-        for glob in p.alternatives() {
-            let segs: Vec<&str> = glob.split('/').collect();
-            let literal = segs.iter().take_while(|seg| !is_wild(seg)).count();
-            // The directories above the named path (the path itself is held by the
-            // rule); above a wildcard, those above it.
-            let n = if literal == segs.len() {
-                literal.saturating_sub(1)
-            } else {
-                literal
-            };
-            let mut way = root.to_path_buf();
-            for seg in &segs[..n] {
-                way.push(seg);
-                if !out.contains(&way) {
-                    out.push(way.clone());
-                }
-            }
-        }
-    }
-    out
-}
-
-/// `ways` (absolute) that lie in `root`, relative to it.
-pub fn ways_under(root: &Path, ways: &[PathBuf]) -> Vec<Vec<u8>> {
-    use std::os::unix::ffi::OsStrExt;
-    ways.iter()
-        .filter_map(|w| w.strip_prefix(root).ok())
-        .map(|r| r.as_os_str().as_bytes().to_vec())
-        .filter(|r| !r.is_empty())
-        .collect()
-}
 
 /// A directory's identity and a name in it.
 pub type KeptEntry = (crate::fs::inode::Key, Vec<u8>);

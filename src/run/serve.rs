@@ -108,11 +108,12 @@ fn filesystems(
         approvals: Some(approvals(shared.broker, "workspace", ws)),
         ..FsConfig::of(shared.opts)
     };
+    // No link or moved directory on the way to what the workspace policy names.
+    wcfg.ways = home::ways_under(ws, &home::guarded_ways(ws, &loaded.policy));
     if let Some(base) = home_base {
         wcfg.git = Git::Everywhere;
         wcfg.policy_base = Some(base);
         wcfg.policy_after = after;
-        wcfg.ways = home::ways_under(ws, &home::guarded_ways(ws, &loaded.policy));
         wcfg.config_dirs = home::config_dirs_under(ws);
     }
     let home = match (layout, hfd, hp) {

@@ -347,6 +347,9 @@ pub fn session(
         source,
     };
     let mut cfg = crate::fs::config::FsConfig::of(opts);
+    // No link or moved directory on the way to what the policy names.
+    let ways = crate::workspace::ways::guarded_ways(&src_c, &policy);
+    cfg.ways = crate::workspace::ways::ways_under(&src_c, &ways);
     let writer = match &opts.audit {
         Some(target) => {
             let (a, w) = crate::session::audit::Audit::start(

@@ -8,3 +8,4 @@ pub mod imports;
 pub mod load;
 pub mod tracked;
 pub mod walk;
+pub mod ways;

@@ -37,9 +37,10 @@ pub fn walk(policy: &Policy, root: &Path) -> Result<Held> {
     Ok(held)
 }
 
-/// [`walk`] of at most `limit` directories, entering none after `deadline`; says
-/// whether it saw them all. Each path is decided from its directory's decision, as
-/// the mount decides it.
+/// [`walk`] of at most `limit` directories, entering none after `deadline` once
+/// [`ALWAYS_ENTERED`] are entered (so a small tree is seen whole however loaded the
+/// machine is); says whether it saw them all. Each path is decided from its
+/// directory's decision, as the mount decides it.
 pub fn walk_within(
     policy: &Policy,
     root: &Path,
@@ -48,6 +49,7 @@ pub fn walk_within(
 ) -> Result<(Held, bool)> {
     let fd = crate::sys::open_dir_path(root)?;
     let mut late = false;
+    let mut entered = 0;
     let mut out = Held::default();
     let mut dirs: Vec<(Vec<u8>, Decision)> = Vec::new();
     let count = |out: &mut Held, path: &[u8], is_dir: bool, d: &Decision| {
@@ -65,7 +67,8 @@ pub fn walk_within(
         limit,
         Decision::root(),
         |parent, child| {
-            if deadline.is_some_and(|t| Instant::now() > t) {
+            entered += 1;
+            if entered > ALWAYS_ENTERED && deadline.is_some_and(|t| Instant::now() > t) {
                 late = true;
                 return None;
             }
@@ -119,6 +122,9 @@ pub fn summary(h: &Held) -> String {
         h.held
     )
 }
+
+/// How many directories a walk with a deadline enters whatever the time.
+pub const ALWAYS_ENTERED: usize = 64;
 
 /// The most directories the start-up line's walk reads: past it, or past
 /// [`STARTUP_TIME`], the line says "at least".

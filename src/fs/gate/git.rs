@@ -99,6 +99,20 @@ impl Git {
         }
     }
 
+    /// Whether `path` is the `HEAD` of a repository that is not the command's own.
+    /// Without it git no longer takes the directory for a repository: a bare one
+    /// would then move like any directory, and git run in a nested one would walk
+    /// up to a repository above it (one the command made). So it is not removed or
+    /// renamed away; git replaces it by renaming a lock file over it, which stays
+    /// allowed.
+    fn found_head(&self, disk: &Disk, path: &[u8]) -> bool {
+        if !self.guard.tracking() || name_of(path) != b"HEAD" {
+            return false;
+        }
+        let repo = parent_of(path);
+        !repo.is_empty() && Self::is_repository(disk, repo) && !self.guard.own(repo)
+    }
+
     /// What `path` is in the git directories along it that are not the command's
     /// own (see [`GitGuard::class`]).
     fn class(&self, disk: &Disk, path: &[u8]) -> Option<InGitDir> {
@@ -222,9 +236,9 @@ impl Guard for Git {
                 !self.guard.may_make_dir(path) || !self.may_put(disk, path, mode)
             }
             Intent::Make => !self.may_put(disk, path, mode) || self.guard.only_dir(path),
-            Intent::Remove => self.guard.holds(path),
+            Intent::Remove => self.guard.holds(path) || self.found_head(disk, path),
             Intent::MoveFrom { to, replaces } => {
-                if self.guard.holds(path) {
+                if self.guard.holds(path) || self.found_head(disk, path) {
                     return refusal(path, Decision::git_control());
                 }
                 return if at.is_dir() {
