@@ -167,7 +167,7 @@ fn an_imported_file_written_through_the_mount_is_not_loaded() {
     assert!(refused(&f, "secret.txt"));
     std::fs::write(f.m("draft.txt"), "# nothing\n").unwrap();
     std::fs::rename(f.s("draft.txt"), f.s(".cursorignore")).unwrap();
-    let e = f.mount.as_ref().unwrap().reload().unwrap_err();
+    let e = f.mount.as_ref().unwrap().reload().unwrap_err().to_string();
     assert!(
         e.contains(".cursorignore") && e.contains("opened for writing through the mount"),
         "{e}"

@@ -325,7 +325,7 @@ fn a_reload_reads_the_imported_files_again() {
     // A file that cannot be honoured keeps the old policy.
     std::fs::remove_file(f.s("sub/.cursorignore")).unwrap();
     std::os::unix::fs::symlink("../.cursorignore", f.s("sub/.cursorignore")).unwrap();
-    let e = f.mount.as_ref().unwrap().reload().unwrap_err();
+    let e = f.mount.as_ref().unwrap().reload().unwrap_err().to_string();
     assert!(
         e.contains("sub/.cursorignore") && e.contains("symbolic link"),
         "{e}"

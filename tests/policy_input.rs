@@ -226,7 +226,7 @@ fn a_reload_refuses_a_fifo_and_a_huge_file_and_keeps_the_old_policy() {
             }
             r.unwrap()
         });
-        let e = r.expect_err("a reload of a bad file fails");
+        let e = r.expect_err("a reload of a bad file fails").to_string();
         assert!(e.contains(want), "expected {want:?} in: {e}");
         assert_errno(fs::read(f.m("secret.txt")), libc::EACCES, "the old policy");
         assert_eq!(fs::read(f.m("plain.txt")).unwrap(), b"p\n");

@@ -129,7 +129,7 @@ fn an_edit_made_as_soon_as_the_mount_returns_is_reloaded() {
 fn a_broken_policy_keeps_the_old_one_and_says_why() {
     let (f, file) = mounted(DENY_SECRET);
     fs::write(&file, "[[rules]]\naction = \"deny\"\npaths = [\"a[\"]\n").unwrap();
-    let err = f.mount.as_ref().unwrap().reload().unwrap_err();
+    let err = f.mount.as_ref().unwrap().reload().unwrap_err().to_string();
     assert!(err.contains("policy.toml:3:10: error:"), "{err}");
     assert!(err.contains("invalid glob"), "{err}");
     assert_errno(
@@ -308,7 +308,7 @@ fn veilfs_reload_and_sighup_reach_a_running_mount() {
 fn an_empty_policy_file_is_not_loaded_by_a_reload() {
     let (f, file) = mounted(DENY_SECRET);
     fs::write(&file, "").unwrap();
-    let err = f.mount.as_ref().unwrap().reload().unwrap_err();
+    let err = f.mount.as_ref().unwrap().reload().unwrap_err().to_string();
     assert!(err.contains("is empty"), "{err}");
     std::thread::sleep(Duration::from_millis(300));
     assert_errno(

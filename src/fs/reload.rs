@@ -12,19 +12,60 @@
 use inotify::WatchDescriptor;
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
+use std::io;
 use std::os::fd::AsFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::Inodes;
-use crate::policy::Policy;
+use crate::policy::{LoadError, Policy};
 use crate::sys;
+use crate::workspace::imports::ImportError;
 use crate::workspace::load;
 
 /// The policy file's device, inode and text.
 type Stamp = (u64, u64, String);
+
+/// What a reload did: `Ok` says what is now in force, `Err` why the old policy stays.
+pub type Outcome = Result<String, ReloadError>;
+
+/// Why a reload keeps the old policy in force.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// The policy file could not be read.
+    #[error("{}: {source}", path.display())]
+    Read { path: PathBuf, source: io::Error },
+    /// The policy file was opened for writing through the mount lately: the
+    /// confined command may have written it.
+    #[error(
+        "{}: this file was opened for writing through the mount, so the confined \
+         command may have written it; keeping the old policy. Write the policy \
+         file anew outside the mount (e.g. `cp` it to a new name outside the \
+         workspace, edit, and `mv` it back), then reload",
+        path.display()
+    )]
+    WrittenThroughMount { path: PathBuf },
+    /// The policy file is empty, perhaps on its way to being rewritten.
+    #[error(
+        "{}: the policy file is empty (being rewritten?); keeping the old policy",
+        path.display()
+    )]
+    Empty { path: PathBuf },
+    /// The policy does not parse or compile (each error with `file:line:col`).
+    #[error(transparent)]
+    Invalid(#[from] LoadError),
+    /// The node of the workspace root is no longer in the node table.
+    #[error("the workspace root is gone")]
+    RootGone,
+    /// The workspace root's descriptor could not be had.
+    #[error("the workspace root: {0}")]
+    Root(#[source] io::Error),
+    /// An ignore file the policy imports could not be honoured.
+    #[error(transparent)]
+    Import(#[from] ImportError),
+}
 
 #[derive(Debug)]
 pub struct Reloader {
@@ -92,7 +133,7 @@ impl Reloader {
     /// save is several events: the reload waits until 100 ms pass without another
     /// call, at most a second, so that it reads the file whole), and reports the
     /// outcome with `report`.
-    pub fn reload_soon(self: &Arc<Self>, report: fn(Result<String, String>)) {
+    pub fn reload_soon(self: &Arc<Self>, report: fn(Outcome)) {
         self.calls.fetch_add(1, Ordering::AcqRel);
         if self.soon.swap(true, Ordering::AcqRel) {
             return;
@@ -137,7 +178,7 @@ impl Reloader {
 
     /// Reloads the policy file. `Ok` says what is now in force; `Err` says why the
     /// old policy stays.
-    pub fn reload(&self) -> Result<String, String> {
+    pub fn reload(&self) -> Outcome {
         let _one = self.busy.lock();
         let Some(source) = &self.file else {
             // The built-in default is derived anew (it honours the ignore files
@@ -152,9 +193,10 @@ impl Reloader {
         let file = source.path();
         // Read through the directory descriptor taken before mounting: the file as
         // the person outside sees it, never through this mount.
-        let read = source
-            .read()
-            .map_err(|e| format!("{}: {e}", file.display()))?;
+        let read = source.read().map_err(|source| ReloadError::Read {
+            path: file.to_path_buf(),
+            source,
+        })?;
         // Whatever the name holds now is what the next reload reads: protect it
         // (the file an editor renamed over the old one, say), loaded or not.
         self.protected.set(read.dev, read.ino);
@@ -163,29 +205,23 @@ impl Reloader {
         // confined command until it is renamed over the policy, and a descriptor it
         // held could still write into it afterwards.
         if self.protected.written_lately((read.dev, read.ino)) {
-            return Err(format!(
-                "{}: this file was opened for writing through the mount, so the confined \
-                 command may have written it; keeping the old policy. Write the policy \
-                 file anew outside the mount (e.g. `cp` it to a new name outside the \
-                 workspace, edit, and `mv` it back), then reload",
-                file.display()
-            ));
+            return Err(ReloadError::WrittenThroughMount {
+                path: file.to_path_buf(),
+            });
         }
         // A file truncated on its way to being rewritten (`echo ... > policy.toml`)
         // would parse as "allow everything": never take an empty one on reload.
         if read.text.trim().is_empty() {
-            return Err(format!(
-                "{}: the policy file is empty (being rewritten?); keeping the old policy",
-                file.display()
-            ));
+            return Err(ReloadError::Empty {
+                path: file.to_path_buf(),
+            });
         }
         let mut policy = Policy::parse_between(
             self.base.as_ref(),
             &self.after,
             &file.display().to_string(),
             &read.text,
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
         let import_warnings = self.attach_imports(&mut policy)?;
         let mut summary = format!(
             "{}: reloaded: {} rules, {} patterns, default \"{}\"",
@@ -203,12 +239,12 @@ impl Reloader {
 
     /// The policy in force, its rules compiled again and its imported files read
     /// again.
-    fn reload_given(&self) -> Result<String, String> {
+    fn reload_given(&self) -> Outcome {
         let current = self.policy.read().clone();
         if current.import_names().is_empty() {
             return Ok(format!("{}: nothing to reload", current.name()));
         }
-        let mut policy = current.recompiled().map_err(|e| e.to_string())?;
+        let mut policy = current.recompiled()?;
         let mut summary = format!("{}: imported files read again", current.name());
         for w in self.attach_imports(&mut policy)? {
             summary.push('\n');
@@ -219,7 +255,7 @@ impl Reloader {
 
     /// The built-in default again, honouring the ignore files the workspace root
     /// holds now (see [`crate::workspace::imports::builtin_text`]).
-    fn reload_builtin(&self) -> Result<String, String> {
+    fn reload_builtin(&self) -> Outcome {
         let root = self.inodes.get(super::inode::ROOT);
         let present = match root.as_ref().map(|r| r.dir_fd()) {
             Some(Ok(fd)) => crate::workspace::imports::present_at(fd),
@@ -234,8 +270,7 @@ impl Reloader {
             &self.after,
             crate::policy::BUILTIN_NAME,
             &text,
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
         // The ignore files gone: the default with its guards alone.
         let mut summary = if present.is_empty() {
             "built-in default policy: reloaded".to_string()
@@ -253,7 +288,7 @@ impl Reloader {
     }
 
     /// Puts `policy` in force (see the module documentation) and returns `summary`.
-    fn put(&self, policy: Policy, summary: String) -> Result<String, String> {
+    fn put(&self, policy: Policy, summary: String) -> Outcome {
         self.protected.set_imported(policy.source_ids());
         {
             // Both under the write lock, so a request's snapshot reads the policy
@@ -273,19 +308,19 @@ impl Reloader {
     /// Finds and attaches the ignore files `policy` imports, read through the
     /// descriptor on the real workspace root (never through this mount): the
     /// warnings to say, or why the old policy stays.
-    fn attach_imports(&self, policy: &mut Policy) -> Result<Vec<String>, String> {
+    fn attach_imports(&self, policy: &mut Policy) -> Result<Vec<String>, ReloadError> {
         if policy.import_names().is_empty() {
             return Ok(Vec::new());
         }
         let root = self
             .inodes
             .get(super::inode::ROOT)
-            .ok_or("the workspace root is gone")?;
-        let fd = root
-            .dir_fd()
-            .map_err(|e| format!("the workspace root: {e}"))?;
-        crate::workspace::imports::attach_checked(policy, fd, &|k| self.protected.written_lately(k))
-            .map_err(|e| e.to_string())
+            .ok_or(ReloadError::RootGone)?;
+        let fd = root.dir_fd().map_err(ReloadError::Root)?;
+        let warnings = crate::workspace::imports::attach_checked(policy, fd, &|k| {
+            self.protected.written_lately(k)
+        })?;
+        Ok(warnings)
     }
 
     /// Tells the kernel to drop every entry and attribute it cached for this mount.
@@ -306,7 +341,7 @@ impl Reloader {
     /// the thread first ran would be missed.)
     pub fn watch_sources(
         me: std::sync::Weak<Self>,
-        report: fn(Result<String, String>),
+        report: fn(Outcome),
     ) -> impl FnOnce() + Send + 'static {
         let ino = sys::inotify_init();
         let mut watched: HashMap<Vec<u8>, WatchDescriptor> = HashMap::new();
@@ -327,7 +362,7 @@ impl Reloader {
     /// The loop of [`Reloader::watch_sources`].
     fn source_loop(
         me: std::sync::Weak<Self>,
-        report: fn(Result<String, String>),
+        report: fn(Outcome),
         mut ino: inotify::Inotify,
         mut watched: HashMap<Vec<u8>, WatchDescriptor>,
         mut seen: u64,
@@ -412,7 +447,7 @@ impl Reloader {
     /// thread, an edit made before the thread first ran would be missed.)
     pub fn watch_file(
         me: std::sync::Weak<Self>,
-        report: impl Fn(Result<String, String>) + Send + 'static,
+        report: impl Fn(Outcome) + Send + 'static,
     ) -> impl FnOnce() + Send + 'static {
         let setup = me.upgrade().and_then(|r| {
             let source = r.file.as_ref()?;
@@ -446,7 +481,7 @@ impl Reloader {
     /// The loop of [`Reloader::watch_file`].
     fn file_loop(
         me: std::sync::Weak<Self>,
-        report: impl Fn(Result<String, String>),
+        report: impl Fn(Outcome),
         name: Vec<u8>,
         mut last: Option<Stamp>,
         mut ino: Option<inotify::Inotify>,

@@ -65,7 +65,7 @@ use nix::sys::socket::{UnixCredentials, getsockopt, sockopt::PeerCredentials};
 use nix::sys::stat::Mode;
 
 use crate::fs::ask::Broker;
-use crate::fs::reload::Reloader;
+use crate::fs::reload::{self, Reloader};
 
 mod slots;
 
@@ -251,7 +251,7 @@ pub struct Guard {
     /// process below it, or from its PID namespace, are refused.
     pub inside: Option<i32>,
     /// Says what a requested reload did, in the daemon.
-    pub report: fn(Result<String, String>),
+    pub report: fn(reload::Outcome),
 }
 
 /// A bound socket not yet answering (bound before `run` enters its namespaces).
@@ -623,11 +623,12 @@ fn answer(asked: Asked, with: Answering, guard: Guard) -> io::Result<()> {
     let reply = match line.trim() {
         "reload" => {
             let outcome = reloader.reload();
-            (guard.report)(outcome.clone());
-            match outcome {
+            let reply = match &outcome {
                 Ok(msg) => format!("ok {msg}\n"),
                 Err(e) => format!("error {e}\n"),
-            }
+            };
+            (guard.report)(outcome);
+            reply
         }
         "stats" => format!("ok {}\n", stats.json()),
         other => format!(

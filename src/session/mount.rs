@@ -21,7 +21,7 @@ use fuser::{Config, MountOption, SessionACL};
 use crate::fs::Inodes;
 use crate::fs::VeilFs;
 use crate::fs::ask::Broker;
-use crate::fs::reload::Reloader;
+use crate::fs::reload::{self, Reloader};
 use crate::fs::watch::Watcher;
 use crate::policy::Policy;
 
@@ -117,7 +117,7 @@ pub enum Reports {
 
 impl Reports {
     /// The function that reports one outcome.
-    pub fn reporter(self) -> fn(Result<String, String>) {
+    pub fn reporter(self) -> fn(reload::Outcome) {
         match self {
             Reports::Stderr => report_reload,
             Reports::Log => log_reload,
@@ -444,7 +444,7 @@ pub fn start(fs: VeilFs, mnt: &Path, config: &Config, opts: &MountOptions) -> io
 }
 
 /// Says on stderr what a reload did.
-pub fn report_reload(outcome: Result<String, String>) {
+pub fn report_reload(outcome: reload::Outcome) {
     match outcome {
         Ok(msg) => eprintln!("veilfs: {msg}"),
         Err(e) => eprintln!("veilfs: policy reload failed, keeping the old policy:\n{e}"),
@@ -452,7 +452,7 @@ pub fn report_reload(outcome: Result<String, String>) {
 }
 
 /// Says through the `log` crate what a reload did.
-pub fn log_reload(outcome: Result<String, String>) {
+pub fn log_reload(outcome: reload::Outcome) {
     match outcome {
         Ok(msg) => log::info!("{msg}"),
         Err(e) => log::warn!("policy reload failed, keeping the old policy:\n{e}"),
@@ -533,8 +533,9 @@ impl Mount {
     }
 
     /// Reloads the policy file now (it is also reloaded when it changes). `Err`
-    /// carries the `file:line:col` errors; the old policy then stays in force.
-    pub fn reload(&self) -> Result<String, String> {
+    /// says why the old policy stays in force (a policy that does not load: its
+    /// `file:line:col` errors).
+    pub fn reload(&self) -> reload::Outcome {
         self.reloader.reload()
     }
 
