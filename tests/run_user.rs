@@ -270,7 +270,7 @@ fn discovery_never_narrows() {
     assert_eq!(find(None).unwrap().0, root);
     // Another user's: refused, unless that user is the one trusted.
     std::os::unix::fs::chown(root.join(".git"), Some(65534), Some(65534)).unwrap();
-    let e = find(None).unwrap_err();
+    let e = find(None).unwrap_err().to_string();
     assert!(
         e.contains("--workspace") && e.contains(&root.display().to_string()),
         "{e}"

@@ -29,9 +29,21 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use crate::session::control::{self, Known, Session, Wanted};
+use crate::workspace::load::WorkspaceError;
 
 /// How often the runtime directory is looked at for sessions started since.
 pub const SCAN_EVERY: Duration = Duration::from_millis(500);
+
+/// Why the scope of `veilfs prompt` could not be told.
+#[derive(Debug, thiserror::Error)]
+pub enum PromptError {
+    /// The current directory could not be had (or canonicalized).
+    #[error("the current directory: {0}")]
+    CurrentDir(#[source] io::Error),
+    /// No workspace could be found from the current directory.
+    #[error(transparent)]
+    Workspace(#[from] WorkspaceError),
+}
 
 /// Which sessions `veilfs prompt` answers for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,7 +62,7 @@ impl Scope {
     /// The scope of `veilfs prompt [--all] [PATH...]`: without either, the
     /// workspace is found from the current directory as `veilfs run` finds it
     /// (warnings about markers passed over go to stderr).
-    pub fn from_args(all: bool, paths: Vec<PathBuf>) -> Result<Scope, String> {
+    pub fn from_args(all: bool, paths: Vec<PathBuf>) -> Result<Scope, PromptError> {
         if all {
             return Ok(Scope::All);
         }
@@ -59,7 +71,7 @@ impl Scope {
         }
         let cwd = std::env::current_dir()
             .and_then(|d| d.canonicalize())
-            .map_err(|e| format!("the current directory: {e}"))?;
+            .map_err(PromptError::CurrentDir)?;
         let (ws, _, warnings) = crate::workspace::load::find_workspace(&cwd, None)?;
         for w in warnings {
             eprintln!("veilfs prompt: {w}");

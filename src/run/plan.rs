@@ -23,7 +23,8 @@ pub(super) fn workspace(opts: &RunOptions, cwd: &Path) -> Result<(PathBuf, load:
     // Root running the command as another user trusts that user's `.git`: the
     // README's recipe gives the project to the user.
     let git_owner = opts.user.filter(|_| sys::euid() == 0).map(|(uid, _)| uid);
-    let (ws, found, warnings) = load::find_workspace(&start, git_owner)?;
+    let (ws, found, warnings) =
+        load::find_workspace(&start, git_owner).map_err(|e| e.to_string())?;
     for w in warnings {
         eprintln!("veilfs run: {w}");
     }

@@ -53,6 +53,53 @@ pub enum ConfigError {
     Import(#[from] crate::workspace::imports::ImportError),
 }
 
+/// Why no workspace could be chosen, or a path named could not be placed in it.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkspaceError {
+    /// The `.veilfs.toml` that chose the workspace is committed in a repository
+    /// whose top lies above it: the workspace would be smaller than the project.
+    #[error(
+        "{} is committed in the repository at {}, so the workspace would be {}, smaller \
+         than the project (the rest of it unpoliced): name the workspace (--workspace {})",
+        file.display(),
+        top.display(),
+        root.display(),
+        top.display()
+    )]
+    CommittedBelowTop {
+        file: PathBuf,
+        top: PathBuf,
+        root: PathBuf,
+    },
+    /// A marker owned by another user was passed over, and the workspace found lies
+    /// below the project it marks.
+    #[error(
+        "{} is owned by uid {uid}, not by you or root, so the workspace would be {}, \
+         smaller than the project at {}: name the workspace (--workspace {}), or \
+         change the owner of {} to yours",
+        marker.display(),
+        root.display(),
+        project.display(),
+        project.display(),
+        marker.display()
+    )]
+    NarrowerThanProject {
+        marker: PathBuf,
+        uid: u32,
+        root: PathBuf,
+        project: PathBuf,
+    },
+    /// The workspace could not be made absolute.
+    #[error(transparent)]
+    Absolute(std::io::Error),
+    /// An absolute path named lies outside the workspace.
+    #[error("{} is outside the workspace {}", path.display(), workspace.display())]
+    Outside { path: PathBuf, workspace: PathBuf },
+    /// A relative path named climbs out of the workspace (`..`).
+    #[error("{} leaves the workspace", path.display())]
+    Leaves { path: PathBuf },
+}
+
 /// How a workspace was chosen, for the start-up line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Found {
@@ -98,7 +145,7 @@ impl fmt::Display for Found {
 pub fn find_workspace(
     start: &Path,
     git_owner: Option<u32>,
-) -> Result<(PathBuf, Found, Vec<String>), String> {
+) -> Result<(PathBuf, Found, Vec<String>), WorkspaceError> {
     use std::os::unix::fs::MetadataExt;
     let me = crate::sys::euid();
     let mut warnings = Vec::new();
@@ -140,16 +187,12 @@ pub fn find_workspace(
         && root.starts_with(project)
         && root != project
     {
-        return Err(format!(
-            "{} is owned by uid {uid}, not by you or root, so the workspace would be {}, \
-             smaller than the project at {}: name the workspace (--workspace {}), or \
-             change the owner of {} to yours",
-            marker.display(),
-            root.display(),
-            project.display(),
-            project.display(),
-            marker.display(),
-        ));
+        return Err(WorkspaceError::NarrowerThanProject {
+            project: project.to_path_buf(),
+            marker,
+            uid,
+            root,
+        });
     }
     Ok((root, how, warnings))
 }
@@ -158,7 +201,7 @@ pub fn find_workspace(
 /// committed in an enclosing repository whose top lies above `root`: the
 /// repository's authors, not the person, would then have made the workspace
 /// smaller than the project, leaving the rest of it (`../.env`) unpoliced.
-fn committed_below_top(root: &Path, me: u32, git_owner: Option<u32>) -> Result<(), String> {
+fn committed_below_top(root: &Path, me: u32, git_owner: Option<u32>) -> Result<(), WorkspaceError> {
     use std::os::unix::ffi::OsStrExt;
     use std::os::unix::fs::MetadataExt;
     let trusted = |uid: u32| uid == me || uid == 0 || Some(uid) == git_owner;
@@ -185,14 +228,11 @@ fn committed_below_top(root: &Path, me: u32, git_owner: Option<u32>) -> Result<(
     {
         return Ok(());
     }
-    Err(format!(
-        "{} is committed in the repository at {}, so the workspace would be {}, smaller \
-         than the project (the rest of it unpoliced): name the workspace (--workspace {})",
-        file.display(),
-        top.display(),
-        root.display(),
-        top.display(),
-    ))
+    Err(WorkspaceError::CommittedBelowTop {
+        top: top.to_path_buf(),
+        root: root.to_path_buf(),
+        file,
+    })
 }
 
 fn passed_over(marker: &Path, uid: u32) -> String {
@@ -428,20 +468,19 @@ impl fmt::Display for RelPath {
 }
 
 /// Normalises `arg` lexically (`.`, `//`, `..`) into a workspace-relative path.
-pub fn relative_path(arg: &Path, workspace: &Path) -> Result<RelPath, String> {
+pub fn relative_path(arg: &Path, workspace: &Path) -> Result<RelPath, WorkspaceError> {
     use std::os::unix::ffi::OsStrExt;
     let raw = arg.as_os_str().as_bytes();
     let trailing_slash = raw.len() > 1 && raw.ends_with(b"/");
     let inner: &Path = if arg.is_absolute() {
-        let ws = std::path::absolute(workspace).map_err(|e| e.to_string())?;
+        let ws = std::path::absolute(workspace).map_err(WorkspaceError::Absolute)?;
         match arg.strip_prefix(&ws) {
             Ok(rest) => rest,
             Err(_) => {
-                return Err(format!(
-                    "{} is outside the workspace {}",
-                    arg.display(),
-                    ws.display()
-                ));
+                return Err(WorkspaceError::Outside {
+                    path: arg.to_path_buf(),
+                    workspace: ws,
+                });
             }
         }
     } else {
@@ -453,7 +492,9 @@ pub fn relative_path(arg: &Path, workspace: &Path) -> Result<RelPath, String> {
             b"" | b"." => {}
             b".." => {
                 if segs.pop().is_none() {
-                    return Err(format!("{} leaves the workspace", arg.display()));
+                    return Err(WorkspaceError::Leaves {
+                        path: arg.to_path_buf(),
+                    });
                 }
             }
             s => segs.push(s),
