@@ -28,7 +28,7 @@ use std::process::ExitCode;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use crate::session::control::{self, Known, Session, Wanted};
+use crate::session::control::{self, ControlError, Known, Session, Wanted};
 use crate::workspace::load::WorkspaceError;
 
 /// How often the runtime directory is looked at for sessions started since.
@@ -81,10 +81,10 @@ impl Scope {
 
     /// What to look for in the runtime directory: the sessions of each path (with
     /// the path, to name them by until they say what they serve).
-    fn targets(&self) -> Result<Vec<Target>, String> {
+    fn targets(&self) -> Result<Vec<Target>, ControlError> {
         let serving = |p: &PathBuf| {
             Ok(Target {
-                wanted: Wanted::serving(p).map_err(|e| e.to_string())?,
+                wanted: Wanted::serving(p)?,
                 place: Some(p.clone()),
             })
         };
@@ -146,7 +146,7 @@ struct Found {
 
 /// Looks for new sessions of each target: those found (each once), or why the
 /// runtime directory could not be read.
-fn scan(targets: &[Target], known: &mut Known) -> Result<Vec<Found>, String> {
+fn scan(targets: &[Target], known: &mut Known) -> Result<Vec<Found>, ControlError> {
     let mut out = Vec::new();
     for t in targets {
         for (session, _, conn) in control::connect_new(&t.wanted, known)? {
@@ -241,7 +241,7 @@ fn start_scanning(targets: Vec<Target>, mut known: Known, tx: mpsc::Sender<Event
     let spawned = std::thread::Builder::new()
         .name("veilfs-prompt-scan".into())
         .spawn(move || {
-            let mut said = None;
+            let mut said: Option<String> = None;
             loop {
                 std::thread::sleep(SCAN_EVERY);
                 match scan(&targets, &mut known) {
@@ -253,11 +253,13 @@ fn start_scanning(targets: Vec<Target>, mut known: Known, tx: mpsc::Sender<Event
                         }
                     }
                     // Once per new reason: the directory may come right again.
-                    Err(e) if said.as_ref() != Some(&e) => {
-                        log::warn!("prompt: looking for sessions: {e}");
-                        said = Some(e);
+                    Err(e) => {
+                        let why = e.to_string();
+                        if said.as_ref() != Some(&why) {
+                            log::warn!("prompt: looking for sessions: {why}");
+                            said = Some(why);
+                        }
                     }
-                    Err(_) => {}
                 }
             }
         });

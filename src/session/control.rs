@@ -85,6 +85,53 @@ const MAX_REQUEST: usize = 256;
 /// invalidates every cached entry).
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// Why a client could not ask a session, or what a session answered instead of `ok`.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    /// The path named could not be canonicalized (the socket names are made from
+    /// the canonical path).
+    #[error("{}: {source}", path.display())]
+    Path { path: PathBuf, source: io::Error },
+    /// The runtime directory could not be opened, or was refused (the error says
+    /// which directory, and why).
+    #[error(transparent)]
+    RuntimeDir(io::Error),
+    /// The runtime directory could not be listed.
+    #[error("{}: {source}", path.display())]
+    ListRuntimeDir { path: PathBuf, source: io::Error },
+    /// No live session serves the path.
+    #[error(
+        "no veilfs daemon answers for {} (in {}); is it served by `veilfs mount` or \
+         `veilfs run`?",
+        path.display(),
+        dir.display()
+    )]
+    NoDaemon { path: PathBuf, dir: PathBuf },
+    /// A session's socket is there, but connecting to it failed.
+    #[error("cannot reach it: {0}")]
+    Unreachable(#[source] io::Error),
+    /// The daemon behind the socket runs as another user (not root).
+    #[error("the socket is served by uid {0}")]
+    ServedByUid(u32),
+    /// Who serves the socket could not be told.
+    #[error("cannot tell who serves it: {0}")]
+    PeerUnknown(#[source] nix::Error),
+    /// The daemon was not asked, for the reason held: [`ControlError::ServedByUid`]
+    /// or [`ControlError::PeerUnknown`].
+    #[error("not asked: {0}")]
+    NotAsked(#[source] Box<ControlError>),
+    /// Sending the request or reading the answer failed.
+    #[error("no answer: {0}")]
+    NoAnswer(#[source] io::Error),
+    /// The daemon closed the connection without a word.
+    #[error("no answer (the daemon closed the connection)")]
+    Closed,
+    /// The daemon answered `error MESSAGE` (a reload that kept the old policy, a
+    /// request it refused): its message, as it said it.
+    #[error("{0}")]
+    Daemon(String),
+}
+
 /// Which kind of session serves a socket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Session {
@@ -804,12 +851,14 @@ fn parent_pid(pid: i32) -> Option<i32> {
 #[derive(Debug)]
 pub struct Answer {
     pub session: Session,
-    /// `Ok`: the new policy is in force (what it is); `Err`: the old one stays (why).
-    pub outcome: Result<String, String>,
+    /// `Ok`: the new policy is in force (what it is); `Err`: the old one stays (why:
+    /// [`ControlError::Daemon`] with the daemon's words), or the session was not
+    /// asked.
+    pub outcome: Result<String, ControlError>,
 }
 
 /// Asks every live session serving `path` to reload. `Err` when none answers (why).
-pub fn request_reload(path: &Path) -> Result<Vec<Answer>, String> {
+pub fn request_reload(path: &Path) -> Result<Vec<Answer>, ControlError> {
     let answers: Vec<Answer> = connect(Some(path))?
         .into_iter()
         .map(|(session, conn)| Answer {
@@ -818,13 +867,13 @@ pub fn request_reload(path: &Path) -> Result<Vec<Answer>, String> {
         })
         .collect();
     if answers.is_empty() {
-        return Err(no_daemon(path, &runtime_dir_path()));
+        return Err(no_daemon(path));
     }
     Ok(answers)
 }
 
 /// A session's socket, connected, or why it could not be.
-pub(crate) type Reached = Result<UnixStream, String>;
+pub(crate) type Reached = Result<UnixStream, ControlError>;
 
 /// Which sessions a client is after: those serving one path, or every session in
 /// this user's runtime directory.
@@ -839,9 +888,13 @@ impl Wanted {
     /// The sessions serving `path` (the mount point of a `veilfs mount`, the
     /// workspace of a `veilfs run`), however it is spelled; `Err` when it cannot be
     /// canonicalized.
-    pub(crate) fn serving(path: &Path) -> io::Result<Wanted> {
+    pub(crate) fn serving(path: &Path) -> Result<Wanted, ControlError> {
+        let canon = path.canonicalize().map_err(|source| ControlError::Path {
+            path: path.to_path_buf(),
+            source,
+        })?;
         Ok(Wanted {
-            hash: Some(path_hash(path)?),
+            hash: Some(canonical_hash(&canon)),
         })
     }
 
@@ -879,9 +932,9 @@ pub(crate) struct SocketFile {
 /// Connects to every live session serving `path` (every session of this user's
 /// runtime directory when `None`), mounts first, then `run` sessions by pid; a
 /// session that cannot be reached comes with why. Stale sockets are removed.
-pub(crate) fn connect(path: Option<&Path>) -> Result<Vec<(Session, Reached)>, String> {
+pub(crate) fn connect(path: Option<&Path>) -> Result<Vec<(Session, Reached)>, ControlError> {
     let wanted = match path {
-        Some(p) => Wanted::serving(p).map_err(|e| e.to_string())?,
+        Some(p) => Wanted::serving(p)?,
         None => Wanted::any(),
     };
     Ok(connect_new(&wanted, &mut Known::new())?
@@ -897,14 +950,17 @@ pub(crate) fn connect(path: Option<&Path>) -> Result<Vec<(Session, Reached)>, St
 pub(crate) fn connect_new(
     wanted: &Wanted,
     known: &mut Known,
-) -> Result<Vec<(Session, String, Reached)>, String> {
+) -> Result<Vec<(Session, String, Reached)>, ControlError> {
     let dir = match RuntimeDir::open(false) {
         Ok(d) => d,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e.to_string()),
+        Err(e) => return Err(ControlError::RuntimeDir(e)),
     };
     let names: std::collections::HashSet<String> = std::fs::read_dir(dir.entry(""))
-        .map_err(|e| annotate(&dir.path, e).to_string())?
+        .map_err(|source| ControlError::ListRuntimeDir {
+            path: dir.path.clone(),
+            source,
+        })?
         .flatten()
         .filter_map(|e| e.file_name().to_str().map(str::to_string))
         .collect();
@@ -945,7 +1001,7 @@ pub(crate) fn connect_new(
                 continue;
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-            Err(e) => Err(format!("cannot reach it: {e}")),
+            Err(e) => Err(ControlError::Unreachable(e)),
         };
         known.insert(name.clone(), id);
         out.push((session, name, conn));
@@ -955,28 +1011,27 @@ pub(crate) fn connect_new(
 
 /// Whether the peer of `conn` (a daemon) runs as this user or root: only then is
 /// it asked anything or told anything.
-pub(crate) fn trusted_daemon(conn: &UnixStream) -> Result<(), String> {
+pub(crate) fn trusted_daemon(conn: &UnixStream) -> Result<(), ControlError> {
     let me = crate::sys::euid();
     match getsockopt(&conn.as_fd(), PeerCredentials) {
         Ok(c) if c.uid() == me || c.uid() == 0 => Ok(()),
-        Ok(c) => Err(format!("the socket is served by uid {}", c.uid())),
-        Err(e) => Err(format!("cannot tell who serves it: {e}")),
+        Ok(c) => Err(ControlError::ServedByUid(c.uid())),
+        Err(e) => Err(ControlError::PeerUnknown(e)),
     }
 }
 
-fn no_daemon(path: &Path, dir: &Path) -> String {
-    format!(
-        "no veilfs daemon answers for {} (in {}); is it served by `veilfs mount` or \
-         `veilfs run`?",
-        path.display(),
-        dir.display()
-    )
+/// No live session serves `path` (in this user's runtime directory).
+fn no_daemon(path: &Path) -> ControlError {
+    ControlError::NoDaemon {
+        path: path.to_path_buf(),
+        dir: runtime_dir_path(),
+    }
 }
 
 /// One request (`reload`, `stats`) on an open connection.
-fn ask(conn: &UnixStream, request: &str) -> Result<String, String> {
-    trusted_daemon(conn).map_err(|e| format!("not asked: {e}"))?;
-    let io = |e: io::Error| format!("no answer: {e}");
+fn ask(conn: &UnixStream, request: &str) -> Result<String, ControlError> {
+    trusted_daemon(conn).map_err(|e| ControlError::NotAsked(Box::new(e)))?;
+    let io = ControlError::NoAnswer;
     conn.set_read_timeout(Some(ANSWER_TIMEOUT)).map_err(io)?;
     conn.set_write_timeout(Some(REQUEST_TIMEOUT)).map_err(io)?;
     let mut w = conn;
@@ -993,8 +1048,10 @@ fn ask(conn: &UnixStream, request: &str) -> Result<String, String> {
     let reply = reply.trim_end();
     match reply.strip_prefix("ok ") {
         Some(msg) => Ok(msg.to_string()),
-        None if reply.is_empty() => Err("no answer (the daemon closed the connection)".into()),
-        None => Err(reply.strip_prefix("error ").unwrap_or(reply).to_string()),
+        None if reply.is_empty() => Err(ControlError::Closed),
+        None => Err(ControlError::Daemon(
+            reply.strip_prefix("error ").unwrap_or(reply).to_string(),
+        )),
     }
 }
 
@@ -1036,7 +1093,7 @@ pub fn reload_command(path: &Path) -> ExitCode {
 /// answered, 1 when any did not (why, on stderr), 2 when none answers for PATH.
 pub fn stats_command(path: &Path) -> ExitCode {
     let sessions = match connect(Some(path)) {
-        Ok(s) if s.is_empty() => Err(no_daemon(path, &runtime_dir_path())),
+        Ok(s) if s.is_empty() => Err(no_daemon(path)),
         r => r,
     };
     let sessions = match sessions {
