@@ -240,7 +240,7 @@ pub(super) fn confinement(
 /// the workspace, where the command could rewrite it.
 fn outputs_outside(opts: &RunOptions, ws: &Path) -> Result<(), String> {
     if let Some(log) = &opts.mount.audit {
-        crate::session::audit::check_outside(log, ws)?;
+        crate::session::audit::check_outside(log, ws).map_err(|e| e.to_string())?;
     }
     if let Some(n) = &opts.notices
         && crate::session::audit::check_outside(n, ws).is_err()

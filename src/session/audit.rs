@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::fs::OpenOptions;
 use std::io::{self, BufWriter, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
@@ -103,23 +103,37 @@ fn open_log(target: &Path) -> io::Result<std::fs::File> {
     Ok(f)
 }
 
+/// Why an audit log may not be written where it is asked for.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    /// The log's path could not be made absolute.
+    #[error(transparent)]
+    Absolute(io::Error),
+    /// The log would lie in the workspace, where the command could rewrite it.
+    #[error(
+        "the audit log {} is inside the workspace {}: the command could rewrite it; \
+         write it outside",
+        log.display(),
+        workspace.display()
+    )]
+    InsideWorkspace { log: PathBuf, workspace: PathBuf },
+}
+
 /// Refuses an audit log inside the workspace `ws` (canonical): what the mount serves
 /// can be changed by whoever uses the mount, so a confined command could rewrite its
 /// own log (or have it replaced by a link beforehand).
-pub fn check_outside(target: &Path, ws: &Path) -> Result<(), String> {
+pub fn check_outside(target: &Path, ws: &Path) -> Result<(), AuditError> {
     if target == Path::new("-") {
         return Ok(());
     }
-    let abs = std::path::absolute(target).map_err(|e| e.to_string())?;
+    let abs = std::path::absolute(target).map_err(AuditError::Absolute)?;
     let dir = abs.parent().unwrap_or(Path::new("/"));
     let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
     if dir.starts_with(ws) {
-        return Err(format!(
-            "the audit log {} is inside the workspace {}: the command could rewrite it; \
-             write it outside",
-            target.display(),
-            ws.display()
-        ));
+        return Err(AuditError::InsideWorkspace {
+            log: target.to_path_buf(),
+            workspace: ws.to_path_buf(),
+        });
     }
     Ok(())
 }
