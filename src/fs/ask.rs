@@ -31,7 +31,7 @@ use std::time::Duration;
 use super::request::Req;
 use crate::policy::{Action, Decision};
 
-pub use super::broker::{APPROVER_QUEUE, Broker};
+pub use super::broker::{APPROVER_QUEUE, Broker, BrokerError};
 pub use super::grant::{Access, Grant};
 
 /// How long a question waits for an answer by default (`--ask-timeout`).

@@ -16,6 +16,15 @@ use super::ask::{
 };
 use crate::policy::Decision;
 
+/// Why an answer was not taken.
+#[derive(Debug, thiserror::Error)]
+pub enum BrokerError {
+    /// No question of that id is open: it was answered, it expired, or it was
+    /// withdrawn (or it never was).
+    #[error("no open question {id} (answered, expired or withdrawn)")]
+    NoOpenQuestion { id: u64 },
+}
+
 /// What one question is about, for the audit log.
 struct Subject {
     root: &'static str,
@@ -277,16 +286,14 @@ impl Broker {
     /// Answers question `id` for `by`. The requests waiting on it, and on any other
     /// open question a session grant now covers, go on (or fail) on a thread of
     /// their own.
-    pub fn answer(&self, id: u64, answer: Answer, by: &Approver) -> Result<(), String> {
+    pub fn answer(&self, id: u64, answer: Answer, by: &Approver) -> Result<(), BrokerError> {
         let mut st = self.state.lock();
-        let Some(at) = st.pending.iter().position(|p| p.id == id) else {
-            return Err(format!(
-                "no open question {id} (answered, expired or withdrawn)"
-            ));
-        };
-        let Some(p) = st.pending.remove(at) else {
-            return Err(format!("no open question {id}"));
-        };
+        let p = st
+            .pending
+            .iter()
+            .position(|p| p.id == id)
+            .and_then(|at| st.pending.remove(at))
+            .ok_or(BrokerError::NoOpenQuestion { id })?;
         let mut done = vec![(p, answer.clone())];
         if let Answer::Allow(scope) = answer {
             let p = &done[0].0;

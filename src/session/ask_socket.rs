@@ -155,5 +155,7 @@ fn take_answer(broker: &Broker, line: &str, by: &Approver) -> Result<(), (Option
             "\"answer\" must be \"allow-once\", \"allow-path\", \"allow-dir\" or \"deny\""
                 .to_string(),
         ))?;
-    broker.answer(id, answer, by).map_err(|e| (Some(id), e))
+    broker
+        .answer(id, answer, by)
+        .map_err(|e| (Some(id), e.to_string()))
 }
