@@ -48,10 +48,21 @@ fn in_path(tool: &str) -> Option<std::path::PathBuf> {
     })
 }
 
+/// Why no user namespace could be made (see [`userns_works`]).
+#[derive(Debug, thiserror::Error)]
+enum UsernsError {
+    /// The child's `unshare` failed (or the child did not say it worked).
+    #[error("unshare(CLONE_NEWUSER | CLONE_NEWNS) was refused")]
+    Refused,
+    /// No child could be forked to try.
+    #[error("cannot fork to try: {0}")]
+    Fork(#[source] std::io::Error),
+}
+
 /// Whether this process can create a user namespace with a mount namespace in it
 /// (tried in a forked child, so this process is unchanged).
 #[allow(unsafe_code)]
-fn userns_works() -> Result<(), String> {
+fn userns_works() -> Result<(), UsernsError> {
     // SAFETY: `veilfs doctor` starts no thread; the child only calls `unshare` and
     // `_exit`.
     match unsafe { sys::fork() } {
@@ -61,9 +72,9 @@ fn userns_works() -> Result<(), String> {
         }
         Ok(pid) => match sys::wait(pid, 0) {
             Ok(Some((_, sys::Exit::Code(0)))) => Ok(()),
-            _ => Err("unshare(CLONE_NEWUSER | CLONE_NEWNS) was refused".into()),
+            _ => Err(UsernsError::Refused),
         },
-        Err(e) => Err(format!("cannot fork to try: {e}")),
+        Err(e) => Err(UsernsError::Fork(e)),
     }
 }
 
@@ -115,7 +126,7 @@ fn user_namespaces() -> (Level, String) {
             "available: `veilfs run` works without root".to_string(),
         ),
         Err(e) => {
-            let mut why = vec![e];
+            let mut why = vec![e.to_string()];
             if max == Some(0) {
                 why.push(
                     "user.max_user_namespaces is 0 (sysctl -w user.max_user_namespaces=10000)"
