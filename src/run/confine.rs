@@ -8,11 +8,80 @@ use std::path::{Path, PathBuf};
 use nix::mount::MsFlags;
 use nix::sys::stat::SFlag;
 
+/// Why `run` will not hand the command what it was given, or cannot keep one of its
+/// files from it.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfineError {
+    /// A standard descriptor is open on a directory of the caller's namespace.
+    #[error(
+        "{name} (descriptor {fd}) is open on the directory {target}: through it the \
+         command could reach the real workspace, around the mount. Start `veilfs run` \
+         with {name} on a terminal, a file or a pipe."
+    )]
+    DirectoryInherited {
+        name: &'static str,
+        fd: usize,
+        target: String,
+    },
+    /// The policy file could not be found or examined.
+    #[error("policy file {}: {cause}", file.display())]
+    PolicyFile {
+        file: PathBuf,
+        cause: std::io::Error,
+    },
+    /// The policy file has other names the command could write through.
+    #[error(
+        "the policy file {} has {links} hard links: the command could rewrite it through \
+         another name. Give `veilfs run` a policy file with a single link (copy it).",
+        file.display()
+    )]
+    PolicyFileLinks { file: PathBuf, links: u64 },
+    /// The policy file could not be bound read-only onto itself.
+    #[error("cannot protect the policy file {}: {cause}", file.display())]
+    PolicyFileBind {
+        file: PathBuf,
+        cause: std::io::Error,
+    },
+    /// One of the run's logs (`what`: the audit log, the notices file) could not be
+    /// found or examined.
+    #[error("{what} {}: {cause}", log.display())]
+    Log {
+        what: &'static str,
+        log: PathBuf,
+        cause: std::io::Error,
+    },
+    /// A log has other names the command could write through.
+    #[error(
+        "the {what} {} has {links} hard links: the command could rewrite it through \
+         another name. Give `veilfs run` a file with a single link.",
+        log.display()
+    )]
+    LogLinks {
+        what: &'static str,
+        log: PathBuf,
+        links: u64,
+    },
+    /// A log could not be bound read-only onto itself.
+    #[error("cannot protect the {what} {}: {cause}", log.display())]
+    LogBind {
+        what: &'static str,
+        log: PathBuf,
+        cause: std::io::Error,
+    },
+    /// veilfs's configuration directory could not be made, where the command could
+    /// have made it.
+    #[error("cannot make {}: {cause}", dir.display())]
+    ConfigDirMake { dir: PathBuf, cause: std::io::Error },
+    /// veilfs's configuration directory could not be bound read-only onto itself.
+    #[error("cannot protect {}: {cause}", dir.display())]
+    ConfigDirBind { dir: PathBuf, cause: std::io::Error },
+}
+
 /// Refuses a descriptor 0–2 that is a directory: it was opened in the caller's mount
 /// namespace, where the workspace is not covered, so `openat(fd, "…/.env")` or
 /// `/proc/self/fd/N/.env` would reach the real files (from any directory, `..` leads
 /// there). Descriptors from 3 up are closed before the command starts.
-pub fn check_inherited_fds() -> Result<(), String> {
+pub fn check_inherited_fds() -> Result<(), ConfineError> {
     use std::os::fd::AsFd;
     let (i, o, e) = (std::io::stdin(), std::io::stdout(), std::io::stderr());
     let fds: [BorrowedFd; 3] = [i.as_fd(), o.as_fd(), e.as_fd()];
@@ -26,11 +95,7 @@ pub fn check_inherited_fds() -> Result<(), String> {
             let target = std::fs::read_link(format!("/proc/self/fd/{fd}"))
                 .map(|p| p.display().to_string())
                 .unwrap_or_else(|_| "a directory".into());
-            return Err(format!(
-                "{name} (descriptor {fd}) is open on the directory {target}: through it the \
-                 command could reach the real workspace, around the mount. Start `veilfs run` \
-                 with {name} on a terminal, a file or a pipe."
-            ));
+            return Err(ConfineError::DirectoryInherited { name, fd, target });
         }
     }
     Ok(())
@@ -45,27 +110,25 @@ pub fn check_inherited_fds() -> Result<(), String> {
 /// truncation, `chmod`, and an `unlink` or `rename` onto its name all fail there
 /// (`EROFS`/`EBUSY`), while the person outside still edits it at will. A file with
 /// other hard links is refused: another name could rewrite it.
-pub fn protect_policy_file(file: &Path, ws: &Path) -> Result<(), String> {
+pub fn protect_policy_file(file: &Path, ws: &Path) -> Result<(), ConfineError> {
     use std::os::unix::fs::MetadataExt;
-    let canon = file
-        .canonicalize()
-        .map_err(|e| format!("policy file {}: {e}", file.display()))?;
-    let meta =
-        std::fs::metadata(&canon).map_err(|e| format!("policy file {}: {e}", file.display()))?;
+    let unseen = |cause| ConfineError::PolicyFile {
+        file: file.to_path_buf(),
+        cause,
+    };
+    let canon = file.canonicalize().map_err(unseen)?;
+    let meta = std::fs::metadata(&canon).map_err(unseen)?;
     if meta.nlink() > 1 {
-        return Err(format!(
-            "the policy file {} has {} hard links: the command could rewrite it through \
-             another name. Give `veilfs run` a policy file with a single link (copy it).",
-            file.display(),
-            meta.nlink()
-        ));
+        return Err(ConfineError::PolicyFileLinks {
+            file: file.to_path_buf(),
+            links: meta.nlink(),
+        });
     }
     if canon.starts_with(ws) {
         // Served by the mount, which keeps it read-only.
         return Ok(());
     }
-    bind_read_only(&canon)
-        .map_err(|e| format!("cannot protect the policy file {}: {e}", canon.display()))
+    bind_read_only(&canon).map_err(|cause| ConfineError::PolicyFileBind { file: canon, cause })
 }
 
 /// Keeps a log of the run, `what` at `log` (the audit log, the notices file;
@@ -73,22 +136,27 @@ pub fn protect_policy_file(file: &Path, ws: &Path) -> Result<(), String> {
 /// that it cannot be written, truncated, removed or replaced there (the daemon
 /// writes through the descriptor it opened before). A log with other hard links is
 /// refused (another name could rewrite it).
-pub fn protect_log(what: &str, log: &Path) -> Result<(), String> {
+pub fn protect_log(what: &'static str, log: &Path) -> Result<(), ConfineError> {
     use std::os::unix::fs::MetadataExt;
-    let canon = log
-        .canonicalize()
-        .map_err(|e| format!("{what} {}: {e}", log.display()))?;
-    let meta = std::fs::metadata(&canon).map_err(|e| format!("{what} {}: {e}", log.display()))?;
+    let unseen = |cause| ConfineError::Log {
+        what,
+        log: log.to_path_buf(),
+        cause,
+    };
+    let canon = log.canonicalize().map_err(unseen)?;
+    let meta = std::fs::metadata(&canon).map_err(unseen)?;
     if meta.is_file() && meta.nlink() > 1 {
-        return Err(format!(
-            "the {what} {} has {} hard links: the command could rewrite it through \
-             another name. Give `veilfs run` a file with a single link.",
-            log.display(),
-            meta.nlink()
-        ));
+        return Err(ConfineError::LogLinks {
+            what,
+            log: log.to_path_buf(),
+            links: meta.nlink(),
+        });
     }
-    bind_read_only(&canon)
-        .map_err(|e| format!("cannot protect the {what} {}: {e}", canon.display()))
+    bind_read_only(&canon).map_err(|cause| ConfineError::LogBind {
+        what,
+        log: canon,
+        cause,
+    })
 }
 
 /// Whether `log` still names the file of identity `id` (taken before anything was

@@ -252,12 +252,15 @@ struct Matcher {
 }
 
 impl Matcher {
-    fn new(patterns: Vec<NamePattern>) -> Result<Matcher, String> {
+    fn new(patterns: Vec<NamePattern>) -> Result<Matcher, EnvError> {
         let mut set = GlobSetBuilder::new();
         for p in &patterns {
-            set.add(build_glob(&p.glob).map_err(|e| format!("{}: {e}", p.origin))?);
+            set.add(build_glob(&p.glob).map_err(|cause| EnvError::Pattern {
+                origin: p.origin.clone(),
+                cause,
+            })?);
         }
-        let set = set.build().map_err(|e| e.to_string())?;
+        let set = set.build().map_err(EnvError::Set)?;
         Ok(Matcher { set, patterns })
     }
 
@@ -316,11 +319,15 @@ impl EnvPolicy {
         file: EnvRules,
         keep_flags: &[String],
         drop_flags: &[String],
-    ) -> Result<Self, String> {
-        let flags = |list: &[String], flag: &'static str| -> Result<Vec<NamePattern>, String> {
+    ) -> Result<Self, EnvError> {
+        let flags = |list: &[String], flag: &'static str| -> Result<Vec<NamePattern>, EnvError> {
             list.iter()
                 .map(|g| {
-                    check_name_glob(g).map_err(|e| format!("{flag} {g:?}: {e}"))?;
+                    check_name_glob(g).map_err(|cause| EnvError::Flag {
+                        flag,
+                        glob: g.clone(),
+                        cause,
+                    })?;
                     Ok(NamePattern {
                         glob: g.clone(),
                         origin: Origin::Flag(flag),
@@ -545,28 +552,88 @@ fn build_glob(text: &str) -> Result<globset::Glob, globset::Error> {
         .build()
 }
 
+/// Why a name pattern (of `--keep-env`, `--drop-env` or an `[env]` table) is
+/// refused.
+#[derive(Debug, thiserror::Error)]
+pub enum NameGlobError {
+    #[error("empty pattern: expected a name or a glob such as \"AWS_*\"")]
+    Empty,
+    #[error("contains `=`, which no variable's name can hold")]
+    HoldsEquals,
+    #[error("contains a NUL byte, which no variable's name can hold")]
+    HoldsNul,
+    /// The glob compiles to a regular expression too large to build.
+    #[error("too large to compile")]
+    TooLarge,
+    /// The glob does not compile (in globset's words).
+    #[error("{0}")]
+    Glob(globset::ErrorKind),
+}
+
+/// Why the environment policy cannot be built.
+#[derive(Debug, thiserror::Error)]
+pub enum EnvError {
+    /// A pattern given by a flag: `--keep-env "[x": ...`.
+    #[error("{flag} {glob:?}: {cause}")]
+    Flag {
+        flag: &'static str,
+        glob: String,
+        cause: NameGlobError,
+    },
+    /// A pattern of a list that does not compile, and where it was written.
+    #[error("{origin}: {cause}")]
+    Pattern {
+        origin: Origin,
+        cause: globset::Error,
+    },
+    /// The patterns of one list do not compile together.
+    #[error("{0}")]
+    Set(globset::Error),
+}
+
+/// What is wrong with an `[env]` table: every problem found, one per line, each
+/// as `file:line:col: error: ...`.
+#[derive(Debug, thiserror::Error)]
+pub enum EnvSectionError {
+    /// The table is not a table of `keep` and `drop` lists.
+    #[error("{0}")]
+    Shape(PolicyError),
+    /// Patterns refused (at least one), each where it was written.
+    #[error("{}", one_per_line(.0))]
+    Patterns(Vec<PolicyError>),
+}
+
+/// `errors`, one per line.
+fn one_per_line(errors: &[PolicyError]) -> String {
+    errors
+        .iter()
+        .map(PolicyError::to_string)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Checks one name pattern: not empty, no `=` nor NUL, a glob that compiles.
-pub fn check_name_glob(text: &str) -> Result<(), String> {
+pub fn check_name_glob(text: &str) -> Result<(), NameGlobError> {
     if text.is_empty() {
-        return Err("empty pattern: expected a name or a glob such as \"AWS_*\"".into());
+        return Err(NameGlobError::Empty);
     }
     if text.contains('=') {
-        return Err("contains `=`, which no variable's name can hold".into());
+        return Err(NameGlobError::HoldsEquals);
     }
     if text.contains('\0') {
-        return Err("contains a NUL byte, which no variable's name can hold".into());
+        return Err(NameGlobError::HoldsNul);
     }
     build_glob(text)
         .and_then(|g| GlobSet::new([&g]))
         .map(drop)
         .map_err(|e| match e.kind() {
-            globset::ErrorKind::Regex(_) => "too large to compile".to_string(),
-            k => k.to_string(),
+            globset::ErrorKind::Regex(_) => NameGlobError::TooLarge,
+            k => NameGlobError::Glob(k.clone()),
         })
 }
 
 /// `--keep-env` and `--drop-env`: a name or a glob ([`check_name_glob`]).
-pub fn parse_name_glob(text: &str) -> Result<String, String> {
+pub fn parse_name_glob(text: &str) -> Result<String, NameGlobError> {
     check_name_glob(text).map(|()| text.to_string())
 }
 
@@ -587,7 +654,7 @@ struct EnvShape {
 /// Reads the `[env]` table of a policy file (the other keys are not looked at);
 /// no table gives empty lists. `name` is what errors print as the file. Every
 /// problem found is reported, one per line, as `file:line:col: error: ...`.
-pub fn parse_env_section(name: &str, text: &str) -> Result<EnvRules, String> {
+pub fn parse_env_section(name: &str, text: &str) -> Result<EnvRules, EnvSectionError> {
     let file: Arc<str> = Arc::from(name);
     let index = LineIndex::new(file, text);
     let doc: DocShape = toml::from_str(text).map_err(|e| {
@@ -595,11 +662,10 @@ pub fn parse_env_section(name: &str, text: &str) -> Result<EnvRules, String> {
             "expected struct EnvShape",
             "expected a table with `keep` and `drop`",
         );
-        PolicyError {
+        EnvSectionError::Shape(PolicyError {
             at: index.at(e.span().map_or(0, |s| s.start)),
             message,
-        }
-        .to_string()
+        })
     })?;
     let Some(env) = doc.env else {
         return Ok(EnvRules::default());
@@ -616,13 +682,10 @@ pub fn parse_env_section(name: &str, text: &str) -> Result<EnvRules, String> {
                     glob,
                     origin: Origin::File(at),
                 }),
-                Err(why) => errors.push(
-                    PolicyError {
-                        at,
-                        message: format!("env.{key}: pattern {glob:?}: {why}"),
-                    }
-                    .to_string(),
-                ),
+                Err(why) => errors.push(PolicyError {
+                    at,
+                    message: format!("env.{key}: pattern {glob:?}: {why}"),
+                }),
             }
         }
         out
@@ -634,7 +697,7 @@ pub fn parse_env_section(name: &str, text: &str) -> Result<EnvRules, String> {
     if errors.is_empty() {
         Ok(rules)
     } else {
-        Err(errors.join("\n"))
+        Err(EnvSectionError::Patterns(errors))
     }
 }
 
@@ -875,14 +938,15 @@ mod tests {
             ("[env\n", "h.toml:1:5: error: "),
         ];
         for (text, want) in rows {
-            let got = parse_env_section("h.toml", text).unwrap_err();
+            let got = parse_env_section("h.toml", text).unwrap_err().to_string();
             assert!(
                 got.starts_with(want),
                 "{text:?}:\n got: {got}\nwant: {want}"
             );
         }
-        let both =
-            parse_env_section("h.toml", "[env]\nkeep = [\"\"]\ndrop = [\"a=b\"]\n").unwrap_err();
+        let both = parse_env_section("h.toml", "[env]\nkeep = [\"\"]\ndrop = [\"a=b\"]\n")
+            .unwrap_err()
+            .to_string();
         assert_eq!(both.lines().count(), 2, "{both}");
     }
 
@@ -892,7 +956,9 @@ mod tests {
         assert!(parse_name_glob("").is_err());
         assert!(parse_name_glob("A=B").is_err());
         assert!(parse_name_glob("[A").is_err());
-        let e = EnvPolicy::new(EnvRules::default(), &["[x".into()], &[]).unwrap_err();
+        let e = EnvPolicy::new(EnvRules::default(), &["[x".into()], &[])
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("--keep-env \"[x\": "), "{e}");
     }
 }

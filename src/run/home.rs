@@ -82,14 +82,48 @@ pub(super) fn layout(home: Option<PathBuf>, ws: &Path) -> Layout {
     }
 }
 
+/// Why the home directory's policy, or its place beside the workspace, is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum HomeError {
+    /// The home policy could not be found, read or compiled.
+    #[error("home policy: {0}")]
+    Policy(load::ConfigError),
+    /// The home policy file could not be read for its `[env]` table.
+    #[error("home policy {}: {cause}", path.display())]
+    Read {
+        path: PathBuf,
+        cause: std::io::Error,
+    },
+    /// Its `[env]` table.
+    #[error(transparent)]
+    Env(#[from] super::env::EnvSectionError),
+    /// A policy could not be compiled again with the rules for its links' targets.
+    #[error(transparent)]
+    Aliases(load::ConfigError),
+    /// One mount's point is hidden by the other's policy.
+    #[error(
+        "{} lies in {}, which the policy of {} hides ({why}): choose another workspace, or \
+         change that policy",
+        inner.display(),
+        hidden.display(),
+        outer.display()
+    )]
+    Unreachable {
+        inner: PathBuf,
+        hidden: PathBuf,
+        outer: PathBuf,
+        why: String,
+    },
+}
+
 /// The home policy and the file it came from.
-pub(super) fn load_policy(explicit: Option<&Path>) -> Result<LoadedPolicy, String> {
-    load::load_home_policy(explicit).map_err(|e| format!("home policy: {e}"))
+pub(super) fn load_policy(explicit: Option<&Path>) -> Result<LoadedPolicy, HomeError> {
+    load::load_home_policy(explicit).map_err(HomeError::Policy)
 }
 
 /// The rules of the home policy, to stack the workspace policy on when the
 /// workspace is the home directory.
-pub(super) fn raw_policy(home: &LoadedPolicy) -> Result<crate::policy::RawPolicy, String> {
+pub(super) fn raw_policy(home: &LoadedPolicy) -> Result<crate::policy::RawPolicy, HomeError> {
     load::raw_of(
         home,
         (
@@ -97,7 +131,7 @@ pub(super) fn raw_policy(home: &LoadedPolicy) -> Result<crate::policy::RawPolicy
             crate::policy::HOME_DEFAULT_POLICY,
         ),
     )
-    .map_err(|e| format!("home policy: {e}"))
+    .map_err(HomeError::Policy)
 }
 
 /// The paths, relative to `root` (canonical), at which veilfs's configuration
@@ -128,7 +162,7 @@ pub(super) fn check_reachable(
     outer: &Path,
     outer_policy: &Policy,
     inner: &Path,
-) -> Result<(), String> {
+) -> Result<(), HomeError> {
     use std::os::unix::ffi::OsStrExt;
     let Ok(rel) = inner.strip_prefix(outer) else {
         return Ok(());
@@ -138,14 +172,12 @@ pub(super) fn check_reachable(
         prefix.push(c);
         let d = outer_policy.decide(prefix.as_os_str().as_bytes(), true);
         if !d.action.visible() {
-            return Err(format!(
-                "{} lies in {}, which the policy of {} hides ({}): choose another workspace, or \
-                 change that policy",
-                inner.display(),
-                outer.join(&prefix).display(),
-                outer.display(),
-                d.why()
-            ));
+            return Err(HomeError::Unreachable {
+                inner: inner.to_path_buf(),
+                hidden: outer.join(&prefix),
+                outer: outer.to_path_buf(),
+                why: d.why(),
+            });
         }
     }
     Ok(())
@@ -155,15 +187,20 @@ pub(super) fn check_reachable(
 /// `--home-policy` names, else `~/.config/veilfs/home.toml` when it exists (and
 /// this user or root owns it); none with the built-in default. Read whether or not
 /// the home directory is mounted.
-pub(super) fn env_rules(explicit: Option<&Path>) -> Result<super::env::EnvRules, String> {
+pub(super) fn env_rules(explicit: Option<&Path>) -> Result<super::env::EnvRules, HomeError> {
     let path = match load::home_policy_file(explicit) {
         Ok(Some(p)) => p,
         Ok(None) => return Ok(Default::default()),
-        Err(e) => return Err(format!("home policy: {e}")),
+        Err(e) => return Err(HomeError::Policy(e)),
     };
-    let text =
-        load::read_text(&path).map_err(|e| format!("home policy {}: {e}", path.display()))?;
-    super::env::parse_env_section(&path.display().to_string(), &text)
+    let text = load::read_text(&path).map_err(|cause| HomeError::Read {
+        path: path.clone(),
+        cause,
+    })?;
+    Ok(super::env::parse_env_section(
+        &path.display().to_string(),
+        &text,
+    )?)
 }
 
 /// Rules for the targets of symbolic links the policy of the mount of `root` hides
@@ -330,11 +367,11 @@ pub fn with_aliases(
     loaded: &mut LoadedPolicy,
     base: Option<&crate::policy::RawPolicy>,
     builtin: (&str, &str),
-) -> Result<Vec<crate::policy::RawRule>, String> {
+) -> Result<Vec<crate::policy::RawRule>, HomeError> {
     let after = alias_rules(root, &loaded.policy);
     if !after.is_empty() {
         loaded.policy =
-            load::recompile(loaded, base, builtin, &after).map_err(|e| e.to_string())?;
+            load::recompile(loaded, base, builtin, &after).map_err(HomeError::Aliases)?;
     }
     Ok(after)
 }

@@ -119,10 +119,19 @@ pub struct RunOptions {
     pub mount: crate::session::mount::MountOptions,
 }
 
+/// Why `--user` names nobody.
+#[derive(Debug, thiserror::Error)]
+pub enum UserError {
+    #[error("{0:?}: no such user (give a name or a number)")]
+    NoSuchUser(String),
+    #[error("{0:?}: no such group (give a name or a number)")]
+    NoSuchGroup(String),
+}
+
 /// Parses `USER[:GROUP]`: each a name or a number. Without a group, a user given
 /// by name runs with its primary group from the password database, a number with
 /// the group of the same number (or its primary group when the uid has an entry).
-pub fn parse_user(s: &str) -> Result<(u32, u32), String> {
+pub fn parse_user(s: &str) -> Result<(u32, u32), UserError> {
     use nix::unistd::{Group, User};
     let (u, g) = match s.split_once(':') {
         Some((u, g)) => (u, Some(g)),
@@ -135,7 +144,7 @@ pub fn parse_user(s: &str) -> Result<(u32, u32), String> {
         }
         Err(_) => match User::from_name(u) {
             Ok(Some(e)) => (e.uid.as_raw(), Some(e.gid.as_raw())),
-            _ => return Err(format!("{u:?}: no such user (give a name or a number)")),
+            _ => return Err(UserError::NoSuchUser(u.to_string())),
         },
     };
     let gid = match g {
@@ -143,7 +152,7 @@ pub fn parse_user(s: &str) -> Result<(u32, u32), String> {
             Ok(gid) => gid,
             Err(_) => match Group::from_name(g) {
                 Ok(Some(e)) => e.gid.as_raw(),
-                _ => return Err(format!("{g:?}: no such group (give a name or a number)")),
+                _ => return Err(UserError::NoSuchGroup(g.to_string())),
             },
         },
         None => primary.unwrap_or(uid),
@@ -510,7 +519,7 @@ fn protect(
     logs: &[serve::RunLog],
     (layout, writable, ws): (&home::Layout, &[PathBuf], &std::path::Path),
     system_writable: bool,
-) -> Result<(), String> {
+) -> Result<(), confine::ConfineError> {
     for (file, root) in policy_files {
         if let (Some(file), Some(root)) = (file, root) {
             confine::protect_policy_file(file, root)?;
@@ -576,7 +585,7 @@ fn protect_config_dir(
     system_writable: bool,
     writable: &[PathBuf],
     ws: &std::path::Path,
-) -> Result<(), String> {
+) -> Result<(), confine::ConfineError> {
     for dir in load::config_dirs() {
         let abs = std::path::absolute(&dir).unwrap_or(dir.clone());
         // Guarded by the home mount when it lies in the home directory.
@@ -598,7 +607,7 @@ fn protect_one_config_dir(
     system_writable: bool,
     writable: &[PathBuf],
     ws: &std::path::Path,
-) -> Result<(), String> {
+) -> Result<(), confine::ConfineError> {
     let abs = abs.to_path_buf();
     if !abs.exists() {
         let mut places: Vec<PathBuf> = confine::SCRATCH
@@ -621,9 +630,13 @@ fn protect_one_config_dir(
             .recursive(true)
             .mode(0o700)
             .create(&abs)
-            .map_err(|e| format!("cannot make {}: {e}", abs.display()))?;
+            .map_err(|cause| confine::ConfineError::ConfigDirMake {
+                dir: abs.clone(),
+                cause,
+            })?;
     }
-    confine::protect_dir(&abs).map_err(|e| format!("cannot protect {}: {e}", abs.display()))
+    confine::protect_dir(&abs)
+        .map_err(|cause| confine::ConfineError::ConfigDirBind { dir: abs, cause })
 }
 
 /// The root the home policy file is protected under: the home mount's, or the
@@ -777,12 +790,15 @@ fn private_places_for(
 }
 
 /// `--allow-socket` paths: each must exist; canonical.
-fn allowed_sockets(given: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+fn allowed_sockets(given: &[PathBuf]) -> Result<Vec<PathBuf>, plan::PlanError> {
     given
         .iter()
         .map(|p| {
             p.canonicalize()
-                .map_err(|e| format!("--allow-socket {}: {e}", p.display()))
+                .map_err(|cause| plan::PlanError::AllowSocket {
+                    path: p.clone(),
+                    cause,
+                })
         })
         .collect()
 }
@@ -923,39 +939,57 @@ fn person_homes(ws: &std::path::Path, uid: u32) -> Vec<PathBuf> {
 }
 
 /// `--writable` directories: each must exist and be a directory; canonical.
-fn writable_dirs(given: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+fn writable_dirs(given: &[PathBuf]) -> Result<Vec<PathBuf>, plan::PlanError> {
     given
         .iter()
         .map(|d| match d.canonicalize() {
             Ok(c) if c.is_dir() => Ok(c),
-            Ok(_) => Err(format!("--writable {}: not a directory", d.display())),
-            Err(e) => Err(format!("--writable {}: {e}", d.display())),
+            Ok(_) => Err(plan::PlanError::WritableNotADirectory(d.clone())),
+            Err(cause) => Err(plan::PlanError::Writable {
+                dir: d.clone(),
+                cause,
+            }),
         })
         .collect()
 }
 
+/// Why the daemon's namespaces could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum NamespaceError {
+    #[error("cannot create a mount namespace: {0}")]
+    Mount(std::io::Error),
+    #[error(
+        "cannot create a user namespace as uid {uid}: {cause} (unprivileged user \
+         namespaces must be enabled: sysctl user.max_user_namespaces > 0, \
+         kernel.unprivileged_userns_clone=1 where it exists, and no AppArmor \
+         restriction such as kernel.apparmor_restrict_unprivileged_userns=1)"
+    )]
+    User { uid: u32, cause: std::io::Error },
+    /// One of the user namespace's maps.
+    #[error("cannot write {file}: {cause}")]
+    Map {
+        file: &'static str,
+        cause: std::io::Error,
+    },
+    #[error("cannot make mounts private: {0}")]
+    Private(std::io::Error),
+}
+
 /// A private mount namespace, inside a new user namespace (mapping the caller to
 /// root) when the caller is not root.
-fn enter_namespaces() -> Result<(), String> {
+fn enter_namespaces() -> Result<(), NamespaceError> {
     if sys::euid() == 0 {
-        sys::unshare(libc::CLONE_NEWNS)
-            .map_err(|e| format!("cannot create a mount namespace: {e}"))?;
+        sys::unshare(libc::CLONE_NEWNS).map_err(NamespaceError::Mount)?;
     } else {
         let (uid, gid) = (sys::getuid(), sys::getgid());
-        sys::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS).map_err(|e| {
-            format!(
-                "cannot create a user namespace as uid {uid}: {e} (unprivileged user \
-                 namespaces must be enabled: sysctl user.max_user_namespaces > 0, \
-                 kernel.unprivileged_userns_clone=1 where it exists, and no AppArmor \
-                 restriction such as kernel.apparmor_restrict_unprivileged_userns=1)"
-            )
-        })?;
-        let write = |file: &str, text: String| {
-            std::fs::write(file, text).map_err(|e| format!("cannot write {file}: {e}"))
+        sys::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS)
+            .map_err(|cause| NamespaceError::User { uid, cause })?;
+        let write = |file: &'static str, text: String| {
+            std::fs::write(file, text).map_err(|cause| NamespaceError::Map { file, cause })
         };
         write("/proc/self/setgroups", "deny".into())?;
         write("/proc/self/uid_map", format!("0 {uid} 1"))?;
         write("/proc/self/gid_map", format!("0 {gid} 1"))?;
     }
-    sys::make_mounts_private().map_err(|e| format!("cannot make mounts private: {e}"))
+    sys::make_mounts_private().map_err(NamespaceError::Private)
 }

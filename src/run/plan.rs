@@ -9,14 +9,82 @@ use super::{RunOptions, home};
 use crate::sys;
 use crate::workspace::load;
 
+/// Why `run` refuses the session it was asked for, before anything starts. Each is
+/// said as it is to the person (`veilfs run: ...`).
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// `--workspace` is not a directory.
+    #[error("workspace {} is not a directory", .0.display())]
+    NotADirectory(PathBuf),
+    /// No workspace could be found from the current directory.
+    #[error("{0}")]
+    NoWorkspace(load::WorkspaceError),
+    /// `--permissive` where the workspace is the home directory.
+    #[error(
+        "--permissive tunes a workspace's policy, and this workspace is the home \
+         directory, whose policy is always enforced: run it in a project directory"
+    )]
+    PermissiveHome,
+    /// The home directory's policy, or its place beside the workspace.
+    #[error(transparent)]
+    Home(#[from] home::HomeError),
+    /// The workspace policy could not be found, read or compiled.
+    #[error("{0}")]
+    Policy(load::ConfigError),
+    /// An ignore file a policy imports could not be read.
+    #[error("{0}")]
+    Imports(crate::workspace::imports::ImportError),
+    /// The audit log lies where the command could rewrite it.
+    #[error("{0}")]
+    AuditInside(crate::session::audit::AuditError),
+    /// The notices file lies where the command could rewrite it.
+    #[error(
+        "the notices file {} is inside the workspace {}: the command could rewrite \
+         it; write it outside",
+        notices.display(),
+        ws.display()
+    )]
+    NoticesInside { notices: PathBuf, ws: PathBuf },
+    /// FUSE cannot be used here.
+    #[error("{0}")]
+    Fuse(crate::session::mount::MountError),
+    #[error("--user needs root")]
+    UserNeedsRoot,
+    /// A `--writable` directory that is not one.
+    #[error("--writable {}: not a directory", .0.display())]
+    WritableNotADirectory(PathBuf),
+    /// A `--writable` directory that cannot be found.
+    #[error("--writable {}: {cause}", dir.display())]
+    Writable { dir: PathBuf, cause: std::io::Error },
+    /// An `--allow-socket` path that cannot be found.
+    #[error("--allow-socket {}: {cause}", path.display())]
+    AllowSocket {
+        path: PathBuf,
+        cause: std::io::Error,
+    },
+    /// The kernel lacks Landlock's scopes, and `--without-landlock` was not given.
+    #[error(
+        "this kernel cannot keep the command from the host's abstract sockets and \
+         processes (Landlock ABI {abi} here, {needed} needed: Linux 6.12, with landlock in \
+         the lsm= list); --without-landlock runs without that"
+    )]
+    NoLandlock { abi: u32, needed: u32 },
+    /// The environment policy.
+    #[error(transparent)]
+    Env(#[from] super::env::EnvError),
+}
+
 /// The workspace `run` polices, and how it was found: `--workspace`, else found
 /// from the current directory `cwd` as git finds its repository
 /// ([`load::find_workspace`]). Warnings about markers passed over are said here.
-pub(super) fn workspace(opts: &RunOptions, cwd: &Path) -> Result<(PathBuf, load::Found), String> {
+pub(super) fn workspace(
+    opts: &RunOptions,
+    cwd: &Path,
+) -> Result<(PathBuf, load::Found), PlanError> {
     if let Some(w) = &opts.workspace {
         return match w.canonicalize() {
             Ok(p) if p.is_dir() => Ok((p, load::Found::Given)),
-            _ => Err(format!("workspace {} is not a directory", w.display())),
+            _ => Err(PlanError::NotADirectory(w.clone())),
         };
     }
     let start = cwd.canonicalize().unwrap_or_else(|_| cwd.to_path_buf());
@@ -24,7 +92,7 @@ pub(super) fn workspace(opts: &RunOptions, cwd: &Path) -> Result<(PathBuf, load:
     // README's recipe gives the project to the user.
     let git_owner = opts.user.filter(|_| sys::euid() == 0).map(|(uid, _)| uid);
     let (ws, found, warnings) =
-        load::find_workspace(&start, git_owner).map_err(|e| e.to_string())?;
+        load::find_workspace(&start, git_owner).map_err(PlanError::NoWorkspace)?;
     for w in warnings {
         eprintln!("veilfs run: {w}");
     }
@@ -54,18 +122,14 @@ pub(super) struct Policies {
 /// need them: the home policy, the workspace's (stacked on the home policy when
 /// the workspace is the home directory), the aliases of links, then the imported
 /// ignore files, read before anything covers them.
-pub(super) fn policies(opts: &RunOptions, ws: &Path) -> Result<Policies, String> {
+pub(super) fn policies(opts: &RunOptions, ws: &Path) -> Result<Policies, PlanError> {
     let layout = if opts.no_home {
         home::Layout::Uncovered("--no-home".into())
     } else {
         home::layout(home::home_of(opts.user), ws)
     };
     if opts.mount.permissive && matches!(layout, home::Layout::Same(_)) {
-        return Err(
-            "--permissive tunes a workspace's policy, and this workspace is the home \
-                    directory, whose policy is always enforced: run it in a project directory"
-                .into(),
-        );
+        return Err(PlanError::PermissiveHome);
     }
     let mut home_loaded = match &layout {
         home::Layout::Uncovered(_) => None,
@@ -81,7 +145,7 @@ pub(super) fn policies(opts: &RunOptions, ws: &Path) -> Result<Policies, String>
         Some(base) => load::load_policy_on(base, opts.policy.as_deref(), ws),
         None => load::load_policy(opts.policy.as_deref(), ws),
     }
-    .map_err(|e| e.to_string())?;
+    .map_err(PlanError::Policy)?;
     // The targets of links the home policy hides by name are hidden too.
     let (workspace_after, home_after) = match (&layout, &mut home_loaded) {
         (home::Layout::Same(h), Some(_)) => (
@@ -97,13 +161,13 @@ pub(super) fn policies(opts: &RunOptions, ws: &Path) -> Result<Policies, String>
     // The ignore files the workspace policy imports, read before anything covers
     // them (after every recompilation above).
     let warnings =
-        crate::workspace::imports::attach(&mut loaded.policy, ws).map_err(|e| e.to_string())?;
+        crate::workspace::imports::attach(&mut loaded.policy, ws).map_err(PlanError::Imports)?;
     warnings.iter().for_each(|w| eprintln!("veilfs run: {w}"));
     let walk = said_of(opts, &loaded, ws);
     // And those the home policy imports, in the home directory.
     if let (home::Layout::Separate(h), Some(hp)) = (&layout, &mut home_loaded) {
         let warnings =
-            crate::workspace::imports::attach(&mut hp.policy, h).map_err(|e| e.to_string())?;
+            crate::workspace::imports::attach(&mut hp.policy, h).map_err(PlanError::Imports)?;
         warnings.iter().for_each(|w| eprintln!("veilfs run: ~/{w}"));
     }
     if let (home::Layout::Separate(h), Some(hp)) = (&layout, &home_loaded) {
@@ -173,17 +237,17 @@ pub(super) fn confinement(
     ws: &Path,
     layout: &home::Layout,
     cwd: &Path,
-) -> Result<Confinement, String> {
+) -> Result<Confinement, PlanError> {
     use super::{env, sockets, startup};
     outputs_outside(opts, ws)?;
-    crate::session::mount::check_fuse_device().map_err(|e| e.to_string())?;
+    crate::session::mount::check_fuse_device().map_err(PlanError::Fuse)?;
     let command = if opts.command.is_empty() {
         vec![std::env::var_os("SHELL").unwrap_or_else(|| "/bin/sh".into())]
     } else {
         opts.command.clone()
     };
     if opts.user.is_some() && sys::euid() != 0 {
-        return Err("--user needs root".into());
+        return Err(PlanError::UserNeedsRoot);
     }
     let writable = super::writable_dirs(&opts.writable)?;
     // Said now: in a user namespace this process would find root's runtime directory.
@@ -199,13 +263,10 @@ pub(super) fn confinement(
     });
     let system_note = startup::system_note(system.is_some(), &writable);
     if !opts.without_landlock && !sockets::can_scope() {
-        return Err(format!(
-            "this kernel cannot keep the command from the host's abstract sockets and \
-             processes (Landlock ABI {} here, {} needed: Linux 6.12, with landlock in \
-             the lsm= list); --without-landlock runs without that",
-            sys::landlock_abi(),
-            sockets::SCOPE_ABI
-        ));
+        return Err(PlanError::NoLandlock {
+            abi: sys::landlock_abi(),
+            needed: sockets::SCOPE_ABI,
+        });
     }
     let allowed_sockets = super::allowed_sockets(&opts.allow_socket)?;
     // The command's environment: the caller's, less what the environment policy
@@ -238,19 +299,17 @@ pub(super) fn confinement(
 
 /// The audit log and the notices file are read by the person: neither may lie in
 /// the workspace, where the command could rewrite it.
-fn outputs_outside(opts: &RunOptions, ws: &Path) -> Result<(), String> {
+fn outputs_outside(opts: &RunOptions, ws: &Path) -> Result<(), PlanError> {
     if let Some(log) = &opts.mount.audit {
-        crate::session::audit::check_outside(log, ws).map_err(|e| e.to_string())?;
+        crate::session::audit::check_outside(log, ws).map_err(PlanError::AuditInside)?;
     }
     if let Some(n) = &opts.notices
         && crate::session::audit::check_outside(n, ws).is_err()
     {
-        return Err(format!(
-            "the notices file {} is inside the workspace {}: the command could rewrite \
-             it; write it outside",
-            n.display(),
-            ws.display()
-        ));
+        return Err(PlanError::NoticesInside {
+            notices: n.clone(),
+            ws: ws.to_path_buf(),
+        });
     }
     Ok(())
 }

@@ -12,6 +12,35 @@ use crate::fs::config::{FsConfig, Git};
 use crate::fs::notice::{Destination, Root};
 use crate::workspace::load::LoadedPolicy;
 
+/// Why the session's filesystems could not be made or mounted.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The audit log could not be started.
+    #[error("audit log {}: {cause}", log.display())]
+    Audit { log: PathBuf, cause: std::io::Error },
+    /// The filesystem of a root could not be made from its descriptor.
+    #[error("cannot serve {}: {cause}", root.display())]
+    Filesystem {
+        root: PathBuf,
+        cause: std::io::Error,
+    },
+    /// Mounting over a root failed.
+    #[error("mounting over {} failed: {cause}", root.display())]
+    Mount {
+        root: PathBuf,
+        cause: std::io::Error,
+    },
+    /// The session of a mount could not be started.
+    #[error("serving {} failed: {cause}", root.display())]
+    Serve {
+        root: PathBuf,
+        cause: std::io::Error,
+    },
+    /// None of the roots mounted was the workspace.
+    #[error("the workspace was not mounted")]
+    NoWorkspace,
+}
+
 /// Where the session's filesystems come from: the workspace's descriptor and
 /// policy (`home_base` and `after`: the home policy's rules around it, when the
 /// workspace is the home directory), and the home directory's layout, descriptor,
@@ -47,7 +76,7 @@ pub(super) fn build(
     notices: &Destination,
     src: Sources<'_>,
     writer: &mut Option<crate::session::audit::Writer>,
-) -> Result<Built, String> {
+) -> Result<Built, ServeError> {
     let mut logs = logs(opts, notices)?;
     *writer = logs.writer.take();
     let audit = logs.audit.take();
@@ -92,7 +121,7 @@ struct Shared<'a> {
 fn filesystems(
     src: Sources<'_>,
     shared: Shared<'_>,
-) -> Result<(VeilFs, Option<(PathBuf, VeilFs)>), String> {
+) -> Result<(VeilFs, Option<(PathBuf, VeilFs)>), ServeError> {
     let Sources {
         root_fd,
         ws,
@@ -125,8 +154,13 @@ fn filesystems(
                 ..hcfg
             };
             wcfg.other_policy_files = policy_paths_in(ws, hp.path.as_deref());
-            let hfs = VeilFs::from_fd(fd, h, hp.policy, hp.path.as_deref(), hcfg)
-                .map_err(|e| format!("cannot serve {}: {e}", h.display()))?;
+            let hfs =
+                VeilFs::from_fd(fd, h, hp.policy, hp.path.as_deref(), hcfg).map_err(|cause| {
+                    ServeError::Filesystem {
+                        root: h.clone(),
+                        cause,
+                    }
+                })?;
             if let Ok(prefix) = ws.strip_prefix(h) {
                 use std::os::unix::ffi::OsStrExt;
                 wcfg.outer = Some(crate::fs::protect::Outer {
@@ -138,8 +172,12 @@ fn filesystems(
         }
         _ => None,
     };
-    let fs = VeilFs::from_fd(root_fd, ws, loaded.policy, loaded.path.as_deref(), wcfg)
-        .map_err(|e| format!("cannot serve {}: {e}", ws.display()))?;
+    let fs = VeilFs::from_fd(root_fd, ws, loaded.policy, loaded.path.as_deref(), wcfg).map_err(
+        |cause| ServeError::Filesystem {
+            root: ws.to_path_buf(),
+            cause,
+        },
+    )?;
     Ok((fs, home))
 }
 
@@ -235,7 +273,7 @@ pub(super) fn mount_all(
     ws: &Path,
     opts: &crate::session::mount::MountOptions,
     sessions: &mut Vec<(fuser::BackgroundSession, PathBuf)>,
-) -> Result<Mounted, String> {
+) -> Result<Mounted, ServeError> {
     let mut roots = vec![(ws.to_path_buf(), fs)];
     if let Some(h) = home {
         if ws.starts_with(&h.0) {
@@ -261,8 +299,12 @@ pub(super) fn mount_all(
     for (root, fs) in roots {
         // (`--permissive` is in each filesystem's configuration, see `home_config`.)
         let cfg = crate::session::mount::config(&root, &opts);
-        let live = crate::session::mount::start(fs, &root, &cfg, &opts)
-            .map_err(|e| format!("mounting over {} failed: {e}", root.display()))?;
+        let live = crate::session::mount::start(fs, &root, &cfg, &opts).map_err(|cause| {
+            ServeError::Mount {
+                root: root.clone(),
+                cause,
+            }
+        })?;
         asks |= live.reloader.policy_asks();
         reloaders.push(live.reloader.clone());
         if root == ws {
@@ -270,13 +312,13 @@ pub(super) fn mount_all(
         }
         stats = stats.mount(&root, live.session.request_counts());
         uring &= live.session.uring();
-        let bg = live
-            .session
-            .spawn()
-            .map_err(|e| format!("serving {} failed: {e}", root.display()))?;
+        let bg = live.session.spawn().map_err(|cause| ServeError::Serve {
+            root: root.clone(),
+            cause,
+        })?;
         sessions.insert(0, (bg, root));
     }
-    let reloader = reloader.ok_or("the workspace was not mounted")?;
+    let reloader = reloader.ok_or(ServeError::NoWorkspace)?;
     Ok(Mounted {
         reloader,
         asks,
@@ -308,7 +350,7 @@ pub(super) struct Logs {
 /// root), and notes the identities of the run's logs before anything is mounted
 /// over them; a log in the home directory is guarded by the home mount (a rename
 /// through it would drop the bind mount that keeps it read-only).
-fn logs(opts: &super::RunOptions, notices: &Destination) -> Result<Logs, String> {
+fn logs(opts: &super::RunOptions, notices: &Destination) -> Result<Logs, ServeError> {
     use std::os::unix::fs::MetadataExt;
     let id_of = |p: &Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
     let mut files = Vec::new();
@@ -328,7 +370,10 @@ fn logs(opts: &super::RunOptions, notices: &Destination) -> Result<Logs, String>
             opts.mount.audit_all,
             crate::session::audit::QUEUE,
         )
-        .map_err(|e| format!("audit log {}: {e}", target.display()))?;
+        .map_err(|cause| ServeError::Audit {
+            log: target.clone(),
+            cause,
+        })?;
         if target.as_path() != Path::new("-")
             && let Some(id) = id_of(target)
         {
