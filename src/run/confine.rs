@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use nix::mount::MsFlags;
 use nix::sys::stat::SFlag;
 
+use crate::workspace::load;
+
 /// Why `run` will not hand the command what it was given, or cannot keep one of its
 /// files from it.
 #[derive(Debug, thiserror::Error)]
@@ -110,7 +112,11 @@ pub fn check_inherited_fds() -> Result<(), ConfineError> {
 /// truncation, `chmod`, and an `unlink` or `rename` onto its name all fail there
 /// (`EROFS`/`EBUSY`), while the person outside still edits it at will. A file with
 /// other hard links is refused: another name could rewrite it.
-pub fn protect_policy_file(file: &Path, ws: &Path) -> Result<(), ConfineError> {
+pub(super) fn protect_policy_file(
+    file: &Path,
+    ws: &Path,
+    binds: &mut Binds,
+) -> Result<(), ConfineError> {
     use std::os::unix::fs::MetadataExt;
     let unseen = |cause| ConfineError::PolicyFile {
         file: file.to_path_buf(),
@@ -128,7 +134,9 @@ pub fn protect_policy_file(file: &Path, ws: &Path) -> Result<(), ConfineError> {
         // Served by the mount, which keeps it read-only.
         return Ok(());
     }
-    bind_read_only(&canon).map_err(|cause| ConfineError::PolicyFileBind { file: canon, cause })
+    binds
+        .bind(&canon)
+        .map_err(|cause| ConfineError::PolicyFileBind { file: canon, cause })
 }
 
 /// Keeps a log of the run, `what` at `log` (the audit log, the notices file;
@@ -136,7 +144,11 @@ pub fn protect_policy_file(file: &Path, ws: &Path) -> Result<(), ConfineError> {
 /// that it cannot be written, truncated, removed or replaced there (the daemon
 /// writes through the descriptor it opened before). A log with other hard links is
 /// refused (another name could rewrite it).
-pub fn protect_log(what: &'static str, log: &Path) -> Result<(), ConfineError> {
+pub(super) fn protect_log(
+    what: &'static str,
+    log: &Path,
+    binds: &mut Binds,
+) -> Result<(), ConfineError> {
     use std::os::unix::fs::MetadataExt;
     let unseen = |cause| ConfineError::Log {
         what,
@@ -152,11 +164,40 @@ pub fn protect_log(what: &'static str, log: &Path) -> Result<(), ConfineError> {
             links: meta.nlink(),
         });
     }
-    bind_read_only(&canon).map_err(|cause| ConfineError::LogBind {
+    binds.bind(&canon).map_err(|cause| ConfineError::LogBind {
         what,
         log: canon,
         cause,
     })
+}
+
+/// The read-only bind mounts the daemon made in its own mount namespace to keep
+/// files from the command (the policy files, the logs, veilfs's configuration), in
+/// the order made. [`Binds::undo`] unmounts them, the last first, once the command
+/// is gone: a bind of a file inside a veilfs mount would keep that mount busy, and
+/// a bound file cannot be removed in this namespace (the notices file that holds
+/// no notice).
+#[derive(Debug, Default)]
+pub(super) struct Binds(Vec<PathBuf>);
+
+impl Binds {
+    /// Keeps `path` read-only (see [`bind_read_only`]), noting the bind mount if
+    /// one was made.
+    fn bind(&mut self, path: &Path) -> std::io::Result<()> {
+        if bind_read_only(path)? {
+            self.0.push(path.to_path_buf());
+        }
+        Ok(())
+    }
+
+    /// Unmounts the bind mounts made, the last first.
+    pub fn undo(&mut self) {
+        for path in self.0.drain(..).rev() {
+            if let Err(e) = nix::mount::umount2(&path, nix::mount::MntFlags::MNT_DETACH) {
+                log::info!("unmounting the bind mount on {}: {e}", path.display());
+            }
+        }
+    }
 }
 
 /// Whether `log` still names the file of identity `id` (taken before anything was
@@ -168,10 +209,74 @@ pub fn log_still_there(log: &Path, id: (u64, u64)) -> bool {
     std::fs::metadata(log).is_ok_and(|m| (m.dev(), m.ino()) == id)
 }
 
-/// Bind-mounts the directory `dir` read-only onto itself (veilfs's configuration
-/// directory where no home mount guards it).
-pub fn protect_dir(dir: &Path) -> std::io::Result<()> {
-    bind_read_only(dir)
+/// Keeps veilfs's configuration directories ([`load::config_dirs`]) read-only for
+/// the command where the home mount (of `home_root`) does not guard them (it lies
+/// outside the home directory, say `XDG_CONFIG_HOME=/tmp/cfg`, or there is no home
+/// mount): bound read-only onto itself. Where it does not exist yet but the command
+/// could make it (a scratch place, a `writable` directory, the workspace `ws`, or
+/// with `system_writable`), it is made first (mode 0700), so that no home policy
+/// can be planted there for the next run.
+pub(super) fn protect_config_dirs(
+    home_root: Option<&Path>,
+    (system_writable, writable): (bool, &[PathBuf]),
+    ws: &Path,
+    binds: &mut Binds,
+) -> Result<(), ConfineError> {
+    for dir in load::config_dirs() {
+        let abs = std::path::absolute(&dir).unwrap_or(dir.clone());
+        // Guarded by the home mount when it lies in the home directory.
+        let real = load::resolve_existing(&abs).unwrap_or_else(|| abs.clone());
+        if let Some(root) = home_root
+            && let Ok(root) = root.canonicalize()
+            && (abs.starts_with(&root) || real.starts_with(&root))
+        {
+            continue;
+        }
+        if made_where_writable(&abs, system_writable, writable, ws)? {
+            binds
+                .bind(&abs)
+                .map_err(|cause| ConfineError::ConfigDirBind { dir: abs, cause })?;
+        }
+    }
+    Ok(())
+}
+
+/// For [`protect_config_dirs`]: whether the directory `abs` exists, made first
+/// (mode 0700) where it does not but the command could make it (a scratch place, a
+/// `writable` directory, the workspace `ws`, or anywhere with `system_writable`).
+fn made_where_writable(
+    abs: &Path,
+    system_writable: bool,
+    writable: &[PathBuf],
+    ws: &Path,
+) -> Result<bool, ConfineError> {
+    if !abs.exists() {
+        let mut places: Vec<PathBuf> = SCRATCH
+            .iter()
+            .filter_map(|s| Path::new(s).canonicalize().ok())
+            .collect();
+        places.extend(writable.iter().cloned());
+        places.push(ws.to_path_buf());
+        // Where it would be made: its nearest existing ancestor, resolved.
+        let existing = abs
+            .ancestors()
+            .find_map(|a| a.canonicalize().ok())
+            .unwrap_or_default();
+        if !system_writable && !places.iter().any(|p| existing.starts_with(p)) {
+            // The read-only system keeps it from being made.
+            return Ok(false);
+        }
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(abs)
+            .map_err(|cause| ConfineError::ConfigDirMake {
+                dir: abs.to_path_buf(),
+                cause,
+            })?;
+    }
+    Ok(true)
 }
 
 /// The kernel's knobs the command must not turn, even as root: `kernel.core_pattern`
@@ -532,15 +637,28 @@ fn mounts_under(top: &Path) -> Vec<PathBuf> {
 }
 
 /// Bind-mounts `path` onto itself (unless it is a mount point already) and makes
-/// that mount read-only, with its other flags.
-pub(super) fn bind_read_only(path: &Path) -> std::io::Result<()> {
-    let mut fd = open_exact(path)?;
-    if !is_mount_root(&fd, path)? {
-        let at = fd_path(&fd);
-        let none: Option<&str> = None;
-        nix::mount::mount(Some(&at), &at, none, MsFlags::MS_BIND, none)?;
-        fd = open_exact(path)?;
+/// that mount read-only, with its other flags. Whether a bind mount was made (one
+/// made and not made read-only is unmounted again).
+pub(super) fn bind_read_only(path: &Path) -> std::io::Result<bool> {
+    let fd = open_exact(path)?;
+    let made = !is_mount_root(&fd, path)?;
+    if !made {
+        return remount_path_read_only(fd).map(|()| false);
     }
+    let at = fd_path(&fd);
+    let none: Option<&str> = None;
+    nix::mount::mount(Some(&at), &at, none, MsFlags::MS_BIND, none)?;
+    match open_exact(path).and_then(remount_path_read_only) {
+        Ok(()) => Ok(true),
+        Err(e) => {
+            let _ = nix::mount::umount2(path, nix::mount::MntFlags::MNT_DETACH);
+            Err(e)
+        }
+    }
+}
+
+/// Makes the mount whose root `fd` is read-only, with its other flags.
+fn remount_path_read_only(fd: std::os::fd::OwnedFd) -> std::io::Result<()> {
     let id = mount_id(&fd)?;
     let table = mount_table()?;
     let Some(m) = table.iter().find(|m| m.id == id) else {

@@ -6,8 +6,8 @@
 //!   second such signal, init gets `SIGKILL`, which ends the whole PID namespace,
 //!   and `run` exits 128+N.
 //! * `SIGWINCH` resizes the command's pty.
-//! * Teardown: once the command is gone, the mount is unmounted and its session
-//!   joined, then the audit writer finishes. If something in the daemon still holds
+//! * Teardown (by [`super::taken::Taken`]): once the command is gone, the mount is
+//!   unmounted and its session joined, then the audit writer finishes. If something in the daemon still holds
 //!   the mount, the FUSE connection is aborted (`MNT_FORCE`) and the mount detached,
 //!   so the request threads end; and the teardown gets [`TEARDOWN`] at most, after
 //!   which `run` exits anyway (the mount lives only in this process's namespace and
@@ -185,41 +185,69 @@ pub(super) fn unmount(
     }
 }
 
-/// What `run` has started once init is forked, released on every way out of it:
-/// init (and with it the command's whole PID namespace) killed and reaped unless it
-/// was reaped already, then the mounts unmounted (inner first) and the audit writer
-/// finished, as [`unmount`] does. A refusal after the fork is a plain `return`.
-pub(super) struct Started {
-    init: i32,
-    reaped: bool,
-    /// The mounts served, inner first.
-    pub sessions: Vec<(fuser::BackgroundSession, std::path::PathBuf)>,
-    pub audit: Option<crate::session::audit::Writer>,
+/// What `run` says once the command has ended and the terminal is the person's
+/// again: the questions nobody answered, and the summary of the refusal notices
+/// (whose file the release then removes when it holds none, unless the person
+/// named it).
+pub(super) fn say_at_end(
+    opts: &super::RunOptions,
+    ws: &std::path::Path,
+    broker: &crate::fs::ask::Broker,
+    notices: &crate::fs::notice::Destination,
+) {
+    let mut lines = Vec::new();
+    let unheard = broker.unheard();
+    if unheard > 0 && !opts.quiet {
+        lines.push(format!(
+            "veilfs: {unheard} question{} of `ask` paths {} refused: nobody was \
+             answering; start `veilfs prompt {}` in another terminal before the command asks",
+            if unheard == 1 { "" } else { "s" },
+            if unheard == 1 { "was" } else { "were" },
+            ws.display()
+        ));
+    }
+    if let crate::fs::notice::Destination::Session(s, _) = notices
+        && let Some(said) = s.summary()
+    {
+        lines.extend(said.lines().map(str::to_string));
+    }
+    if lines.is_empty() {
+        return;
+    }
+    // The command's last words may have left colours or hidden text on: reset
+    // before veilfs's own lines, so that they are seen as they are.
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    if tty {
+        eprint!("{RESET}");
+    }
+    // Names the command chose: never a control character raw. On a terminal, each
+    // line also erases what the command left after it on the screen.
+    let erase = if tty { "\x1b[K" } else { "" };
+    for l in lines {
+        eprintln!("{}{erase}", crate::escape::escape(&l));
+    }
 }
 
-impl Started {
-    pub fn new(init: i32) -> Started {
-        Started {
-            init,
-            reaped: false,
-            sessions: Vec::new(),
-            audit: None,
-        }
-    }
+/// What the command may have left set on the person's terminal that would hide or
+/// bend veilfs's own lines: the character attributes (colours, hidden text) and
+/// set (line drawing) are reset; the scrolling region is made the whole screen
+/// again, keeping the cursor where it is (DECSTBM moves it home, so it is saved and
+/// restored around); the cursor is shown; and what the command left on the
+/// cursor's line is erased.
+const RESET: &str = "\x1b[0m\x1b(B\x1b7\x1b[r\x1b8\x1b[?25h\r\x1b[K";
 
-    /// Init has been waited for ([`wait`] returned): it is not to be killed (its
-    /// pid may be another process's by now).
-    pub fn reaped(&mut self) {
-        self.reaped = true;
-    }
-}
-
-impl Drop for Started {
-    fn drop(&mut self) {
-        if !self.reaped {
-            let _ = sys::kill(self.init, libc::SIGKILL);
-            let _ = sys::wait(self.init, 0);
+/// Warns of each of the run's logs that is no longer the file this run wrote (the
+/// command could write the directory holding it, and moved it away).
+pub(super) fn check_logs(logs: &[super::serve::RunLog]) {
+    for log in logs {
+        if !super::confine::log_still_there(&log.path, log.id) {
+            eprintln!(
+                "veilfs run: warning: the {} {} is not the file this run wrote: its \
+                 directory was changed during the run (keep it where the command cannot \
+                 write)",
+                log.what,
+                log.path.display()
+            );
         }
-        unmount(std::mem::take(&mut self.sessions), self.audit.take());
     }
 }

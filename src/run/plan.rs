@@ -1,13 +1,203 @@
 //! What a `veilfs run` session is made of, decided before anything starts: the
-//! workspace, and the policies of the workspace and home mounts (loaded, their
-//! link aliases and imports attached, checked to reach each other). Nothing here
-//! mounts, forks or changes the system; a refusal is a message for the person.
+//! workspace, the policies of the workspace and home mounts (loaded, their link
+//! aliases and imports attached, checked to reach each other), the confinement,
+//! and the ordered steps that set the session up, run the command and end it
+//! ([`Plan`]; the steps are [`super::step::Step`]s, taken by [`super::execute`]).
+//! Nothing here mounts, forks or changes the system; a refusal is a message for
+//! the person.
 
 use std::path::{Path, PathBuf};
 
-use super::{RunOptions, home};
+use super::error::{Failure, RunError};
+use super::step::{InitPlan, NoticesTo, PolicyOf, Step};
+use super::{RunOptions, home, startup};
 use crate::sys;
 use crate::workspace::load;
+
+/// A session, planned: what every step reads, and the steps in order.
+#[derive(Debug)]
+pub(super) struct Plan {
+    pub settings: Settings,
+    /// Some path of the session's policies asks a person (what `--dry-run` says;
+    /// the session itself learns it from its mounts).
+    pub asks: bool,
+    pub steps: Vec<Step>,
+}
+
+/// What the steps of a session read, decided with its plan.
+#[derive(Debug)]
+pub(super) struct Settings {
+    pub opts: RunOptions,
+    /// The workspace, canonical.
+    pub ws: PathBuf,
+    /// Where the home directory lies, and whether it gets a mount of its own.
+    pub layout: home::Layout,
+    /// What the start-up lines say of the session.
+    pub facts: startup::Facts,
+}
+
+/// Plans the session `opts` asks for, or says why `run` refuses it: every check
+/// and decision made before anything starts (as `--dry-run` shows them).
+pub(super) fn plan(opts: RunOptions) -> Result<Plan, RunError> {
+    super::confine::check_inherited_fds()?;
+    let cwd = std::env::current_dir().map_err(Failure::CurrentDir)?;
+    let (ws, found) = workspace(&opts, &cwd)?;
+    let Policies {
+        layout,
+        walk,
+        served,
+    } = policies(&opts, &ws)?;
+    let conf = confinement(&opts, &ws, &layout, &cwd)?;
+    let facts = startup::Facts {
+        command: conf.command[0].clone(),
+        ws: ws.clone(),
+        found,
+        policy: startup::policy_note(&served.workspace.source(), &walk),
+        mode: startup::mode_note(&opts.mount, &layout),
+        confined: std::iter::once(startup::home_note(
+            &layout,
+            served.home.as_ref().map(load::home_source).as_deref(),
+        ))
+        .chain(conf.notes.iter().cloned())
+        .collect(),
+        // Said before a user namespace makes us root inside it.
+        as_root: startup::as_root_note(opts.user.is_none() && sys::euid() == 0),
+        warning: walk.warning.clone(),
+    };
+    let asks =
+        served.workspace.policy.asks() || served.home.as_ref().is_some_and(|h| h.policy.asks());
+    let settings = Settings {
+        opts,
+        ws,
+        layout,
+        facts,
+    };
+    let steps = steps(&settings, cwd, served, conf);
+    Ok(Plan {
+        settings,
+        asks,
+        steps,
+    })
+}
+
+/// The steps of the session of `s`, in order (see [`super::step`] for what stays
+/// true of it): its command started from `cwd`, served under the `policies`,
+/// confined by `conf`.
+fn steps(
+    s: &Settings,
+    cwd: PathBuf,
+    policies: super::serve::Policies,
+    conf: Confinement,
+) -> Vec<Step> {
+    let opts = &s.opts;
+    let home_root = super::home_root(&s.layout).map(Path::to_path_buf);
+    let policy_files = [
+        (
+            PolicyOf::Workspace,
+            policies.workspace.path.clone(),
+            Some(s.ws.clone()),
+        ),
+        (
+            PolicyOf::Home,
+            policies.home.as_ref().and_then(|h| h.path.clone()),
+            home_root,
+        ),
+    ];
+    let notices = notices_to(
+        opts,
+        super::notice_places(
+            &s.ws,
+            &s.layout,
+            &policies.workspace,
+            policies.home.as_ref(),
+        ),
+    );
+    let mut steps = vec![
+        Step::OpenRoots {
+            home: match &s.layout {
+                home::Layout::Separate(h) => Some(h.clone()),
+                _ => None,
+            },
+        },
+        Step::BindControl,
+        Step::Notices(notices),
+        Step::EnterNamespaces {
+            user: (sys::euid() != 0).then(|| (sys::getuid(), sys::getgid())),
+        },
+        Step::ForkInit(Box::new(InitPlan {
+            cwd,
+            argv: conf.command,
+            env: conf.command_env,
+            user: opts.user,
+            real_root: sys::euid() == 0,
+            system: conf.system,
+            private: conf.private,
+            scope: !opts.without_landlock,
+        })),
+        Step::BlockSignals,
+        Step::StartLogs,
+        Step::BuildFilesystems(Box::new(policies)),
+        Step::Mount,
+    ];
+    for (of, file, root) in policy_files {
+        if let (Some(file), Some(root)) = (file, root) {
+            steps.push(Step::ProtectPolicyFile { of, file, root });
+        }
+    }
+    steps.extend([
+        Step::ProtectLogs,
+        Step::ProtectConfigDirs {
+            writable: conf.writable,
+            system_writable: opts.system_writable,
+        },
+        Step::SayRunning,
+        Step::ServeControl,
+        Step::StartCommand,
+        Step::Wait,
+        Step::Release,
+        Step::Report,
+    ]);
+    steps
+}
+
+/// Where refusal notices go under `run`: `--quiet`, the log; else the file
+/// `--notices FILE`, or one in the runtime directory (the person's, out of the
+/// command's view).
+fn notices_to(opts: &RunOptions, places: crate::fs::notice::Places) -> NoticesTo {
+    if opts.quiet {
+        return NoticesTo::Log;
+    }
+    let path = opts.notices.clone().unwrap_or_else(|| {
+        crate::session::control::runtime_dir_path()
+            .join(format!("notices-run-{}.log", std::process::id()))
+    });
+    NoticesTo::File {
+        path,
+        named: opts.notices.is_some(),
+        places,
+    }
+}
+
+impl Plan {
+    /// `--dry-run`: the start-up lines in full, of the session that would run,
+    /// then its steps, one line each; nothing was started.
+    pub fn say(&self) {
+        let Settings { opts, facts, .. } = &self.settings;
+        let notices = match &opts.notices {
+            Some(n) => format!("refusal notices in {}", n.display()),
+            None => format!(
+                "refusal notices in a file of {}",
+                crate::session::control::runtime_dir_path().display()
+            ),
+        };
+        let ask = startup::ask_note(self.asks, &opts.mount, &facts.ws);
+        facts.say("would run", (ask, startup::Note::same(notices)), true);
+        eprintln!("veilfs: the steps it would take:");
+        for (n, step) in self.steps.iter().enumerate() {
+            eprintln!("veilfs:   {}. {}", n + 1, step.describe(&self.settings));
+        }
+    }
+}
 
 /// Why `run` refuses the session it was asked for, before anything starts. Each is
 /// said as it is to the person (`veilfs run: ...`).
@@ -77,10 +267,7 @@ pub enum PlanError {
 /// The workspace `run` polices, and how it was found: `--workspace`, else found
 /// from the current directory `cwd` as git finds its repository
 /// ([`load::find_workspace`]). Warnings about markers passed over are said here.
-pub(super) fn workspace(
-    opts: &RunOptions,
-    cwd: &Path,
-) -> Result<(PathBuf, load::Found), PlanError> {
+fn workspace(opts: &RunOptions, cwd: &Path) -> Result<(PathBuf, load::Found), PlanError> {
     if let Some(w) = &opts.workspace {
         return match w.canonicalize() {
             Ok(p) if p.is_dir() => Ok((p, load::Found::Given)),
@@ -100,29 +287,20 @@ pub(super) fn workspace(
 }
 
 /// The policies of a session, ready to serve.
-pub(super) struct Policies {
+struct Policies {
     /// Where the home directory lies, and whether it gets a mount of its own.
-    pub layout: home::Layout,
-    /// The home policy (`None`: no home mount).
-    pub home: Option<load::LoadedPolicy>,
-    /// The workspace is the home directory: the home policy's rules, under the
-    /// workspace's.
-    pub home_base: Option<crate::policy::RawPolicy>,
-    /// The workspace's policy, its imports attached.
-    pub workspace: load::LoadedPolicy,
-    /// Rules for the targets of links the home policy hides by name, after each
-    /// mount's own rules.
-    pub workspace_after: Vec<crate::policy::RawRule>,
-    pub home_after: Vec<crate::policy::RawRule>,
+    layout: home::Layout,
     /// What the workspace policy hides, for the start-up lines (empty with `-q`).
-    pub walk: crate::workspace::walk::StartupWalk,
+    walk: crate::workspace::walk::StartupWalk,
+    /// The policies the filesystems serve.
+    served: super::serve::Policies,
 }
 
 /// Loads the policies of the session of workspace `ws`, in the order the mounts
 /// need them: the home policy, the workspace's (stacked on the home policy when
 /// the workspace is the home directory), the aliases of links, then the imported
 /// ignore files, read before anything covers them.
-pub(super) fn policies(opts: &RunOptions, ws: &Path) -> Result<Policies, PlanError> {
+fn policies(opts: &RunOptions, ws: &Path) -> Result<Policies, PlanError> {
     let layout = if opts.no_home {
         home::Layout::Uncovered("--no-home".into())
     } else {
@@ -179,12 +357,14 @@ pub(super) fn policies(opts: &RunOptions, ws: &Path) -> Result<Policies, PlanErr
     }
     Ok(Policies {
         layout,
-        home: home_loaded,
-        home_base,
-        workspace: loaded,
-        workspace_after,
-        home_after,
         walk,
+        served: super::serve::Policies {
+            workspace: loaded,
+            home_base,
+            workspace_after,
+            home: home_loaded,
+            home_after,
+        },
     })
 }
 
@@ -232,7 +412,7 @@ pub(super) struct Confinement {
 /// Checks what `opts` asks for against the workspace `ws` and this machine, and
 /// decides the confinement: the system read-only, the sockets, the environment, the
 /// private places.
-pub(super) fn confinement(
+fn confinement(
     opts: &RunOptions,
     ws: &Path,
     layout: &home::Layout,
@@ -334,4 +514,157 @@ fn as_the_user(
         vars.push(("XDG_RUNTIME_DIR".into(), format!("/run/user/{uid}").into()));
     }
     vars
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The options of a plain `veilfs run -- true`, with `policy` and
+    /// `home_policy` files.
+    fn options(policy: Option<PathBuf>, home_policy: Option<PathBuf>) -> RunOptions {
+        RunOptions {
+            policy,
+            workspace: None,
+            quiet: false,
+            verbose: false,
+            dry_run: false,
+            user: None,
+            home_policy,
+            no_home: false,
+            writable: Vec::new(),
+            system_writable: false,
+            keep_env: Vec::new(),
+            drop_env: Vec::new(),
+            allow_socket: Vec::new(),
+            share_tmp: false,
+            without_landlock: false,
+            notices: None,
+            command: vec!["true".into()],
+            mount: crate::session::mount::MountOptions::default(),
+        }
+    }
+
+    /// The steps of a session of the workspace `ws` beside the home directory
+    /// `home` (or without one), each policy from a file when given.
+    fn steps_of(ws: &Path, home: Option<&Path>, files: Option<(&Path, &Path)>) -> Vec<Step> {
+        let loaded = |path: Option<&Path>| load::LoadedPolicy {
+            policy: crate::policy::Policy::builtin(),
+            path: path.map(Path::to_path_buf),
+        };
+        let opts = options(
+            files.map(|f| f.0.to_path_buf()),
+            files.map(|f| f.1.to_path_buf()),
+        );
+        let layout = match home {
+            Some(h) => home::Layout::Separate(h.to_path_buf()),
+            None => home::Layout::Uncovered("--no-home".into()),
+        };
+        let settings = Settings {
+            opts,
+            ws: ws.to_path_buf(),
+            layout,
+            facts: startup::Facts {
+                command: "true".into(),
+                ws: ws.to_path_buf(),
+                found: load::Found::Given,
+                policy: startup::Note::default(),
+                mode: startup::Note::default(),
+                confined: Vec::new(),
+                as_root: startup::Note::default(),
+                warning: None,
+            },
+        };
+        let policies = super::super::serve::Policies {
+            workspace: loaded(files.map(|f| f.0)),
+            home_base: None,
+            workspace_after: Vec::new(),
+            home: home.map(|_| loaded(files.map(|f| f.1))),
+            home_after: Vec::new(),
+        };
+        let conf = Confinement {
+            command: vec!["true".into()],
+            writable: Vec::new(),
+            system: None,
+            command_env: Vec::new(),
+            private: Default::default(),
+            notes: Default::default(),
+        };
+        steps(&settings, ws.to_path_buf(), policies, conf)
+    }
+
+    fn names(steps: &[Step]) -> Vec<&'static str> {
+        steps.iter().map(Step::name).collect()
+    }
+
+    /// Every kind of plan, with and without a home mount and policy files.
+    fn plans() -> Vec<Vec<Step>> {
+        let (ws, home) = (Path::new("/w"), Path::new("/h"));
+        let files = (Path::new("/p/ws.toml"), Path::new("/p/home.toml"));
+        vec![
+            steps_of(ws, None, None),
+            steps_of(ws, Some(home), None),
+            steps_of(ws, Some(home), Some(files)),
+            steps_of(ws, None, Some(files)),
+        ]
+    }
+
+    /// The order every plan keeps (see [`super::super::step`]): init forked before
+    /// any thread starts, the signals blocked before any thread starts, and each
+    /// step after those whose resources it uses.
+    const ORDER: [&str; 19] = [
+        "open-roots",
+        "bind-control",
+        "notices",
+        "enter-namespaces",
+        "fork-init",
+        "block-signals",
+        "start-logs",
+        "build-filesystems",
+        "mount",
+        "protect-workspace-policy",
+        "protect-home-policy",
+        "protect-logs",
+        "protect-config-dirs",
+        "say-running",
+        "serve-control",
+        "start-command",
+        "wait",
+        "release",
+        "report",
+    ];
+
+    #[test]
+    fn every_plan_keeps_the_order_of_the_steps() {
+        for plan in plans() {
+            let got = names(&plan);
+            let want: Vec<&str> = ORDER.iter().copied().filter(|n| got.contains(n)).collect();
+            assert_eq!(got, want, "a plan out of order");
+        }
+    }
+
+    #[test]
+    fn no_two_steps_of_a_plan_have_one_name() {
+        for plan in plans() {
+            let mut got = names(&plan);
+            got.sort();
+            let n = got.len();
+            got.dedup();
+            assert_eq!(got.len(), n, "{:?}", names(&plan));
+        }
+    }
+
+    #[test]
+    fn a_policy_file_outside_its_mount_is_protected_and_every_session_ends_the_same() {
+        let all = names(&plans()[2]);
+        assert_eq!(all, ORDER, "with both policy files every step is taken");
+        let none = names(&plans()[0]);
+        assert!(!none.iter().any(|n| n.ends_with("-policy")), "{none:?}");
+        for plan in plans() {
+            assert_eq!(
+                names(&plan)[plan.len() - 3..],
+                ["wait", "release", "report"]
+            );
+        }
+    }
 }

@@ -41,65 +41,48 @@ pub enum ServeError {
     NoWorkspace,
 }
 
-/// Where the session's filesystems come from: the workspace's descriptor and
-/// policy (`home_base` and `after`: the home policy's rules around it, when the
-/// workspace is the home directory), and the home directory's layout, descriptor,
-/// policy and the rules after it.
-pub(super) struct Sources<'a> {
-    pub root_fd: OwnedFd,
-    pub ws: &'a Path,
-    pub loaded: LoadedPolicy,
+/// The real workspace and home directory (when it gets a mount of its own),
+/// opened before anything covered them.
+pub(super) struct Roots {
+    pub ws: OwnedFd,
+    pub home: Option<OwnedFd>,
+}
+
+/// The policies the session's filesystems serve, loaded before anything started.
+#[derive(Debug)]
+pub(super) struct Policies {
+    /// The workspace's policy, its imports attached.
+    pub workspace: LoadedPolicy,
+    /// The workspace is the home directory: the home policy's rules, under the
+    /// workspace's.
     pub home_base: Option<crate::policy::RawPolicy>,
-    pub after: Vec<crate::policy::RawRule>,
-    pub home: (
-        &'a home::Layout,
-        Option<OwnedFd>,
-        Option<LoadedPolicy>,
-        Vec<crate::policy::RawRule>,
-    ),
+    /// Rules for the targets of links the home policy hides by name, after each
+    /// mount's own rules.
+    pub workspace_after: Vec<crate::policy::RawRule>,
+    /// The home policy (`None`: no home mount).
+    pub home: Option<LoadedPolicy>,
+    pub home_after: Vec<crate::policy::RawRule>,
 }
 
-/// What [`build`] gives: the session's filesystems, its own logs and its broker.
-pub(super) struct Built {
-    pub fs: VeilFs,
+/// Where the session's filesystems come from: the roots' descriptors, the
+/// workspace, the home directory's layout, and the policies.
+pub(super) struct Sources<'a> {
+    pub roots: Roots,
+    pub ws: &'a Path,
+    pub layout: &'a home::Layout,
+    pub policies: Policies,
+}
+
+/// The session's filesystems, built and not yet mounted: the workspace's, and the
+/// home directory's with its root when it has a mount of its own.
+pub(super) struct Filesystems {
+    pub workspace: VeilFs,
     pub home: Option<(PathBuf, VeilFs)>,
-    pub logs: Vec<RunLog>,
-    pub broker: std::sync::Arc<crate::fs::ask::Broker>,
-}
-
-/// Starts the run's logs (the audit log's writer goes to `writer` at once, so that
-/// whoever ends the run finishes it) and its broker, then builds the filesystems
-/// from `src`. The audit log itself goes to the filesystems and the broker only:
-/// once they are gone, the writer finishes.
-pub(super) fn build(
-    opts: &super::RunOptions,
-    notices: &Destination,
-    src: Sources<'_>,
-    writer: &mut Option<crate::session::audit::Writer>,
-) -> Result<Built, ServeError> {
-    let mut logs = logs(opts, notices)?;
-    *writer = logs.writer.take();
-    let audit = logs.audit.take();
-    let broker = broker(&opts.mount, audit.clone());
-    let shared = Shared {
-        notices,
-        logs: &logs.files,
-        audit,
-        broker: &broker,
-        opts: &opts.mount,
-    };
-    let (fs, home) = filesystems(src, shared)?;
-    Ok(Built {
-        fs,
-        home,
-        logs: logs.files,
-        broker,
-    })
 }
 
 /// What both filesystems share: where refusals are said and logged, the run's own
 /// logs, the broker and the mount options.
-struct Shared<'a> {
+pub(super) struct Shared<'a> {
     pub notices: &'a Destination,
     /// The run's own logs (the home mount guards those inside it).
     pub logs: &'a [RunLog],
@@ -118,17 +101,22 @@ struct Shared<'a> {
 /// veilfs's configuration directories and the run's logs inside it. A workspace
 /// inside the home directory is held by the home policy too (the stricter decision
 /// wins); a home directory inside the workspace keeps the way down to it.
-fn filesystems(
-    src: Sources<'_>,
-    shared: Shared<'_>,
-) -> Result<(VeilFs, Option<(PathBuf, VeilFs)>), ServeError> {
+pub(super) fn build(src: Sources<'_>, shared: Shared<'_>) -> Result<Filesystems, ServeError> {
     let Sources {
-        root_fd,
+        roots: Roots {
+            ws: root_fd,
+            home: hfd,
+        },
         ws,
-        loaded,
-        home_base,
-        after,
-        home: (layout, hfd, hp, hafter),
+        layout,
+        policies:
+            Policies {
+                workspace: loaded,
+                home_base,
+                workspace_after: after,
+                home: hp,
+                home_after: hafter,
+            },
     } = src;
     let mut wcfg = FsConfig {
         notices: Some(shared.notices.clone()),
@@ -178,7 +166,10 @@ fn filesystems(
             cause,
         },
     )?;
-    Ok((fs, home))
+    Ok(Filesystems {
+        workspace: fs,
+        home,
+    })
 }
 
 /// The paths of the policy file `file` inside the mount of `root` (see
@@ -256,26 +247,25 @@ pub(super) struct Mounted {
     pub asks: bool,
     /// Every mount's reloader, held as long as the session: its watching threads
     /// hold it weakly.
-    pub reloaders: Vec<std::sync::Arc<crate::fs::reload::Reloader>>,
+    pub _reloaders: Vec<std::sync::Arc<crate::fs::reload::Reloader>>,
     /// The requests each mount served, for `veilfs stats`.
     pub stats: crate::session::control::Stats,
     /// Every mount got FUSE over io_uring from the kernel.
     pub uring: bool,
 }
 
-/// Mounts `fs` over `ws` and `home` (a root and its filesystem) over its root,
-/// the outer first; each session served is put in `sessions`, inner first, as it
-/// starts (so that whoever holds `sessions` unmounts what was mounted, whatever
-/// fails after).
+/// Mounts the workspace's filesystem over `ws` and the home directory's over its
+/// root, the outer first; each session served is put in `sessions`, inner first,
+/// as it starts (so that whoever holds `sessions` unmounts what was mounted,
+/// whatever fails after).
 pub(super) fn mount_all(
-    fs: VeilFs,
-    home: Option<(PathBuf, VeilFs)>,
+    built: Filesystems,
     ws: &Path,
     opts: &crate::session::mount::MountOptions,
     sessions: &mut Vec<(fuser::BackgroundSession, PathBuf)>,
 ) -> Result<Mounted, ServeError> {
-    let mut roots = vec![(ws.to_path_buf(), fs)];
-    if let Some(h) = home {
+    let mut roots = vec![(ws.to_path_buf(), built.workspace)];
+    if let Some(h) = built.home {
         if ws.starts_with(&h.0) {
             roots.insert(0, h);
         } else {
@@ -322,7 +312,7 @@ pub(super) fn mount_all(
     Ok(Mounted {
         reloader,
         asks,
-        reloaders,
+        _reloaders: reloaders,
         stats,
         uring,
     })
@@ -350,7 +340,10 @@ pub(super) struct Logs {
 /// root), and notes the identities of the run's logs before anything is mounted
 /// over them; a log in the home directory is guarded by the home mount (a rename
 /// through it would drop the bind mount that keeps it read-only).
-fn logs(opts: &super::RunOptions, notices: &Destination) -> Result<Logs, ServeError> {
+pub(super) fn logs(
+    opts: &crate::session::mount::MountOptions,
+    notices: &Destination,
+) -> Result<Logs, ServeError> {
     use std::os::unix::fs::MetadataExt;
     let id_of = |p: &Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
     let mut files = Vec::new();
@@ -364,10 +357,10 @@ fn logs(opts: &super::RunOptions, notices: &Destination) -> Result<Logs, ServeEr
         });
     }
     let (mut writer, mut audit) = (None, None);
-    if let Some(target) = &opts.mount.audit {
+    if let Some(target) = &opts.audit {
         let (a, w) = crate::session::audit::Audit::start(
             target,
-            opts.mount.audit_all,
+            opts.audit_all,
             crate::session::audit::QUEUE,
         )
         .map_err(|cause| ServeError::Audit {
@@ -394,7 +387,7 @@ fn logs(opts: &super::RunOptions, notices: &Destination) -> Result<Logs, ServeEr
 
 /// One broker for both mounts (`veilfs prompt` answers the session's questions on
 /// its control socket).
-fn broker(
+pub(super) fn broker(
     opts: &crate::session::mount::MountOptions,
     audit: Option<crate::session::audit::Audit>,
 ) -> std::sync::Arc<crate::fs::ask::Broker> {

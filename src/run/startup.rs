@@ -108,6 +108,50 @@ impl Startup {
     }
 }
 
+/// What the start-up lines say of a session, gathered as it is planned, before
+/// anything starts: all but what the mounts and the notices' destination tell once
+/// they exist (see [`Facts::say`]).
+#[derive(Debug)]
+pub(super) struct Facts {
+    /// The command's name (its first word).
+    pub command: std::ffi::OsString,
+    pub ws: std::path::PathBuf,
+    /// How the workspace was found.
+    pub found: crate::workspace::load::Found,
+    /// The workspace policy, and what it hides.
+    pub policy: Note,
+    /// `--permissive`, or empty.
+    pub mode: Note,
+    /// The home directory, then the confinement's notes (see
+    /// [`super::plan::Confinement::notes`]).
+    pub confined: Vec<Note>,
+    /// `run` started by root without `--user`.
+    pub as_root: Note,
+    /// Said before the lines: what the workspace policy's walk warns of.
+    pub warning: Option<String>,
+}
+
+impl Facts {
+    /// Says the start-up lines (`verbose`: in full): `VERB CMD in WS (how it was
+    /// found)`, the policies and the confinement, then what the person may need to
+    /// do (`ask`) and where refusals go (`notices`).
+    pub fn say(&self, verb: &str, (ask, notices): (Note, Note), verbose: bool) {
+        let said = Startup {
+            running: format!(
+                "{verb} {} in {} ({})",
+                self.command.to_string_lossy(),
+                self.ws.display(),
+                self.found
+            ),
+            policy: self.policy.clone(),
+            mode: self.mode.clone(),
+            confined: self.confined.clone(),
+            person: vec![ask, self.as_root.clone(), notices],
+        };
+        said.say(self.warning.as_deref(), verbose);
+    }
+}
+
 /// The last words of the short form.
 const MORE: &str = "`-v` says more";
 
