@@ -122,8 +122,9 @@ pub enum Command {
         #[arg(long)]
         without_landlock: bool,
         /// Say what the session would be (the workspace, the policies, what is
-        /// confined and how), in full, and stop: nothing is mounted and CMD does not
-        /// run. Exit 0 when `run` would start, 2 when it would refuse (and why).
+        /// confined and how), in full, and the steps it would take, one a line, and
+        /// stop: nothing is mounted and CMD does not run. Exit 0 when `run` would
+        /// start, 2 when it would refuse (and why).
         #[arg(long)]
         dry_run: bool,
         /// Write the refusal notices to FILE while CMD runs (appended; default: a
