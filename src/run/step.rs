@@ -207,14 +207,19 @@ impl Step {
                     .first()
                     .map_or(String::new(), |c| c.to_string_lossy().into_owned())
             ),
+            Step::StartLogs => match &s.opts.mount.audit {
+                Some(log) => format!("start the audit log {}, note the run's logs", log.display()),
+                None => "note the run's logs".into(),
+            },
             Step::BuildFilesystems(p) => format!(
-                "the filesystems, under {}{}",
+                "build the filesystems, under {}{}",
                 p.workspace.source(),
                 p.home.as_ref().map_or(String::new(), |h| format!(
                     " and {}",
                     crate::workspace::load::home_source(h)
                 ))
             ),
+            Step::Mount => format!("mount veilfs over {}", mounted(s)),
             Step::ProtectPolicyFile { file, .. } => {
                 format!("keep {} read-only for the command", file.display())
             }
@@ -227,8 +232,6 @@ impl Step {
     fn fixed(&self) -> &'static str {
         match self {
             Step::BlockSignals => "block the signals the daemon takes on a thread of its own",
-            Step::StartLogs => "start the audit log, note the run's logs",
-            Step::Mount => "mount veilfs over the workspace and the home directory",
             Step::ProtectLogs => "keep the run's logs read-only for the command",
             Step::ProtectConfigDirs { .. } => {
                 "keep veilfs's configuration read-only for the command"
@@ -241,5 +244,18 @@ impl Step {
             Step::Report => "say what was refused and what nobody answered",
             _ => "",
         }
+    }
+}
+
+/// The roots `mount` mounts over, the outer first (as [`super::serve::mount_all`]
+/// does).
+fn mounted(s: &Settings) -> String {
+    let ws = s.ws.display().to_string();
+    match &s.layout {
+        super::home::Layout::Separate(h) if s.ws.starts_with(h) => {
+            format!("{}, then {ws}", h.display())
+        }
+        super::home::Layout::Separate(h) => format!("{ws}, then {}", h.display()),
+        _ => ws,
     }
 }
