@@ -333,7 +333,9 @@ pub struct Live {
     pub audit: Option<crate::session::audit::Writer>,
 }
 
-/// Builds the filesystem and mounts it; returns once the mount is live.
+/// Builds the filesystem and mounts it; returns once the mount is live. The
+/// pieces, in order: [`preflight`], [`start_audit`], [`build`], [`start`] (`veilfs
+/// mount` takes them as steps of its own).
 pub fn session(
     src: &Path,
     mnt: &Path,
@@ -342,41 +344,82 @@ pub fn session(
     opts: &MountOptions,
 ) -> Result<Live, MountError> {
     let (src_c, mnt_c) = preflight(src, mnt)?;
-    let mount_err = |source| MountError::Mount {
+    let (audit, writer) = match &opts.audit {
+        Some(target) => {
+            let (a, w) = start_audit(target, opts).map_err(|e| mount_failed(mnt, e))?;
+            (Some(a), Some(w))
+        }
+        None => (None, None),
+    };
+    let fs = build(
+        Sources {
+            src,
+            src_c: &src_c,
+            mnt_c: &mnt_c,
+        },
+        policy,
+        policy_file,
+        opts,
+        audit,
+    )?;
+    let mut live =
+        start(fs, &mnt_c, &config(&src_c, opts), opts).map_err(|e| mount_failed(mnt, e))?;
+    live.audit = writer;
+    Ok(live)
+}
+
+/// Why mounting at `mnt` (as given) failed.
+pub fn mount_failed(mnt: &Path, source: io::Error) -> MountError {
+    MountError::Mount {
         mnt: mnt.to_path_buf(),
         source,
-    };
+    }
+}
+
+/// Starts the audit log `target` of a mount with `opts`: the sender the filesystem
+/// and its broker record through, and the writer to finish once both are gone.
+pub fn start_audit(
+    target: &Path,
+    opts: &MountOptions,
+) -> io::Result<(crate::session::audit::Audit, crate::session::audit::Writer)> {
+    crate::session::audit::Audit::start(target, opts.audit_all, crate::session::audit::QUEUE)
+}
+
+/// Where a filesystem serves from and is mounted, as [`preflight`] found them.
+#[derive(Clone, Copy, Debug)]
+pub struct Sources<'a> {
+    /// The source as given (named in errors).
+    pub src: &'a Path,
+    /// The source, canonical.
+    pub src_c: &'a Path,
+    /// The mount point, canonical.
+    pub mnt_c: &'a Path,
+}
+
+/// Builds the filesystem serving `at` under `policy` (from `policy_file`, when it
+/// came from one), with its broker for `ask` paths; both record to `audit`.
+pub fn build(
+    at: Sources,
+    policy: Policy,
+    policy_file: Option<&Path>,
+    opts: &MountOptions,
+    audit: Option<crate::session::audit::Audit>,
+) -> Result<VeilFs, MountError> {
     let mut cfg = crate::fs::config::FsConfig::of(opts);
     // No link or moved directory on the way to what the policy names.
-    let ways = crate::workspace::ways::guarded_ways(&src_c, &policy);
-    cfg.ways = crate::workspace::ways::ways_under(&src_c, &ways);
-    let writer = match &opts.audit {
-        Some(target) => {
-            let (a, w) = crate::session::audit::Audit::start(
-                target,
-                opts.audit_all,
-                crate::session::audit::QUEUE,
-            )
-            .map_err(mount_err)?;
-            cfg.audit = Some(a);
-            Some(w)
-        }
-        None => None,
-    };
+    let ways = crate::workspace::ways::guarded_ways(at.src_c, &policy);
+    cfg.ways = crate::workspace::ways::ways_under(at.src_c, &ways);
+    cfg.audit = audit;
     let broker = Broker::new("veilfs mount".into(), opts.ask_timeout, cfg.audit.clone());
     cfg.approvals = Some(crate::fs::ask::Approvals {
         broker,
         root: "",
-        mount: mnt_c.display().to_string(),
+        mount: at.mnt_c.display().to_string(),
     });
-    let fs =
-        VeilFs::new(&src_c, policy, policy_file, cfg).map_err(|source| MountError::Source {
-            src: src.to_path_buf(),
-            source,
-        })?;
-    let mut live = start(fs, &mnt_c, &config(&src_c, opts), opts).map_err(mount_err)?;
-    live.audit = writer;
-    Ok(live)
+    VeilFs::new(at.src_c, policy, policy_file, cfg).map_err(|source| MountError::Source {
+        src: at.src.to_path_buf(),
+        source,
+    })
 }
 
 /// Mounts `fs` (built with everything it needs, see [`crate::fs::config::FsConfig`])
