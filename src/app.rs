@@ -22,6 +22,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             cache,
             src,
             mnt,
+            dry_run,
         } => {
             let mut opts = crate::session::mount::MountOptions {
                 allow_other,
@@ -29,7 +30,13 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 ..Default::default()
             };
             cache.apply(&mut opts);
-            crate::cmd::mount::mount(policy.as_deref(), &src, &mnt, &opts)
+            crate::cmd::mount::mount(crate::cmd::mount::MountArgs {
+                policy: policy.as_deref(),
+                src: &src,
+                mnt: &mnt,
+                opts: &opts,
+                dry_run,
+            })
         }
         Command::Run {
             policy,

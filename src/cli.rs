@@ -47,6 +47,11 @@ pub enum Command {
         src: PathBuf,
         /// Where to mount it (an existing, empty directory outside SRC).
         mnt: PathBuf,
+        /// Say what the mount would be (SRC, MNT, the policy and what it hides) and
+        /// the steps it would take, one a line, and stop: nothing is mounted. Exit 0
+        /// when `mount` would start, 2 when it would refuse (and why).
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Run CMD with the workspace (and home) seen through the policy.
     ///
