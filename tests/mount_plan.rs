@@ -128,6 +128,19 @@ impl Tree {
     }
 }
 
+impl Drop for Tree {
+    /// A failed test leaves no mount of its own behind.
+    fn drop(&mut self) {
+        let mnt = self.p("mnt");
+        if mnt
+            .canonicalize()
+            .is_ok_and(|m| veilfs::session::mount::is_mount_point(&m))
+        {
+            let _ = Command::new("umount").arg("-l").arg(&mnt).status();
+        }
+    }
+}
+
 /// What [`Tree::seen`] found.
 #[derive(Debug, PartialEq, Eq)]
 struct Seen {
@@ -210,7 +223,10 @@ fn run_to_end(mut cmd: Command) -> (i32, String) {
         if start.elapsed() > LIMIT {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("veilfs mount did not end within {LIMIT:?}:\n{}", lines.join("\n"));
+            panic!(
+                "veilfs mount did not end within {LIMIT:?}:\n{}",
+                lines.join("\n")
+            );
         }
         std::thread::sleep(Duration::from_millis(20));
     };
