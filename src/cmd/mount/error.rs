@@ -54,7 +54,7 @@ pub enum Failure {
     #[error("the request loop panicked")]
     Panicked,
     /// A step found nothing of an earlier step it needs: the plan lists its steps
-    /// out of order (a bug in [`super::plan`], which a unit test there guards).
+    /// out of order (a bug in the plan, which a unit test there guards).
     #[error("step {step}: no {needs} before it (the plan is out of order)")]
     OutOfOrder {
         step: &'static str,
