@@ -25,7 +25,7 @@ mod plan;
 mod step;
 mod taken;
 
-pub use error::{Failure, MountCommandError};
+use error::MountCommandError;
 
 /// What `veilfs mount` was asked to do.
 #[derive(Debug, Clone, Copy)]
