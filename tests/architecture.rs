@@ -95,18 +95,20 @@ fn the_decision_path_of_fs_has_no_import_circle() {
     }
 }
 
-/// The code of every `.rs` file under `src/<dir>` (or the file `src/<dir>.rs`),
+/// The code of every `.rs` file under `src/<dir>`, at any depth (or of the file `src/<dir>.rs`),
 /// comments left out.
 fn code_of(rel: &str) -> String {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
-    let p = root.join(rel);
-    if p.is_dir() {
-        for e in std::fs::read_dir(&p).unwrap() {
-            files.push(e.unwrap().path());
+    let mut todo = vec![root.join(rel)];
+    while let Some(p) = todo.pop() {
+        if p.is_dir() {
+            for e in std::fs::read_dir(&p).unwrap() {
+                todo.push(e.unwrap().path());
+            }
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            files.push(p);
         }
-    } else {
-        files.push(p);
     }
     files
         .iter()
@@ -133,5 +135,22 @@ fn the_node_table_knows_no_policy_and_the_gatekeeper_no_operation() {
     let gate = code_of("fs/gate");
     for used in ["fs::ops", "super::super::ops", "VeilFs", "fs::ask"] {
         assert!(!gate.contains(used), "src/fs/gate uses {used}");
+    }
+}
+
+/// The layers import downwards only: nothing below the commands imports a command
+/// or `run`, and the policy imports nothing of the filesystem, the session, the
+/// workspace on disk or the system (it is pure).
+#[test]
+fn the_layers_import_downwards_only() {
+    for below in ["session", "workspace", "fs", "policy", "sys"] {
+        let code = code_of(below);
+        for above in ["crate::cmd", "crate::run", "crate::app"] {
+            assert!(!code.contains(above), "src/{below} imports {above}");
+        }
+    }
+    let policy = code_of("policy");
+    for io in ["crate::fs", "crate::session", "crate::workspace", "crate::sys"] {
+        assert!(!policy.contains(io), "src/policy imports {io}");
     }
 }
