@@ -150,7 +150,12 @@ fn the_layers_import_downwards_only() {
         }
     }
     let policy = code_of("policy");
-    for io in ["crate::fs", "crate::session", "crate::workspace", "crate::sys"] {
+    for io in [
+        "crate::fs",
+        "crate::session",
+        "crate::workspace",
+        "crate::sys",
+    ] {
         assert!(!policy.contains(io), "src/policy imports {io}");
     }
 }
