@@ -14,11 +14,12 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use common::leftovers::{files, processes};
 use common::{require_fuse, wait_until};
 
 /// The tests here count processes and mounts: one at a time.
@@ -151,51 +152,6 @@ struct Seen {
     processes: BTreeSet<String>,
     /// Every name in the tree (the runtime directory's control socket, ...).
     files: BTreeSet<PathBuf>,
-}
-
-/// The processes that are this test's children or whose command line holds
-/// `root`, as `pid: cmdline`.
-fn processes(root: &str) -> BTreeSet<String> {
-    let me = std::process::id().to_string();
-    let mut out = BTreeSet::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let pid = e.file_name().to_string_lossy().into_owned();
-        if !pid.bytes().all(|b| b.is_ascii_digit()) || pid == me {
-            continue;
-        }
-        let cmdline = std::fs::read(e.path().join("cmdline"))
-            .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
-            .unwrap_or_default();
-        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-        // Field 4, after the command name in parentheses.
-        let parent = stat
-            .rsplit_once(") ")
-            .and_then(|(_, rest)| rest.split(' ').nth(1))
-            .unwrap_or("");
-        if parent == me || cmdline.contains(root) {
-            out.insert(format!("{pid}: {cmdline}"));
-        }
-    }
-    out
-}
-
-/// Every path under `root`, relative to it (links not followed).
-fn files(root: &Path) -> BTreeSet<PathBuf> {
-    let mut out = BTreeSet::new();
-    let mut todo = vec![root.to_path_buf()];
-    while let Some(dir) = todo.pop() {
-        let Ok(rd) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            let p = e.path();
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                todo.push(p.clone());
-            }
-            out.insert(p.strip_prefix(root).unwrap().to_path_buf());
-        }
-    }
-    out
 }
 
 /// Runs `cmd` (a `veilfs mount`) to its end, within [`LIMIT`]: sends it SIGTERM

@@ -72,8 +72,8 @@ pub enum Failure {
         step: &'static str,
         needs: &'static str,
     },
-    /// A test asked for a failure at this step (see [`super::fault`]).
+    /// A test asked for a failure at this step (see [`crate::session::fault`]).
     #[cfg(feature = "fault-injection")]
-    #[error("injected failure at step {0} ({var})", var = super::fault::FAIL_AT)]
+    #[error("injected failure at step {0} ({var})", var = crate::session::fault::FAIL_AT)]
     Injected(&'static str),
 }

@@ -48,8 +48,6 @@ pub use home::{config_dirs_under, home_of};
 pub mod env;
 mod error;
 mod execute;
-#[cfg(feature = "fault-injection")]
-mod fault;
 mod init;
 mod plan;
 mod private;

@@ -29,7 +29,7 @@
 //! * every step comes after the steps whose resources it uses (a step that finds
 //!   one missing fails with [`super::error::Failure::OutOfOrder`]);
 //! * no two steps have the same name (a name picks one step, see
-//!   [`super::fault`]).
+//!   `crate::session::fault`).
 
 use std::ffi::OsString;
 use std::path::PathBuf;

@@ -5,4 +5,6 @@
 pub mod ask_socket;
 pub mod audit;
 pub mod control;
+#[cfg(feature = "fault-injection")]
+pub mod fault;
 pub mod mount;

@@ -16,6 +16,7 @@ use veilfs::{Mount, MountOptions, Policy};
 
 pub mod daemon;
 pub mod inproc;
+pub mod leftovers;
 pub mod outside;
 pub mod run;
 pub mod tmux;

@@ -24,7 +24,9 @@ pub(super) fn execute(plan: Plan) -> Result<ExitCode, MountCommandError> {
     let mut taken = Taken::default();
     for step in steps {
         #[cfg(feature = "fault-injection")]
-        super::fault::before(&step)?;
+        if crate::session::fault::fails_at(step.name()) {
+            return Err(Failure::Injected(step.name()).into());
+        }
         log::debug!("step {}", step.name());
         step.run(&settings, &mut taken)?;
     }

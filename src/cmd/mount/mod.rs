@@ -19,8 +19,6 @@ use crate::session::mount::MountOptions;
 
 mod error;
 mod execute;
-#[cfg(feature = "fault-injection")]
-mod fault;
 mod plan;
 mod step;
 mod taken;

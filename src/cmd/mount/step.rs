@@ -21,7 +21,7 @@
 //!   every thread inherits the mask and the signals reach the signal thread only;
 //! * every step comes after the steps whose resources it uses (a step that finds
 //!   one missing fails with [`super::error::Failure::OutOfOrder`]);
-//! * no two steps have the same name (a name picks one step, see `fault`).
+//! * no two steps have the same name (a name picks one step, see `crate::session::fault`).
 
 use std::path::PathBuf;
 
