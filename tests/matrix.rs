@@ -207,6 +207,20 @@ fn errno(e: &io::Error) -> i32 {
     })
 }
 
+/// Tries one case on `ws`: what went wrong, if anything (a refusal must be
+/// `EACCES` and leave the backing tree as it was; what is allowed is served).
+fn attempt(ws: &Ws, (target, what, op, want): Case) -> Option<String> {
+    let before = common::snapshot(&ws.src);
+    let r = op(ws, target);
+    let after = common::snapshot(&ws.src);
+    match (want, &r) {
+        (Refused, Err(e)) if errno(e) == libc::EACCES => (before != after)
+            .then(|| format!("{what} on {target}: refused but the backing tree changed")),
+        (Allowed, Ok(())) => None,
+        _ => Some(format!("{what} on {target}: wanted {want:?}, got {r:?}")),
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Outcome {
     Refused,
@@ -285,22 +299,8 @@ const MATRIX: &[(&str, &str, Op, Outcome)] = &[
 #[test]
 fn every_action_and_operation_without_a_mount() {
     let mut wrong = Vec::new();
-    for &(target, what, op, want) in MATRIX {
-        let ws = matrix_ws();
-        let before = common::snapshot(&ws.src);
-        let r = op(&ws, target);
-        let after = common::snapshot(&ws.src);
-        match (want, &r) {
-            (Refused, Err(e)) if errno(e) == libc::EACCES => {
-                if before != after {
-                    wrong.push(format!(
-                        "{what} on {target}: refused but the backing tree changed"
-                    ));
-                }
-            }
-            (Allowed, Ok(())) => {}
-            _ => wrong.push(format!("{what} on {target}: wanted {want:?}, got {r:?}")),
-        }
+    for &case in MATRIX {
+        wrong.extend(attempt(&matrix_ws(), case));
     }
     assert!(
         wrong.is_empty(),
@@ -912,30 +912,15 @@ fn every_guard_holds_against_every_operation_without_a_mount() {
     let mut n = 0;
     for &(guard, setup, cases) in GUARDS {
         for permissive in [false, true] {
-            for &(target, what, op, want) in cases {
+            let mode = if permissive {
+                "permissive"
+            } else {
+                "enforcing"
+            };
+            for &case in cases {
                 n += 1;
-                let ws = setup(permissive);
-                let before = common::snapshot(&ws.src);
-                let r = op(&ws, target);
-                let after = common::snapshot(&ws.src);
-                let mode = if permissive {
-                    "permissive"
-                } else {
-                    "enforcing"
-                };
-                match (want, &r) {
-                    (Refused, Err(e)) if errno(e) == libc::EACCES => {
-                        if before != after {
-                            wrong.push(format!(
-                                "{guard}, {mode}: {what} on {target}: refused but the backing tree changed"
-                            ));
-                        }
-                    }
-                    (Allowed, Ok(())) => {}
-                    _ => wrong.push(format!(
-                        "{guard}, {mode}: {what} on {target}: wanted {want:?}, got {r:?}"
-                    )),
-                }
+                let w = attempt(&setup(permissive), case);
+                wrong.extend(w.map(|w| format!("{guard}, {mode}: {w}")));
             }
         }
     }
@@ -1108,17 +1093,8 @@ fn a_directory_rename_never_brings_a_name_where_none_may_be_made_without_a_mount
     for permissive in [false, true] {
         for &(target, what, op, want) in ARRIVING {
             let want = if permissive { Allowed } else { want };
-            let ws = arriving_ws(permissive);
-            let before = common::snapshot(&ws.src);
-            let r = op(&ws, target);
-            let after = common::snapshot(&ws.src);
-            match (want, &r) {
-                (Refused, Err(e)) if errno(e) == libc::EACCES && before == after => {}
-                (Allowed, Ok(())) => {}
-                _ => wrong.push(format!(
-                    "permissive {permissive}: {what} ({target}): wanted {want:?}, got {r:?}"
-                )),
-            }
+            let w = attempt(&arriving_ws(permissive), (target, what, op, want));
+            wrong.extend(w.map(|w| format!("permissive {permissive}: {w}")));
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
