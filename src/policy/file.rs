@@ -104,6 +104,10 @@ struct FileShape {
     /// reads it), so that one file holds both; not part of the path policy.
     #[serde(default, rename = "env")]
     _env: Option<serde::de::IgnoredAny>,
+    /// The network lists of `veilfs run` (`crate::policy::net::parse_network_section`
+    /// reads them); not part of the path policy.
+    #[serde(default, rename = "network")]
+    _network: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(Deserialize)]
