@@ -53,6 +53,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             drop_env,
             allow_socket,
             share_tmp,
+            net,
             without_landlock,
             notices,
             command,
@@ -76,6 +77,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 share_tmp,
                 without_landlock,
                 notices,
+                net,
                 command,
                 mount,
             })

@@ -120,6 +120,15 @@ pub enum Command {
         /// private, empty ones (the sockets in them at start stay out of reach).
         #[arg(long)]
         share_tmp: bool,
+        /// What CMD may reach on the network: `host` (the default: the host's
+        /// network), `none` (loopback only), or `allow=SPEC[,SPEC...]`: only these
+        /// destinations, through veilfs's proxy (HTTP_PROXY, HTTPS_PROXY and
+        /// ALL_PROXY are set), each a name (`api.example.com`), a glob below a name
+        /// (`*.example.com`), either with `:PORT`, or an address with its port
+        /// (`192.0.2.7:443`). A `[network]` table in the policy (allow, ask, deny)
+        /// confines CMD the same way when --net is not given, and adds to `allow=`.
+        #[arg(long, value_name = "MODE", value_parser = crate::run::net::parse_net)]
+        net: Option<crate::run::net::NetArg>,
         /// Run although this kernel cannot confine CMD to its own abstract sockets
         /// and processes (Landlock ABI 6, Linux 6.12): connect() to the host's
         /// abstract sockets is still refused, but a datagram sent to one gets

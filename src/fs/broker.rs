@@ -156,7 +156,7 @@ impl Broker {
     }
 
     /// Whether a session grant covers `path` for `access`.
-    pub(super) fn session_covers(&self, root: &str, path: &[u8], access: Access) -> bool {
+    pub fn session_covers(&self, root: &str, path: &[u8], access: Access) -> bool {
         let st = self.state.lock();
         st.session.iter().any(|g| g.covers(root, path, access))
     }

@@ -60,6 +60,10 @@ pub enum Reason {
     /// seen: its path is unknown, so it and everything beneath it are refused until
     /// a lookup finds it again (see `VeilFs::place`).
     Lost,
+    /// Not a path: a destination of `veilfs run --net` that an `ask` SPEC names,
+    /// asked about as an `ask` path is (the SPEC, as [`crate::policy::net`] says
+    /// it).
+    Network(Arc<str>),
 }
 
 /// The effective action for one path, and why.
@@ -77,6 +81,16 @@ pub struct Decision {
 }
 
 impl Decision {
+    /// A destination an `ask` SPEC of the network lists names (`why`: the SPEC).
+    pub fn network_ask(why: &str) -> Decision {
+        Decision {
+            action: Action::Ask,
+            reason: Reason::Network(Arc::from(why)),
+            ruled: true,
+            approved: Action::Allow,
+        }
+    }
+
     /// The decision for the workspace root, the parent of every top-level entry.
     pub fn root() -> Decision {
         Decision {
@@ -326,6 +340,7 @@ impl Decision {
             Reason::Way => ("way", None, None),
             Reason::AuditLog => ("audit-log", None, None),
             Reason::Lost => ("lost", None, None),
+            Reason::Network(_) => ("network", None, None),
             Reason::Ancestor { path, cause } => {
                 let p = match &**cause {
                     Reason::Rule(p) | Reason::Admitted(p) => Some(p),
@@ -383,6 +398,7 @@ fn write_reason(s: &mut String, action: Action, reason: &Reason) {
             "a file the policy imports rules from: read-only, so the command cannot \
              rewrite its own rules",
         ),
+        Reason::Network(why) => s.push_str(why),
         Reason::Lost => s.push_str(
             "the directory was moved or removed outside the mount to a place veilfs has \
              not seen: refused, with everything beneath it, until it is looked up again \

@@ -186,14 +186,15 @@ pub(super) fn unmount(
 }
 
 /// What `run` says once the command has ended and the terminal is the person's
-/// again: the questions nobody answered, and the summary of the refusal notices
+/// again: the questions nobody answered, the summary of the refusal notices
 /// (whose file the release then removes when it holds none, unless the person
-/// named it).
+/// named it), and that of the connections the proxy refused (`net`).
 pub(super) fn say_at_end(
     opts: &super::RunOptions,
     ws: &std::path::Path,
     broker: &crate::fs::ask::Broker,
     notices: &crate::fs::notice::Destination,
+    net: Vec<String>,
 ) {
     let mut lines = Vec::new();
     let unheard = broker.unheard();
@@ -210,6 +211,9 @@ pub(super) fn say_at_end(
         && let Some(said) = s.summary()
     {
         lines.extend(said.lines().map(str::to_string));
+    }
+    if !opts.quiet {
+        lines.extend(net);
     }
     if lines.is_empty() {
         return;

@@ -52,6 +52,10 @@ pub enum Failure {
     /// One of init's pipes.
     #[error(transparent)]
     Pipe(io::Error),
+    /// The proxy: its listener from init (init said why it could not make one),
+    /// or its thread.
+    #[error("starting the network proxy")]
+    Proxy(#[source] io::Error),
     #[error("opening a pty for the command")]
     Pty(#[source] io::Error),
     #[error("creating the PID namespace")]

@@ -4,7 +4,7 @@
 //! fails ends the loop; whatever it ends with, [`Taken`] releases what was taken
 //! (see [`super::taken`] for the order).
 
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -48,6 +48,7 @@ impl Step {
             Step::BlockSignals => ending::block_signals().map_err(Failure::Signals)?,
             Step::StartLogs => start_logs(s, t, step)?,
             Step::BuildFilesystems(policies) => build(s, t, *policies, step)?,
+            Step::StartProxy(rules) => start_proxy(s, t, *rules, step)?,
             Step::Mount => {
                 let built = need(t.built.take(), step, "filesystems")?;
                 t.mounted = Some(serve::mount_all(
@@ -81,7 +82,8 @@ impl Step {
             Step::Release => t.release(),
             Step::Report => {
                 if let (Some(broker), Some(notices)) = (&t.broker, &t.notices) {
-                    ending::say_at_end(&s.opts, &s.ws, broker, &notices.destination);
+                    let net = t.proxy.as_ref().map(|p| p.summary()).unwrap_or_default();
+                    ending::say_at_end(&s.opts, &s.ws, broker, &notices.destination, net);
                 }
                 ending::check_logs(&t.logs);
             }
@@ -210,6 +212,14 @@ fn enter_namespaces(user: Option<(u32, u32)>) -> Result<(), NamespaceError> {
 fn fork_init(plan: InitPlan, t: &mut Taken) -> Result<(), Failure> {
     let (ready_r, ready_w) = sys::pipe().map_err(Failure::Pipe)?;
     let (stops_r, stops_w) = sys::pipe().map_err(Failure::Pipe)?;
+    // The socket init hands the proxy's listener through.
+    let (proxy_ours, proxy_init) = match &plan.net {
+        super::net::Network::Proxied(_) => {
+            let (a, b) = std::os::unix::net::UnixStream::pair().map_err(Failure::Pipe)?;
+            (Some(OwnedFd::from(a)), Some(OwnedFd::from(b)))
+        }
+        _ => (None, None),
+    };
     let (tty, master) = match pty::open().map_err(Failure::Pty)? {
         Some(p) => {
             let (t, m) = p.split();
@@ -224,7 +234,11 @@ fn fork_init(plan: InitPlan, t: &mut Taken) -> Result<(), Failure> {
     if pid == 0 {
         // Init: the daemon's ends of the pipes and the real roots are closed here
         // (init leaves by `exec` or `_exit`: nothing else of `t` is dropped here).
-        drop((ready_w, t.roots.take(), master, stops_r));
+        drop((ready_w, t.roots.take(), master, stops_r, proxy_ours));
+        let net = match plan.net.own() {
+            true => super::net::InitNet::Own(proxy_init),
+            false => super::net::InitNet::Host,
+        };
         init::init_main(
             ready_r,
             &plan.cwd,
@@ -239,12 +253,14 @@ fn fork_init(plan: InitPlan, t: &mut Taken) -> Result<(), Failure> {
                 system: plan.system.as_ref(),
                 private: &plan.private,
                 scope: plan.scope,
+                net,
             },
             stops_w,
         );
     }
     t.init = Some(Init::new(pid));
-    drop((ready_r, stops_w, tty));
+    drop((ready_r, stops_w, tty, proxy_init));
+    t.proxy_listener = proxy_ours;
     t.ready = Some(ready_w);
     t.stops = Some(stops_r);
     t.master = master;
@@ -272,7 +288,8 @@ fn build(
 ) -> Result<(), RunError> {
     let roots = need(t.roots.take(), step, "roots")?;
     let notices = need(t.notices.as_ref(), step, "notices")?;
-    let audit = t.audit.take();
+    // A copy stays for the proxy (the release drops it with the filesystems).
+    let audit = t.audit.clone();
     let broker = serve::broker(&s.opts.mount, audit.clone());
     t.broker = Some(broker.clone());
     let shared = serve::Shared {
@@ -289,6 +306,29 @@ fn build(
         policies,
     };
     t.built = Some(serve::build(sources, shared)?);
+    Ok(())
+}
+
+/// Starts the proxy on the listener init made in the command's network namespace
+/// (init fails, and the socket ends, if it could not make one), deciding by
+/// `rules`.
+fn start_proxy(
+    s: &Settings,
+    t: &mut Taken,
+    rules: crate::policy::net::NetRules,
+    step: &'static str,
+) -> Result<(), Failure> {
+    let from = need(t.proxy_listener.take(), step, "init")?;
+    let inside = need(t.init.as_ref(), step, "init")?.pid();
+    let listener = sys::recv_fd(&from).map_err(Failure::Proxy)?;
+    let setup = super::net::proxy::Setup {
+        rules,
+        permissive: s.opts.mount.permissive,
+        audit: t.audit.clone(),
+        inside,
+        ask: t.broker.clone().map(super::net::ask::through),
+    };
+    t.proxy = Some(super::net::proxy::Proxy::start(listener, setup).map_err(Failure::Proxy)?);
     Ok(())
 }
 

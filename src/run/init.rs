@@ -26,6 +26,8 @@ pub(super) struct Confinement<'a> {
     pub private: &'a super::private::Private,
     /// Landlock's scopes (abstract sockets, signals) on the command.
     pub scope: bool,
+    /// The command's network (see [`super::net`]).
+    pub net: super::net::InitNet,
 }
 
 /// PID 1 of the command's PID namespace. Never returns.
@@ -37,7 +39,7 @@ pub(super) fn init_main(
     user: Option<(u32, u32)>,
     tty: Option<CommandTty>,
     real_root: bool,
-    confinement: Confinement<'_>,
+    mut confinement: Confinement<'_>,
     stops: OwnedFd,
 ) -> ! {
     let _ = sys::die_with_parent(libc::SIGKILL);
@@ -56,12 +58,25 @@ pub(super) fn init_main(
     }
     let mut keep = vec![ready.as_raw_fd(), stops.as_raw_fd()];
     keep.extend(tty.as_ref().map(CommandTty::raw));
+    if let super::net::InitNet::Own(Some(to)) = &confinement.net {
+        keep.push(to.as_raw_fd());
+    }
     // SAFETY: init is a single-threaded fork about to exec the command; the
     // descriptors it still uses are in `keep`, and the objects that owned the others
     // are never used again (init leaves by `exec` or `_exit`).
     #[allow(unsafe_code)]
     unsafe {
         sys::close_from(3, &keep)
+    };
+    // The network first: the daemon waits for the proxy's listener.
+    let own_net = match &mut confinement.net {
+        super::net::InitNet::Host => false,
+        super::net::InitNet::Own(hand_to) => {
+            if let Err(e) = super::net::isolate(hand_to.take()) {
+                fail("cannot give the command a network namespace of its own", e);
+            }
+            true
+        }
     };
     // Leave the caller's session (and controlling terminal); the pty's slave takes
     // the place of the caller's terminal on fds 0-2.
@@ -101,7 +116,8 @@ pub(super) fn init_main(
         Err(e) => fail("cannot start the command", e),
     };
     if child == 0 {
-        start_command(cwd, program, user, tty, confinement.scope, handover);
+        let scope = (confinement.scope, own_net);
+        start_command(cwd, program, user, tty, scope, handover);
     }
 
     loop {
@@ -280,14 +296,15 @@ fn command_namespace(
 }
 
 /// The command's process, forked by init: its session and terminal, its
-/// directory, its privileges dropped, Landlock's scopes (`scope`), its
+/// directory, its privileges dropped (`CAP_NET_RAW` too in a network namespace of
+/// its own, `own_net`), Landlock's scopes (`scope`), its
 /// connections handed to the supervisor; then `exec`. Never returns.
 fn start_command(
     cwd: &Path,
     program: Program<'_>,
     user: Option<(u32, u32)>,
     tty: Option<CommandTty>,
-    scope: bool,
+    (scope, own_net): (bool, bool),
     handover: Handover,
 ) -> ! {
     // No controlling terminal but its pty, if any, so no terminal outside can
@@ -308,7 +325,14 @@ fn start_command(
     // The bounding set first, while root: then a command run as another user
     // cannot regain them either (a set-user-ID root binary is already stopped
     // by `no_new_privs`).
-    let confined = sys::drop_capabilities(&DROPPED_CAPS).and_then(|_| match user {
+    // In a network namespace of its own, raw sockets too (they would reach
+    // nothing but its loopback).
+    let net_raw = [caps::Capability::CAP_NET_RAW];
+    let dropped = DROPPED_CAPS
+        .iter()
+        .chain(if own_net { &net_raw[..] } else { &[] });
+    let dropped: Vec<_> = dropped.copied().collect();
+    let confined = sys::drop_capabilities(&dropped).and_then(|_| match user {
         Some((uid, gid)) => sys::become_user(uid, gid),
         None => Ok(()),
     });

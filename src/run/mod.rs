@@ -49,6 +49,7 @@ pub mod env;
 mod error;
 mod execute;
 mod init;
+pub mod net;
 mod plan;
 mod private;
 mod pty;
@@ -126,6 +127,8 @@ pub struct RunOptions {
     pub without_landlock: bool,
     /// `--notices FILE`: where refusal notices go while the command runs.
     pub notices: Option<PathBuf>,
+    /// `--net`: what the command may reach on the network (`None`: not given).
+    pub net: Option<net::NetArg>,
     pub command: Vec<OsString>,
     /// Caching and passthrough (the other fields are not used by `run`).
     pub mount: crate::session::mount::MountOptions,

@@ -47,7 +47,11 @@ pub(super) fn plan(opts: RunOptions) -> Result<Plan, RunError> {
         walk,
         served,
     } = policies(&opts, &ws)?;
-    let conf = confinement(&opts, &ws, &layout, &cwd)?;
+    let mut conf = confinement(&opts, &ws, &layout, &cwd)?;
+    let network = network(&opts, served.workspace.path.as_deref())?;
+    if let super::net::Network::Proxied(_) = &network {
+        conf.command_env = super::net::with_proxy_env(std::mem::take(&mut conf.command_env));
+    }
     let facts = startup::Facts {
         command: conf.command[0].clone(),
         ws: ws.clone(),
@@ -59,6 +63,7 @@ pub(super) fn plan(opts: RunOptions) -> Result<Plan, RunError> {
             served.home.as_ref().map(load::home_source).as_deref(),
         ))
         .chain(conf.notes.iter().cloned())
+        .chain(std::iter::once(network.note(opts.mount.permissive)))
         .collect(),
         // Said before a user namespace makes us root inside it.
         as_root: startup::as_root_note(opts.user.is_none() && sys::euid() == 0),
@@ -72,7 +77,7 @@ pub(super) fn plan(opts: RunOptions) -> Result<Plan, RunError> {
         layout,
         facts,
     };
-    let steps = steps(&settings, cwd, served, conf);
+    let steps = steps(&settings, cwd, served, conf, network);
     Ok(Plan {
         settings,
         asks,
@@ -88,6 +93,7 @@ fn steps(
     cwd: PathBuf,
     policies: super::serve::Policies,
     conf: Confinement,
+    network: super::net::Network,
 ) -> Vec<Step> {
     let opts = &s.opts;
     let home_root = super::home_root(&s.layout).map(Path::to_path_buf);
@@ -133,12 +139,16 @@ fn steps(
             system: conf.system,
             private: conf.private,
             scope: !opts.without_landlock,
+            net: network.clone(),
         })),
         Step::BlockSignals,
         Step::StartLogs,
         Step::BuildFilesystems(Box::new(policies)),
-        Step::Mount,
     ];
+    if let super::net::Network::Proxied(rules) = network {
+        steps.push(Step::StartProxy(Box::new(rules)));
+    }
+    steps.push(Step::Mount);
     for (of, file, root) in policy_files {
         if let (Some(file), Some(root)) = (file, root) {
             steps.push(Step::ProtectPolicyFile { of, file, root });
@@ -215,6 +225,9 @@ pub enum PlanError {
          directory, whose policy is always enforced: run it in a project directory"
     )]
     PermissiveHome,
+    /// The `[network]` table of the workspace policy cannot be read.
+    #[error("the [network] table of {}:\n{why}", file.display())]
+    NetworkTable { file: PathBuf, why: String },
     /// The home directory's policy, or its place beside the workspace.
     #[error(transparent)]
     Home(#[from] home::HomeError),
@@ -475,6 +488,27 @@ fn confinement(
         private,
         notes: [homes_note, system_note, sockets_note, env_note],
     })
+}
+
+/// The command's network: `--net`, and the `[network]` table of the workspace
+/// policy file `file` (see [`super::net::Network::decide`]).
+fn network(opts: &RunOptions, file: Option<&Path>) -> Result<super::net::Network, PlanError> {
+    let table = match file {
+        Some(f) => {
+            let text = std::fs::read_to_string(f).map_err(|source| PlanError::NetworkTable {
+                file: f.to_path_buf(),
+                why: source.to_string(),
+            })?;
+            crate::policy::net::parse_network_section(&f.display().to_string(), &text).map_err(
+                |e| PlanError::NetworkTable {
+                    file: f.to_path_buf(),
+                    why: e.to_string(),
+                },
+            )?
+        }
+        None => None,
+    };
+    Ok(super::net::Network::decide(opts.net.as_ref(), table))
 }
 
 /// The audit log and the notices file are read by the person: neither may lie in

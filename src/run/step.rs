@@ -14,6 +14,7 @@
 //! | `block-signals` | the daemon's signal mask | with the daemon |
 //! | `start-logs` | the audit log's writer | finished once the mounts are gone |
 //! | `build-filesystems` | the filesystems and the broker | the broker closed, the filesystems dropped |
+//! | `start-proxy` | the proxy's listener (from init) and threads | stopped, its connections ended |
 //! | `mount` | the mounts and their sessions | unmounted, inner first |
 //! | `protect-*` | read-only bind mounts, in the daemon's namespace | unmounted, the last first |
 //! | `serve-control` | the control socket's server | its file removed |
@@ -64,6 +65,9 @@ pub(super) enum Step {
     /// Builds the filesystems from the roots' descriptors and the policies, and the
     /// broker that asks a person for `ask` paths.
     BuildFilesystems(Box<super::serve::Policies>),
+    /// Starts the proxy that is the command's only way out of its network
+    /// namespace, on the listener init made there, deciding by these lists.
+    StartProxy(Box<crate::policy::net::NetRules>),
     /// Mounts the filesystems (the outer first) and serves them.
     Mount,
     /// Binds a policy file outside its own mount read-only onto itself, in the
@@ -142,6 +146,8 @@ pub(super) struct InitPlan {
     pub private: super::private::Private,
     /// Landlock's scopes on the command (not `--without-landlock`).
     pub scope: bool,
+    /// The command's network (a namespace of its own unless the host's).
+    pub net: super::net::Network,
 }
 
 impl Step {
@@ -156,6 +162,7 @@ impl Step {
             Step::BlockSignals => "block-signals",
             Step::StartLogs => "start-logs",
             Step::BuildFilesystems(_) => "build-filesystems",
+            Step::StartProxy(_) => "start-proxy",
             Step::Mount => "mount",
             Step::ProtectPolicyFile {
                 of: PolicyOf::Workspace,
@@ -201,8 +208,13 @@ impl Step {
                 format!("a private mount namespace, in a user namespace mapping uid {uid} to root")
             }
             Step::ForkInit(init) => format!(
-                "fork init, PID 1 of the command's PID namespace, to start {} once the \
+                "fork init, PID 1 of the command's PID namespace{}, to start {} once the \
                  mounts are up",
+                if init.net.own() {
+                    " and network namespace"
+                } else {
+                    ""
+                },
                 init.argv
                     .first()
                     .map_or(String::new(), |c| c.to_string_lossy().into_owned())
@@ -220,6 +232,16 @@ impl Step {
                 ))
             ),
             Step::Mount => format!("mount veilfs over {}", mounted(s)),
+            Step::StartProxy(rules) => format!(
+                "serve the proxy on 127.0.0.1:{} in the command's network namespace, to {}",
+                super::net::PROXY_PORT,
+                rules
+                    .rules()
+                    .iter()
+                    .map(|r| format!("{} {}", r.action.as_str(), r.text))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
             Step::ProtectPolicyFile { file, .. } => {
                 format!("keep {} read-only for the command", file.display())
             }

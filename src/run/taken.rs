@@ -9,7 +9,8 @@
 //!   that nothing runs on the mounts; then the terminal's relay (what the command
 //!   left in the pty written out, the caller's terminal restored); then the broker
 //!   closed (nothing waits on a person any more, and its end of the audit log
-//!   goes); then the read-only bind mounts that kept files from the command
+//!   goes); then the proxy stopped (its connections ended, its end of the audit
+//!   log gone); then the read-only bind mounts that kept files from the command
 //!   undone, the last first (one inside a veilfs mount would keep it busy); then
 //!   every other sender of the audit log dropped and the mounts unmounted, inner
 //!   first, and the audit log's writer finished, within
@@ -68,6 +69,10 @@ pub(super) struct Taken {
     pub sessions: Vec<(fuser::BackgroundSession, PathBuf)>,
     /// What mounting gave.
     pub mounted: Option<serve::Mounted>,
+    /// The daemon's end of the socket init sends the proxy's listener through.
+    pub proxy_listener: Option<OwnedFd>,
+    /// The proxy, serving.
+    pub proxy: Option<super::net::proxy::Proxy>,
     /// The command's status, once init was waited for.
     pub status: Option<std::io::Result<i32>>,
 }
@@ -83,6 +88,10 @@ impl Taken {
         }
         if let Some(broker) = &self.broker {
             broker.close();
+        }
+        // Its connections ended, and its end of the audit log gone.
+        if let Some(proxy) = &mut self.proxy {
+            proxy.stop();
         }
         self.binds.undo();
         // The audit log's writer ends once every sender is gone: the mounts' go

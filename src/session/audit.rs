@@ -44,10 +44,33 @@ pub struct Event {
     pub ask: Option<serde_json::Value>,
 }
 
+/// A connection the proxy of `veilfs run --net allow=...` refused, asked about or
+/// (with `all`) made: written with `"net": "host:port"` in place of a path.
+#[derive(Debug)]
+pub struct NetEvent {
+    pub time: SystemTime,
+    /// `host:port`, as the client named it.
+    pub dest: String,
+    /// `refused`, `would-refuse` (permissive), `allowed`, `asked`, `approved`.
+    pub result: &'static str,
+    /// The SPEC that decided, or why none did.
+    pub rule: String,
+    /// The process that connected, when it could be told (host pid).
+    pub pid: Option<u32>,
+    pub comm: String,
+}
+
+/// What the writer is handed.
+#[derive(Debug)]
+enum Entry {
+    Path(Option<&'static str>, Event),
+    Net(NetEvent),
+}
+
 /// The request side of the log.
 #[derive(Debug, Clone)]
 pub struct Audit {
-    tx: SyncSender<(Option<&'static str>, Event)>,
+    tx: SyncSender<Entry>,
     dropped: Arc<AtomicU64>,
     all: bool,
     /// Which root the events are about (`veilfs run`'s `"workspace"` or `"home"`),
@@ -180,7 +203,16 @@ impl Audit {
 
     /// Queues an event without ever waiting.
     pub fn record(&self, e: Event) {
-        match self.tx.try_send((self.root, e)) {
+        self.send(Entry::Path(self.root, e));
+    }
+
+    /// Queues a connection's event without ever waiting.
+    pub fn record_net(&self, e: NetEvent) {
+        self.send(Entry::Net(e));
+    }
+
+    fn send(&self, e: Entry) {
+        match self.tx.try_send(e) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
                 self.dropped.fetch_add(1, Ordering::Relaxed);
@@ -220,7 +252,7 @@ pub fn comm(pid: u32) -> String {
 }
 
 fn write_loop(
-    rx: Receiver<(Option<&'static str>, Event)>,
+    rx: Receiver<Entry>,
     mut out: BufWriter<Box<dyn Write + Send>>,
     dropped: Arc<AtomicU64>,
 ) {
@@ -234,8 +266,30 @@ fn write_loop(
             let _ = writeln!(out, "{line}");
         }
     };
-    while let Ok((root, e)) = rx.recv() {
+    // host:port → (count, why), as above
+    let mut net_refused: HashMap<Vec<u8>, (u64, String)> = HashMap::new();
+    let mut net_would: HashMap<Vec<u8>, (u64, String)> = HashMap::new();
+    while let Ok(entry) = rx.recv() {
         flush_dropped(&mut out);
+        let (root, e) = match entry {
+            Entry::Path(root, e) => (root, e),
+            Entry::Net(e) => {
+                let counted = match e.result {
+                    "refused" => Some(&mut net_refused),
+                    "would-refuse" => Some(&mut net_would),
+                    _ => None,
+                };
+                if let Some(counted) = counted {
+                    let slot = counted
+                        .entry(e.dest.clone().into_bytes())
+                        .or_insert((0, e.rule.clone()));
+                    slot.0 += 1;
+                }
+                let _ = writeln!(out, "{}", crate::escape::json(&net_line(e)));
+                let _ = out.flush();
+                continue;
+            }
+        };
         let mut v = e.decision.to_json(&e.path);
         if let Some(r) = root {
             v["root"] = r.into();
@@ -279,6 +333,27 @@ fn write_loop(
         "would have refused during this mount (permissive: nothing was refused)",
         would,
     );
+    summary("connections refused during this session", net_refused);
+    summary(
+        "connections it would have refused (permissive: nothing was refused)",
+        net_would,
+    );
+}
+
+/// The log's line for a connection.
+fn net_line(e: NetEvent) -> serde_json::Value {
+    let mut v = serde_json::json!({
+        "time": rfc3339(e.time),
+        "op": "connect",
+        "net": e.dest,
+        "result": e.result,
+        "why": e.rule,
+        "comm": e.comm,
+    });
+    if let Some(pid) = e.pid {
+        v["pid"] = pid.into();
+    }
+    v
 }
 
 /// The summary of `counted` paths printed when the mount ends.

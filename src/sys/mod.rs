@@ -21,8 +21,10 @@
 //!   `SAFETY` note: `fork` and `clone(CLONE_NEWPID)` (only sound while the process
 //!   has one thread, so they are `unsafe fn`), `close_range`, signal dispositions,
 //!   `_exit`, the environment change before `execvpe`, an all-zero `stat`,
-//!   Landlock's two calls, and seccomp's filter and user notifications (with the
-//!   connect a supervisor makes for the process it answers). It is
+//!   Landlock's two calls, bringing a namespace's loopback up, descriptors passed
+//!   over a Unix socket (`SCM_RIGHTS`: taking ownership of one received needs
+//!   `unsafe`), and seccomp's filter and user notifications (with the connect a
+//!   supervisor makes for the process it answers). It is
 //!   the only module where `unsafe` is allowed (`#![deny(unsafe_code)]` at the crate
 //!   root).
 
@@ -37,7 +39,7 @@ pub use process::*;
 pub use raw::{
     Notification, become_user_this_thread, catch_signal, close_from, connect_bytes, execvpe,
     exit_now, fork, fork_new_pid_ns, ignore_signal_default, landlock_abi, landlock_scope_self,
-    reset_signals, seccomp_answer, seccomp_connect_listener, seccomp_receive, seccomp_still_waits,
-    zeroed_stat,
+    loopback_up, recv_fd, reset_signals, seccomp_answer, seccomp_connect_listener, seccomp_receive,
+    seccomp_still_waits, send_fd, zeroed_stat,
 };
 pub use term::*;

@@ -436,3 +436,79 @@ pub fn become_user_this_thread(uid: u32, gid: u32) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// Brings the loopback interface of this network namespace up (`SIOCGIFFLAGS`
+/// and `SIOCSIFFLAGS`, which neither nix nor rustix wraps): a new network
+/// namespace starts with `lo` down, and nothing listens on 127.0.0.1 until it is
+/// up.
+pub fn loopback_up() -> io::Result<()> {
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType, socket};
+    use std::os::fd::AsRawFd;
+    let sock = socket(
+        AddressFamily::Inet,
+        SockType::Datagram,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
+    // SAFETY: `ifreq` is plain data, for which all zeroes is a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, s) in req.ifr_name.iter_mut().zip(b"lo\0") {
+        *d = *s as libc::c_char;
+    }
+    // SAFETY: SIOCGIFFLAGS reads `ifr_name` and writes `ifru_flags` of `req`,
+    // which lives across the call.
+    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel filled `ifru_flags`, the union's member for these calls.
+    unsafe { req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short };
+    // SAFETY: SIOCSIFFLAGS reads `req`, alive for the call.
+    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+// Descriptors passed between processes over a Unix socket (`SCM_RIGHTS`), as
+// `veilfs run` hands the listener of a network namespace to the proxy outside it.
+
+/// Sends `fd` (with one byte) over the Unix socket `over`.
+pub fn send_fd(over: impl std::os::fd::AsFd, fd: impl std::os::fd::AsFd) -> io::Result<()> {
+    let fds = [std::os::fd::AsRawFd::as_raw_fd(&fd.as_fd())];
+    let byte = [1u8];
+    nix::sys::socket::sendmsg::<nix::sys::socket::UnixAddr>(
+        std::os::fd::AsRawFd::as_raw_fd(&over.as_fd()),
+        &[std::io::IoSlice::new(&byte)],
+        &[nix::sys::socket::ControlMessage::ScmRights(&fds)],
+        nix::sys::socket::MsgFlags::MSG_NOSIGNAL,
+        None,
+    )?;
+    Ok(())
+}
+
+/// Receives one descriptor sent with [`send_fd`] over `over`; end of file (the
+/// sender gone without sending) is `UnexpectedEof`.
+pub fn recv_fd(over: impl std::os::fd::AsFd) -> io::Result<std::os::fd::OwnedFd> {
+    let mut byte = [0u8; 1];
+    let mut iov = [std::io::IoSliceMut::new(&mut byte)];
+    let mut space = nix::cmsg_space!([std::os::fd::RawFd; 1]);
+    let msg = nix::sys::socket::recvmsg::<nix::sys::socket::UnixAddr>(
+        std::os::fd::AsRawFd::as_raw_fd(&over.as_fd()),
+        &mut iov,
+        Some(&mut space),
+        nix::sys::socket::MsgFlags::MSG_CMSG_CLOEXEC,
+    )?;
+    let mut got = None;
+    for c in msg.cmsgs()? {
+        if let nix::sys::socket::ControlMessageOwned::ScmRights(fds) = c {
+            for fd in fds {
+                // SAFETY: the kernel just installed `fd` in this process for us
+                // (SCM_RIGHTS); nothing else owns it.
+                let owned =
+                    unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+                got.get_or_insert(owned);
+            }
+        }
+    }
+    got.ok_or_else(|| io::Error::from(io::ErrorKind::UnexpectedEof))
+}
