@@ -137,6 +137,18 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             crate::cmd::explain::explain_audit(&log, policy.as_deref(), workspace.as_deref(), json)
         }
         Command::Explain {
+            net,
+            policy,
+            workspace,
+            json,
+            ..
+        } if !net.is_empty() => crate::cmd::explain::net::explain_net(
+            &net,
+            policy.as_deref(),
+            workspace.as_deref(),
+            json,
+        ),
+        Command::Explain {
             policy,
             workspace,
             json,

@@ -308,10 +308,15 @@ pub enum Command {
         /// inherits its directory's decision is counted, not listed.
         #[arg(long, conflicts_with_all = ["paths", "audit"])]
         all: bool,
+        /// Instead of paths, destinations (`HOST:PORT`, repeatable): what `veilfs
+        /// run` does with a connection to each under the policy's `[network]` table
+        /// (allow, ask or deny), and the SPEC that decides.
+        #[arg(long, value_name = "HOST:PORT", conflicts_with_all = ["paths", "audit", "all"])]
+        net: Vec<String>,
         /// Paths (relative, or absolute inside the workspace or the home directory). A
         /// trailing `/`, or an existing directory in the workspace, is asked about as
         /// a directory.
-        #[arg(required_unless_present_any = ["audit", "all"], value_name = "PATH")]
+        #[arg(required_unless_present_any = ["audit", "all", "net"], value_name = "PATH")]
         paths: Vec<PathBuf>,
     },
 }

@@ -11,7 +11,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
@@ -443,5 +443,68 @@ fn a_bad_net_value_or_table_is_refused_before_anything_starts() {
         "{}",
         show(&o)
     );
-    let _ = Path::new("");
+}
+
+#[test]
+fn check_and_explain_read_the_network_table() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tmp.path().join(".veilfs.toml"),
+        "extends = \"default\"\n[network]\nallow = [\"*.example.com\"]\n\
+         ask = [\"192.0.2.1:22\"]\ndeny = [\"gist.example.com\"]\n",
+    )
+    .unwrap();
+    let veilfs = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_veilfs"))
+            .args(args)
+            .current_dir(tmp.path())
+            .output()
+            .unwrap()
+    };
+    let o = veilfs(&["check"]);
+    assert!(
+        text(&o.stdout).contains("network: 1 allowed, 1 asked, 1 denied"),
+        "{}",
+        show(&o)
+    );
+    let o = veilfs(&[
+        "explain",
+        "--net",
+        "api.example.com:443",
+        "--net",
+        "gist.example.com:443",
+        "--net",
+        "192.0.2.1:22",
+        "--net",
+        "example.com:443",
+    ]);
+    let out = text(&o.stdout);
+    for line in [
+        "api.example.com:443: allow  (network.allow \"*.example.com\" (",
+        "gist.example.com:443: deny  (network.deny \"gist.example.com\" (",
+        "192.0.2.1:22: ask  (network.ask \"192.0.2.1:22\" (",
+        "example.com:443: deny  (not in the network allow-list)",
+    ] {
+        assert!(out.contains(line), "{line}: {}", show(&o));
+    }
+    let o = veilfs(&["explain", "--json", "--net", "[2001:db8::1]:443"]);
+    let v: serde_json::Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
+    assert_eq!(
+        (v["net"].as_str(), v["action"].as_str()),
+        (Some("[2001:db8::1]:443"), Some("deny"))
+    );
+    let o = veilfs(&["explain", "--net", "no-port.example.com"]);
+    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+    std::fs::write(
+        tmp.path().join(".veilfs.toml"),
+        "[network]\ndeny = [\"a.test\", \"x y\"]\n",
+    )
+    .unwrap();
+    let o = veilfs(&["check"]);
+    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+    assert!(
+        text(&o.stderr).contains(".veilfs.toml:2:19: error: network.deny: \"x y\""),
+        "{}",
+        show(&o)
+    );
 }

@@ -85,6 +85,8 @@ impl Session {
             .arg(self.p("home.toml"))
             .arg("--audit")
             .arg(self.p("audit.log"))
+            // An allow-list: the command's own network namespace, and the proxy.
+            .args(["--net", "allow=localhost:1"])
             .args(args)
             .current_dir(self.p("ws"))
             .stdin(Stdio::null())
@@ -119,6 +121,7 @@ impl Session {
             .collect();
         for taken in [
             "fork-init",
+            "start-proxy",
             "mount",
             "protect-workspace-policy",
             "protect-home-policy",

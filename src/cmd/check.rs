@@ -124,20 +124,40 @@ pub fn check(path: Option<&Path>) -> Result<ExitCode> {
         ));
     }
     warnings.extend(import_warnings);
+    let network = match load::network_table(loaded.path.as_deref()) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("{e}");
+            return Ok(ExitCode::from(1));
+        }
+    };
     for w in &warnings {
         eprintln!("{w}");
     }
     let p = &loaded.policy;
     println!(
-        "{}: ok: {} rules, {} patterns, default \"{}\"{}",
+        "{}: ok: {} rules, {} patterns, default \"{}\"{}{}",
         loaded.source(),
         p.rule_count(),
         p.patterns().len(),
         p.default_action(),
+        network.as_ref().map_or(String::new(), network_said),
         match warnings.len() {
             0 => String::new(),
             n => format!(", {n} warning{}", if n == 1 { "" } else { "s" }),
         }
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// What `check` says of a `[network]` table: how many SPECs each list has.
+fn network_said(rules: &crate::policy::net::NetRules) -> String {
+    use crate::policy::net::NetAction;
+    let count = |a: NetAction| rules.rules().iter().filter(|r| r.action == a).count();
+    format!(
+        "; network: {} allowed, {} asked, {} denied (under `veilfs run`, nothing else)",
+        count(NetAction::Allow),
+        count(NetAction::Ask),
+        count(NetAction::Deny)
+    )
 }

@@ -226,8 +226,8 @@ pub enum PlanError {
     )]
     PermissiveHome,
     /// The `[network]` table of the workspace policy cannot be read.
-    #[error("the [network] table of {}:\n{why}", file.display())]
-    NetworkTable { file: PathBuf, why: String },
+    #[error(transparent)]
+    NetworkTable(load::NetworkTableError),
     /// The home directory's policy, or its place beside the workspace.
     #[error(transparent)]
     Home(#[from] home::HomeError),
@@ -493,21 +493,7 @@ fn confinement(
 /// The command's network: `--net`, and the `[network]` table of the workspace
 /// policy file `file` (see [`super::net::Network::decide`]).
 fn network(opts: &RunOptions, file: Option<&Path>) -> Result<super::net::Network, PlanError> {
-    let table = match file {
-        Some(f) => {
-            let text = std::fs::read_to_string(f).map_err(|source| PlanError::NetworkTable {
-                file: f.to_path_buf(),
-                why: source.to_string(),
-            })?;
-            crate::policy::net::parse_network_section(&f.display().to_string(), &text).map_err(
-                |e| PlanError::NetworkTable {
-                    file: f.to_path_buf(),
-                    why: e.to_string(),
-                },
-            )?
-        }
-        None => None,
-    };
+    let table = load::network_table(file).map_err(PlanError::NetworkTable)?;
     Ok(super::net::Network::decide(opts.net.as_ref(), table))
 }
 
@@ -552,6 +538,7 @@ fn as_the_user(
 
 #[cfg(test)]
 mod tests {
+    use super::super::net::Network;
     use super::*;
 
     /// The options of a plain `veilfs run -- true`, with `policy` and
@@ -574,14 +561,21 @@ mod tests {
             share_tmp: false,
             without_landlock: false,
             notices: None,
+            net: None,
             command: vec!["true".into()],
             mount: crate::session::mount::MountOptions::default(),
         }
     }
 
     /// The steps of a session of the workspace `ws` beside the home directory
-    /// `home` (or without one), each policy from a file when given.
-    fn steps_of(ws: &Path, home: Option<&Path>, files: Option<(&Path, &Path)>) -> Vec<Step> {
+    /// `home` (or without one), each policy from a file when given, with the
+    /// network `net`.
+    fn steps_of(
+        ws: &Path,
+        home: Option<&Path>,
+        files: Option<(&Path, &Path)>,
+        net: Network,
+    ) -> Vec<Step> {
         let loaded = |path: Option<&Path>| load::LoadedPolicy {
             policy: crate::policy::Policy::builtin(),
             path: path.map(Path::to_path_buf),
@@ -624,29 +618,37 @@ mod tests {
             private: Default::default(),
             notes: Default::default(),
         };
-        steps(&settings, ws.to_path_buf(), policies, conf)
+        steps(&settings, ws.to_path_buf(), policies, conf, net)
     }
 
     fn names(steps: &[Step]) -> Vec<&'static str> {
         steps.iter().map(Step::name).collect()
     }
 
-    /// Every kind of plan, with and without a home mount and policy files.
+    /// Every kind of plan, with and without a home mount and policy files, and
+    /// each network.
     fn plans() -> Vec<Vec<Step>> {
         let (ws, home) = (Path::new("/w"), Path::new("/h"));
         let files = (Path::new("/p/ws.toml"), Path::new("/p/home.toml"));
+        let host = || Network::Host {
+            table_unused: false,
+        };
+        let proxied =
+            || Network::Proxied(crate::policy::net::NetRules::from_command_line("a.test").unwrap());
         vec![
-            steps_of(ws, None, None),
-            steps_of(ws, Some(home), None),
-            steps_of(ws, Some(home), Some(files)),
-            steps_of(ws, None, Some(files)),
+            steps_of(ws, None, None, host()),
+            steps_of(ws, Some(home), None, host()),
+            steps_of(ws, Some(home), Some(files), proxied()),
+            steps_of(ws, None, Some(files), host()),
+            steps_of(ws, None, None, Network::Loopback),
+            steps_of(ws, Some(home), None, proxied()),
         ]
     }
 
     /// The order every plan keeps (see [`super::super::step`]): init forked before
     /// any thread starts, the signals blocked before any thread starts, and each
     /// step after those whose resources it uses.
-    const ORDER: [&str; 19] = [
+    const ORDER: [&str; 20] = [
         "open-roots",
         "bind-control",
         "notices",
@@ -655,6 +657,7 @@ mod tests {
         "block-signals",
         "start-logs",
         "build-filesystems",
+        "start-proxy",
         "mount",
         "protect-workspace-policy",
         "protect-home-policy",
@@ -691,9 +694,19 @@ mod tests {
     #[test]
     fn a_policy_file_outside_its_mount_is_protected_and_every_session_ends_the_same() {
         let all = names(&plans()[2]);
-        assert_eq!(all, ORDER, "with both policy files every step is taken");
+        assert_eq!(
+            all, ORDER,
+            "with both policy files and an allow-list every step is taken"
+        );
         let none = names(&plans()[0]);
         assert!(!none.iter().any(|n| n.ends_with("-policy")), "{none:?}");
+        // The proxy is started for an allow-list only.
+        for plan in plans() {
+            let proxied = plan
+                .iter()
+                .any(|s| matches!(s, Step::ForkInit(i) if matches!(i.net, Network::Proxied(_))));
+            assert_eq!(names(&plan).contains(&"start-proxy"), proxied);
+        }
         for plan in plans() {
             assert_eq!(
                 names(&plan)[plan.len() - 3..],

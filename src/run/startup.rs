@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! veilfs: running bash in /home/you/project (top of the git work tree) with the built-in default policy, hiding 2 paths in 2 places
-//! veilfs: home /home/you: built-in default home policy; system read-only; no host sockets; dropped AWS_SECRET_ACCESS_KEY
+//! veilfs: home /home/you: built-in default home policy; system read-only; no host sockets; dropped AWS_SECRET_ACCESS_KEY; host network
 //! veilfs: some paths ask: answer with `veilfs prompt` in another terminal; refusals noted in /run/veilfs/notices-run-42.log; -v says more
 //! ```
 //!

@@ -685,3 +685,34 @@ mod tests {
         assert!(r("/elsewhere/x").is_err());
     }
 }
+
+/// Why the `[network]` table of a policy file cannot be had.
+#[derive(Debug, thiserror::Error)]
+pub enum NetworkTableError {
+    #[error("reading {}: {source}", file.display())]
+    Read {
+        file: PathBuf,
+        source: std::io::Error,
+    },
+    /// Every problem, located (`file:line:col: error: ...`, one per line).
+    #[error(transparent)]
+    Invalid(#[from] crate::policy::net::NetSectionError),
+}
+
+/// The `[network]` table of the policy file `file` (`None`: the built-in policy,
+/// which has none), as `veilfs run`, `check` and `explain --net` read it.
+pub fn network_table(
+    file: Option<&Path>,
+) -> Result<Option<crate::policy::net::NetRules>, NetworkTableError> {
+    let Some(file) = file else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(file).map_err(|source| NetworkTableError::Read {
+        file: file.to_path_buf(),
+        source,
+    })?;
+    Ok(crate::policy::net::parse_network_section(
+        &file.display().to_string(),
+        &text,
+    )?)
+}

@@ -1,8 +1,10 @@
 //! `veilfs explain`: why the policy decides a path as it does, for one path, for the
-//! whole workspace ([`all`]) or for what an audit log recorded ([`audit`]).
+//! whole workspace ([`all`]) or for what an audit log recorded ([`audit`]); and
+//! what `veilfs run` does with a connection ([`net`]).
 
 pub mod all;
 pub mod audit;
+pub mod net;
 
 use std::io::Write;
 use std::path::Path;
