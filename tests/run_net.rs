@@ -60,6 +60,7 @@ while True:
 /// waited for in the log; the servers stopped.
 const HARNESS: &str = r#"
 ip link set lo up || exit 90
+if [ -e "$T/hosts" ]; then mount --bind "$T/hosts" /etc/hosts || exit 92; fi
 python3 "$T/servers.py" "$T/log" "$T/ready" 8001,8002 5353 & srv=$!
 n=0
 until [ -e "$T/ready" ]; do n=$((n+1)); [ $n -gt 400 ] && { kill $srv; exit 91; }; sleep 0.05; done
@@ -131,7 +132,9 @@ impl Net {
     /// (as `user` through `setpriv` when given).
     fn command(&self, user: Option<&str>, args: &[&str], script: &str) -> Command {
         let mut c = Command::new("timeout");
-        c.args(["120", "unshare", "--net", "--", "sh", "-c", HARNESS, "sh"]);
+        c.args([
+            "120", "unshare", "--net", "--mount", "--", "sh", "-c", HARNESS, "sh",
+        ]);
         if let Some(u) = user {
             c.args(["setpriv", "--reuid", u, "--regid", u, "--init-groups", "--"]);
         }
@@ -506,5 +509,89 @@ fn check_and_explain_read_the_network_table() {
         text(&o.stderr).contains(".veilfs.toml:2:19: error: network.deny: \"x y\""),
         "{}",
         show(&o)
+    );
+}
+
+/// A family no network namespace bounds (`AF_VSOCK`: a virtual machine's channel to
+/// its host) is refused to a command with a network namespace of its own. Where
+/// the machine has a vsock device, the same connection from outside the run is
+/// answered by the host's side (reset, or connected), proving the way was there.
+#[test]
+fn a_socket_family_the_namespace_does_not_bound_is_refused() {
+    const VSOCK: &str = r#"
+import socket
+try:
+    s = socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)
+    s.settimeout(5)
+    s.connect((2, 1024))
+    print("vsock: connected")
+except OSError as e:
+    print(f"vsock: {type(e).__name__}")
+"#;
+    let outside = Command::new("python3")
+        .args(["-c", VSOCK])
+        .output()
+        .unwrap();
+    let outside = text(&outside.stdout);
+    let net = Net::new();
+    for mode in ["none", "allow=localhost:8001"] {
+        let o = net.run(
+            &["-q", "--net", mode],
+            &format!("python3 -c '{}'", VSOCK.replace('\'', "\\'")),
+        );
+        let inside = said(&text(&o.stdout), "vsock").to_string();
+        let reachable = outside.contains("connected") || outside.contains("ConnectionResetError");
+        if reachable {
+            assert_eq!(
+                inside,
+                "ConnectionRefusedError",
+                "outside: {outside}; {}",
+                show(&o)
+            );
+        } else {
+            // No vsock here: the socket cannot even be made, inside or out.
+            assert_ne!(inside, "connected", "{}", show(&o));
+            eprintln!("no vsock device on this machine (outside: {outside:?}): checked less");
+        }
+    }
+}
+
+/// A name a glob allows that resolves to this host's own address (DNS rebinding:
+/// whoever controls the DNS below the glob points a name at 127.0.0.1) is refused;
+/// the same address named exactly is reached. The test's own `/etc/hosts`, bound
+/// in its mount namespace, stands in for that DNS.
+#[test]
+fn a_name_below_a_glob_never_leads_to_this_hosts_own_addresses() {
+    let net = Net::new();
+    std::fs::write(
+        net.p("hosts"),
+        "127.0.0.1 localhost a.rebind.test exact.rebind.test\n",
+    )
+    .unwrap();
+    let audit = net.p("audit.log");
+    let o = net.run(
+        &[
+            "--net",
+            "allow=*.rebind.test,exact.rebind.test:8001",
+            "--audit",
+            audit.to_str().unwrap(),
+        ],
+        "c() { curl -sS -m 10 -o /dev/null -w '%{http_code}' --noproxy '' \"$@\" 2>/dev/null || printf ' failed'; }; \
+         echo \"glob: $(c http://a.rebind.test:8001/glob)\"; \
+         echo \"socks: $(c --proxy socks5h://127.0.0.1:3128 http://a.rebind.test:8001/glob-socks)\"; \
+         echo \"exact: $(c http://exact.rebind.test:8001/exact)\"",
+    );
+    let out = text(&o.stdout);
+    assert_eq!(said(&out, "glob"), "403", "{}", show(&o));
+    assert_eq!(said(&out, "socks"), "000 failed", "{}", show(&o));
+    assert_eq!(said(&out, "exact"), "200", "{}", show(&o));
+    assert_eq!(net.seen("tcp 8001 GET /glob"), 0, "{:?}", net.log());
+    assert_eq!(net.seen("tcp 8001 GET /exact"), 1, "{:?}", net.log());
+    let events = net.audit();
+    assert!(
+        events.iter().any(|e| e["net"] == "a.rebind.test:8001"
+            && e["result"] == "refused"
+            && e["why"].as_str().unwrap().contains("this host's own")),
+        "{events:?}"
     );
 }

@@ -285,6 +285,7 @@ fn command_namespace(
         ),
         allowed: private.sockets.clone(),
         user,
+        own_net: matches!(confinement.net, super::net::InitNet::Own(_)),
     };
     match start_supervisor(rules) {
         Ok(h) => h,

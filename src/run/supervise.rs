@@ -13,7 +13,9 @@
 //!
 //! What is allowed:
 //! * an address of another family (`AF_INET`, `AF_INET6`, ...): connected as
-//!   given (the network is the `--net` issue's; loopback stays reachable);
+//!   given (what the network namespace reaches: the host's network, or under
+//!   `--net none` and `--net allow=` its loopback only, where a family the
+//!   namespace does not bound, such as `AF_VSOCK`, is refused);
 //! * a path socket that lies in one of the session's own mounts (the private
 //!   `/tmp`, `/var/tmp`, `/dev/shm`, `/run`, and veilfs's workspace and home
 //!   mounts, where a socket bound outside is never reached), or below an
@@ -48,7 +50,16 @@ pub struct Rules {
     pub allowed: Vec<PathBuf>,
     /// `--user`: the command's uid and gid.
     pub user: Option<(u32, u32)>,
+    /// The command has a network namespace of its own (`--net none`, `--net
+    /// allow=`): only the families that namespace bounds are connected (IPv4,
+    /// IPv6, netlink); another (`AF_VSOCK`, a channel to a virtual machine's host)
+    /// would lead out of it.
+    pub own_net: bool,
 }
+
+/// The families a command in a network namespace of its own may connect, besides
+/// `AF_UNIX` (decided by name, as always): those the namespace bounds.
+const NAMESPACED: [i32; 3] = [libc::AF_INET, libc::AF_INET6, libc::AF_NETLINK];
 
 /// The mount ids of `places` (the covered private places, veilfs's mount roots),
 /// in this mount namespace.
@@ -132,6 +143,9 @@ fn answer(listener: BorrowedFd<'_>, n: &sys::Notification, rules: &Rules) -> Res
     }
     let family = u16::from_ne_bytes([bytes[0], bytes[1]]);
     if family != libc::AF_UNIX as u16 {
+        if rules.own_net && !NAMESPACED.contains(&i32::from(family)) {
+            return Err(libc::ECONNREFUSED);
+        }
         return sys::connect_bytes(sock.as_fd(), &bytes).map_err(errno);
     }
     let path = &bytes[2..];

@@ -19,7 +19,7 @@
 
 use std::collections::HashMap;
 use std::io::{self, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -29,7 +29,7 @@ use std::time::{Duration, SystemTime};
 use parking_lot::Mutex;
 
 use super::{http, socks};
-use crate::policy::net::{Dest, Host, NetAction, NetRules};
+use crate::policy::net::{Dest, Host, NetAction, NetRules, Spec};
 use crate::session::audit::{Audit, NetEvent};
 
 /// Connections served at once.
@@ -207,15 +207,16 @@ fn serve(s: &Shared, id: u64, mut client: TcpStream) -> io::Result<()> {
                 return Err(io::Error::other(e));
             }
         };
-        if !s.admit(&dest, &client) {
+        let Some(by) = s.admit(&dest, &client) else {
             return socks::answer(&mut client, socks::Reply::NotAllowed);
-        }
-        match s.connect(&dest) {
+        };
+        match s.connect(&dest, by, &client) {
             Ok(up) => {
                 socks::answer(&mut client, socks::Reply::Succeeded)?;
                 s.relay(id, client, up, &[])
             }
-            Err(e) => {
+            Err(Reach::Refused) => socks::answer(&mut client, socks::Reply::NotAllowed),
+            Err(Reach::Failed(e)) => {
                 socks::answer(&mut client, socks::Reply::HostUnreachable)?;
                 Err(e)
             }
@@ -229,14 +230,18 @@ fn serve(s: &Shared, id: u64, mut client: TcpStream) -> io::Result<()> {
             }
         };
         let dest = req.dest().clone();
-        if !s.admit(&dest, &client) {
-            let why =
-                format!("{dest} is not in this session's network allow-list (veilfs run --net)");
-            return client.write_all(&http::refusal("403 Forbidden", &why));
-        }
-        let mut up = match s.connect(&dest) {
+        let refused =
+            format!("{dest} is not in this session's network allow-list (veilfs run --net)");
+        let Some(by) = s.admit(&dest, &client) else {
+            return client.write_all(&http::refusal("403 Forbidden", &refused));
+        };
+        let mut up = match s.connect(&dest, by, &client) {
             Ok(up) => up,
-            Err(e) => {
+            Err(Reach::Refused) => {
+                let why = format!("{dest} leads to an address this session refuses");
+                return client.write_all(&http::refusal("403 Forbidden", &why));
+            }
+            Err(Reach::Failed(e)) => {
                 let why = format!("cannot reach {dest}: {e}");
                 client.write_all(&http::refusal("502 Bad Gateway", &why))?;
                 return Err(e);
@@ -250,10 +255,41 @@ fn serve(s: &Shared, id: u64, mut client: TcpStream) -> io::Result<()> {
     }
 }
 
+/// What kind of SPEC let a destination through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AllowedBy {
+    /// A name or an address, as written (or a person's answer to one).
+    Exactly,
+    /// A glob below a name: what it resolves to must not be this host's own
+    /// addresses (see [`Shared::connect`]).
+    Glob,
+    /// Nothing (`--permissive`).
+    Nothing,
+}
+
+/// Why no connection was made to an admitted destination.
+enum Reach {
+    /// Every address it resolved to was refused (counted and logged).
+    Refused,
+    Failed(io::Error),
+}
+
+/// Addresses a name allowed by a glob never leads to: this host's own (loopback,
+/// unspecified) and link-local ones (a cloud's metadata service), where a name
+/// whose DNS someone else controls could otherwise point (DNS rebinding).
+fn own_or_link_local(ip: IpAddr) -> bool {
+    match ip.to_canonical() {
+        IpAddr::V4(a) => a.is_loopback() || a.is_unspecified() || a.is_link_local(),
+        IpAddr::V6(a) => {
+            a.is_loopback() || a.is_unspecified() || (a.segments()[0] & 0xffc0) == 0xfe80
+        }
+    }
+}
+
 impl Shared {
-    /// Whether `client` may reach `dest`; a refusal (or, permissive, what would
-    /// have been one) is counted and logged.
-    fn admit(&self, dest: &Dest, client: &TcpStream) -> bool {
+    /// Whether `client` may reach `dest`, and by what kind of SPEC; a refusal (or,
+    /// permissive, what would have been one) is counted and logged.
+    fn admit(&self, dest: &Dest, client: &TcpStream) -> Option<AllowedBy> {
         let d = self.setup.rules.decide(dest);
         let why = d.why();
         let allowed = match d.action {
@@ -268,8 +304,19 @@ impl Shared {
             if self.audit.lock().as_ref().is_some_and(Audit::all) {
                 self.log(dest, "allowed", why, client);
             }
-            return true;
+            let glob = d.rule.is_some_and(|r| matches!(r.spec, Spec::Below { .. }));
+            return Some(if glob && d.action == NetAction::Allow {
+                AllowedBy::Glob
+            } else {
+                AllowedBy::Exactly
+            });
         }
+        self.refuse(dest, why, client).then_some(AllowedBy::Nothing)
+    }
+
+    /// Counts and logs a refusal of `dest` (`why`); under `--permissive`, what
+    /// would have been one, and then `true`: go on.
+    fn refuse(&self, dest: &Dest, why: String, client: &TcpStream) -> bool {
         let (map, result) = if self.setup.permissive {
             (&self.would, "would-refuse")
         } else {
@@ -304,22 +351,33 @@ impl Shared {
         super::who::connected_from(self.setup.inside, peer)
     }
 
-    /// Connects to `dest`: an address as given; a name as it resolves here, less
-    /// the addresses a `deny` SPEC names.
-    fn connect(&self, dest: &Dest) -> io::Result<TcpStream> {
+    /// Connects to `dest`, allowed `by`: an address as given; a name as it
+    /// resolves here, less the addresses a `deny` SPEC names and, for a name a glob
+    /// allowed, this host's own and link-local addresses. When every address is
+    /// refused so, the refusal is counted and logged.
+    fn connect(&self, dest: &Dest, by: AllowedBy, client: &TcpStream) -> Result<TcpStream, Reach> {
         let addrs: Vec<SocketAddr> = match &dest.host {
             Host::Ip(ip) => vec![SocketAddr::new(*ip, dest.port)],
-            Host::Name(n) => (n.as_str(), dest.port).to_socket_addrs()?.collect(),
+            Host::Name(n) => (n.as_str(), dest.port)
+                .to_socket_addrs()
+                .map_err(Reach::Failed)?
+                .collect(),
         };
         let mut last = io::Error::new(io::ErrorKind::NotFound, "the name has no address");
+        let mut refused = false;
         for a in addrs {
-            if !self.setup.permissive
-                && let Some(rule) = self.setup.rules.denies_address(a.ip(), a.port())
+            let why = match self.setup.rules.denies_address(a.ip(), a.port()) {
+                Some(rule) => Some(format!("resolves to {a}: {}", rule.why())),
+                None if by == AllowedBy::Glob && own_or_link_local(a.ip()) => Some(format!(
+                    "resolves to {a}, this host's own or link-local: a name a glob allows \
+                     never leads there (name it exactly)"
+                )),
+                None => None,
+            };
+            if let Some(why) = why
+                && !self.refuse(dest, why, client)
             {
-                last = io::Error::new(
-                    io::ErrorKind::PermissionDenied,
-                    format!("it resolves to {a}, which {} refuses", rule.why()),
-                );
+                refused = true;
                 continue;
             }
             match TcpStream::connect_timeout(&a, CONNECT_TIMEOUT) {
@@ -327,7 +385,11 @@ impl Shared {
                 Err(e) => last = e,
             }
         }
-        Err(last)
+        Err(if refused {
+            Reach::Refused
+        } else {
+            Reach::Failed(last)
+        })
     }
 
     /// Copies both ways between `client` and `up` (after sending `pending`, what
