@@ -595,3 +595,49 @@ fn a_name_below_a_glob_never_leads_to_this_hosts_own_addresses() {
         "{events:?}"
     );
 }
+
+/// The person answers a destination's question in `veilfs prompt`, which shows it
+/// as a connection; `p` allows it for the rest of the session (the second
+/// connection asks nothing).
+#[test]
+fn veilfs_prompt_shows_a_destination_and_allows_it_for_the_session() {
+    let net = Net::new();
+    std::fs::write(
+        net.p("ws/.veilfs.toml"),
+        "extends = \"default\"\n[network]\nask = [\"localhost:8002\"]\n",
+    )
+    .unwrap();
+    let mut prompt = {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_veilfs"));
+        c.env("VEILFS_RUNTIME_DIR", net.p("rt"))
+            .arg("prompt")
+            .current_dir(net.p("ws"));
+        common::daemon::Prompt::start(c)
+    };
+    prompt
+        .err
+        .expect("veilfs prompt: waiting for a session of ");
+    let script = "while [ ! -e go ]; do sleep 0.05; done; \
+        curl -sS -m 60 --noproxy '' http://localhost:8002/one; \
+        curl -sS -m 60 --noproxy '' http://localhost:8002/two";
+    let child = net
+        .command(None, &["--quiet", "--ask-timeout", "600"], script)
+        .spawn()
+        .unwrap();
+    prompt.out.expect("answering for veilfs run (pid ");
+    std::fs::write(net.p("ws/go"), "").unwrap();
+    let shown = prompt.out.expect("deny with a reason");
+    assert!(
+        shown.contains("wants to connect to localhost:8002")
+            && shown.contains("because network.ask \"localhost:8002\"")
+            && shown.contains("p allow localhost:8002 for the session"),
+        "{shown}"
+    );
+    prompt.type_keys(b"p");
+    let (code, out, err) = common::finish(child, Duration::from_secs(90));
+    assert_eq!((code, out.as_str()), (0, "port 8002\nport 8002\n"), "{err}");
+    assert_eq!(net.seen("tcp 8002 GET /one"), 1, "{:?}", net.log());
+    assert_eq!(net.seen("tcp 8002 GET /two"), 1, "{:?}", net.log());
+    prompt.out.expect("-- waiting for a session of ");
+    assert_eq!(prompt.close(), 0);
+}

@@ -620,6 +620,20 @@ fn show(conn: &Conn, q: &serde_json::Value, open: usize) {
         q["pid"],
         q["uid"]
     ));
+    if s("root") == crate::run::net::ask::ROOT {
+        // A destination of `veilfs run --net`: `path` is `host:port`.
+        say(&format!(
+            "  wants to connect to {}",
+            crate::escape::escape(&path)
+        ));
+        say(&format!("  because {}", crate::escape::escape(&s("rule"))));
+        say(&format!(
+            "  y allow once | p allow {} for the session | n deny | r deny with a reason   (refused in {} s)",
+            crate::escape::escape(&path),
+            q["timeout_ms"].as_u64().unwrap_or(0) / 1000
+        ));
+        return;
+    }
     say(&format!(
         "  wants to {} {} ({})",
         s("access"),
