@@ -127,44 +127,47 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             }
             crate::cmd::check::check(policy.as_deref())
         }
-        Command::Explain {
-            audit: Some(log),
-            policy,
-            workspace,
+        Command::Explain(args) => explain(args),
+    }
+}
+
+/// `veilfs explain`: for an audit log, destinations, every path, or the paths
+/// given.
+fn explain(args: crate::cli::ExplainArgs) -> Result<ExitCode> {
+    let crate::cli::ExplainArgs {
+        policy,
+        workspace,
+        json,
+        home_policy,
+        no_home,
+        audit,
+        all,
+        net,
+        paths,
+    } = args;
+    if let Some(log) = audit {
+        return crate::cmd::explain::explain_audit(
+            &log,
+            policy.as_deref(),
+            workspace.as_deref(),
             json,
-            ..
-        } => {
-            crate::cmd::explain::explain_audit(&log, policy.as_deref(), workspace.as_deref(), json)
-        }
-        Command::Explain {
-            net,
-            policy,
-            workspace,
-            json,
-            ..
-        } if !net.is_empty() => crate::cmd::explain::net::explain_net(
+        );
+    }
+    if !net.is_empty() {
+        return crate::cmd::explain::net::explain_net(
             &net,
             policy.as_deref(),
             workspace.as_deref(),
             json,
-        ),
-        Command::Explain {
-            policy,
-            workspace,
-            json,
-            paths,
-            home_policy,
-            no_home,
-            all,
-            ..
-        } => crate::cmd::explain::explain(
-            policy.as_deref(),
-            workspace.as_deref(),
-            json,
-            if all { None } else { Some(&paths) },
-            (!no_home).then_some(home_policy.as_deref()),
-        ),
+        );
     }
+    crate::cmd::explain::explain(
+        policy.as_deref(),
+        workspace.as_deref(),
+        json,
+        if all { None } else { Some(&paths) },
+        (!no_home).then_some(home_policy.as_deref()),
+    )
 }
 
 /// Sends `log` records (veilfs's own and fuser's) to stderr: `RUST_LOG` if set, else

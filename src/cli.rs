@@ -273,52 +273,56 @@ pub enum Command {
     /// the rule (file:line:col) or other reason that decided it. A path in the home
     /// directory outside the workspace is decided by the home policy of `veilfs
     /// run`, and shown as `~/PATH`.
-    Explain {
-        /// The policy file. Default: .veilfs.toml at the workspace root if present,
-        /// else the built-in default policy.
-        #[arg(long, value_name = "FILE")]
-        policy: Option<PathBuf>,
-        /// The workspace; relative PATHs are then relative to it. Default: found from
-        /// the current directory as `veilfs run` finds it (nearest `.veilfs.toml`,
-        /// else the git work tree's top, else the current directory), and relative
-        /// PATHs are relative to the current directory.
-        #[arg(long, value_name = "DIR")]
-        workspace: Option<PathBuf>,
-        /// One JSON object per line instead of text.
-        #[arg(long)]
-        json: bool,
-        /// The home policy for paths in the home directory outside the workspace
-        /// (as `veilfs run` takes it; default: `~/.config/veilfs/home.toml`, else the
-        /// built-in default home policy).
-        #[arg(long, value_name = "FILE", conflicts_with = "no_home")]
-        home_policy: Option<PathBuf>,
-        /// Explain as `veilfs run --no-home` would: paths outside the workspace are
-        /// refused as arguments.
-        #[arg(long)]
-        no_home: bool,
-        /// Instead of paths, read an audit log: its refusals, and what a
-        /// `--permissive` run would have refused or asked about, counted by the
-        /// rule that made them, then path by path with what the policy in force
-        /// (--policy, --workspace) decides now.
-        #[arg(long, value_name = "FILE", conflicts_with = "paths")]
-        audit: Option<PathBuf>,
-        /// Instead of paths, every path of the workspace that the policy denies or
-        /// makes read-only (or asks for), with the rule that decided it: one walk of
-        /// the tree that opens no file (`.git` is not walked). A path that only
-        /// inherits its directory's decision is counted, not listed.
-        #[arg(long, conflicts_with_all = ["paths", "audit"])]
-        all: bool,
-        /// Instead of paths, destinations (`HOST:PORT`, repeatable): what `veilfs
-        /// run` does with a connection to each under the policy's `[network]` table
-        /// (allow, ask or deny), and the SPEC that decides.
-        #[arg(long, value_name = "HOST:PORT", conflicts_with_all = ["paths", "audit", "all"])]
-        net: Vec<String>,
-        /// Paths (relative, or absolute inside the workspace or the home directory). A
-        /// trailing `/`, or an existing directory in the workspace, is asked about as
-        /// a directory.
-        #[arg(required_unless_present_any = ["audit", "all", "net"], value_name = "PATH")]
-        paths: Vec<PathBuf>,
-    },
+    Explain(ExplainArgs),
+}
+
+/// The arguments of `veilfs explain`.
+#[derive(Debug, clap::Args)]
+pub struct ExplainArgs {
+    /// The policy file. Default: .veilfs.toml at the workspace root if present,
+    /// else the built-in default policy.
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+    /// The workspace; relative PATHs are then relative to it. Default: found from
+    /// the current directory as `veilfs run` finds it (nearest `.veilfs.toml`,
+    /// else the git work tree's top, else the current directory), and relative
+    /// PATHs are relative to the current directory.
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// One JSON object per line instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// The home policy for paths in the home directory outside the workspace
+    /// (as `veilfs run` takes it; default: `~/.config/veilfs/home.toml`, else the
+    /// built-in default home policy).
+    #[arg(long, value_name = "FILE", conflicts_with = "no_home")]
+    pub home_policy: Option<PathBuf>,
+    /// Explain as `veilfs run --no-home` would: paths outside the workspace are
+    /// refused as arguments.
+    #[arg(long)]
+    pub no_home: bool,
+    /// Instead of paths, read an audit log: its refusals, and what a
+    /// `--permissive` run would have refused or asked about, counted by the
+    /// rule that made them, then path by path with what the policy in force
+    /// (--policy, --workspace) decides now.
+    #[arg(long, value_name = "FILE", conflicts_with = "paths")]
+    pub audit: Option<PathBuf>,
+    /// Instead of paths, every path of the workspace that the policy denies or
+    /// makes read-only (or asks for), with the rule that decided it: one walk of
+    /// the tree that opens no file (`.git` is not walked). A path that only
+    /// inherits its directory's decision is counted, not listed.
+    #[arg(long, conflicts_with_all = ["paths", "audit"])]
+    pub all: bool,
+    /// Instead of paths, destinations (`HOST:PORT`, repeatable): what `veilfs
+    /// run` does with a connection to each under the policy's `[network]` table
+    /// (allow, ask or deny), and the SPEC that decides.
+    #[arg(long, value_name = "HOST:PORT", conflicts_with_all = ["paths", "audit", "all"])]
+    pub net: Vec<String>,
+    /// Paths (relative, or absolute inside the workspace or the home directory). A
+    /// trailing `/`, or an existing directory in the workspace, is asked about as
+    /// a directory.
+    #[arg(required_unless_present_any = ["audit", "all", "net"], value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
 }
 
 /// Caching and data-path options shared by `mount` and `run`.

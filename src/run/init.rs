@@ -69,15 +69,7 @@ pub(super) fn init_main(
         sys::close_from(3, &keep)
     };
     // The network first: the daemon waits for the proxy's listener.
-    let own_net = match &mut confinement.net {
-        super::net::InitNet::Host => false,
-        super::net::InitNet::Own(hand_to) => {
-            if let Err(e) = super::net::isolate(hand_to.take()) {
-                fail("cannot give the command a network namespace of its own", e);
-            }
-            true
-        }
-    };
+    let own_net = network(&mut confinement.net);
     // Leave the caller's session (and controlling terminal); the pty's slave takes
     // the place of the caller's terminal on fds 0-2.
     if let Err(e) = nix::unistd::setsid() {
@@ -155,6 +147,20 @@ pub(super) fn init_main(
             if pid == child {
                 sys::exit_now(exit.status());
             }
+        }
+    }
+}
+
+/// The command's network namespace, when it gets one of its own (see
+/// [`super::net::isolate`]): whether it does.
+fn network(net: &mut super::net::InitNet) -> bool {
+    match net {
+        super::net::InitNet::Host => false,
+        super::net::InitNet::Own(hand_to) => {
+            if let Err(e) = super::net::isolate(hand_to.take()) {
+                fail("cannot give the command a network namespace of its own", e);
+            }
+            true
         }
     }
 }
