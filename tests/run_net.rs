@@ -259,6 +259,21 @@ fn an_allow_list_lets_through_what_it_names_and_nothing_else() {
         "{}",
         show(&o)
     );
+    // And the first refusal of each destination was noted while it ran, in the
+    // notices file the start-up line names (kept: it holds notices).
+    let notices: String = std::fs::read_dir(net.p("rt"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("notices-run-"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .collect();
+    assert_eq!(
+        notices,
+        "veilfs: connect to localhost:8002 refused: not in the network allow-list\n\
+         veilfs: connect to 127.0.0.1:8001 refused: not in the network allow-list\n",
+        "{}",
+        show(&o)
+    );
 }
 
 #[test]

@@ -327,6 +327,9 @@ fn start_proxy(
         audit: t.audit.clone(),
         inside,
         ask: t.broker.clone().map(super::net::ask::through),
+        notices: need(t.notices.as_ref(), step, "notices")?
+            .destination
+            .clone(),
     };
     t.proxy = Some(super::net::proxy::Proxy::start(listener, setup).map_err(Failure::Proxy)?);
     Ok(())

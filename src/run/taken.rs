@@ -157,7 +157,7 @@ impl Drop for Notices {
     fn drop(&mut self) {
         if let Destination::Session(s, _) = &self.destination
             && !self.named
-            && s.summary().is_none()
+            && !s.holds_notices()
         {
             let _ = std::fs::remove_file(&s.path);
         }

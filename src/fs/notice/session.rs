@@ -101,6 +101,9 @@ struct Tally {
     /// Files refused by a rule, each with the hint that answers it, to be said
     /// only if the file is not there when the command has ended.
     candidates: Vec<(Root, Vec<u8>, String)>,
+    /// Lines written of other refusals (the network proxy's), summed up by
+    /// whoever wrote them.
+    others: usize,
 }
 
 impl SessionNotices {
@@ -165,6 +168,21 @@ impl SessionNotices {
             }
         }
         let _ = writeln!(file, "{line}");
+    }
+
+    /// Writes `line`, the notice of a refusal that is not a name's (a connection
+    /// the network proxy refused), which its writer sums up itself.
+    pub fn write_other(&self, line: &str) {
+        use std::io::Write;
+        let mut file = self.file.lock();
+        self.tally.lock().others += 1;
+        let _ = writeln!(file, "{line}");
+    }
+
+    /// Whether any notice was written (the file is then kept).
+    pub fn holds_notices(&self) -> bool {
+        let t = self.tally.lock();
+        t.refused > 0 || t.others > 0
     }
 
     /// The lines `run` prints when the command has ended (`None`: nothing was

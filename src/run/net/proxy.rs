@@ -54,6 +54,9 @@ pub struct Setup {
     pub inside: i32,
     /// Asks a person about `ask` destinations; without it they are refused.
     pub ask: Option<AskNet>,
+    /// Where the first refusal of each destination is said while the command
+    /// runs (the session's notices file, or the log).
+    pub notices: crate::fs::notice::Destination,
 }
 
 /// The proxy, running; [`Proxy::stop`] (or dropping it) ends it.
@@ -322,12 +325,37 @@ impl Shared {
         } else {
             (&self.refused, "refused")
         };
-        map.lock()
-            .entry(dest.to_string())
-            .or_insert((0, why.clone()))
-            .0 += 1;
+        let first = {
+            let mut map = map.lock();
+            let slot = map.entry(dest.to_string()).or_insert((0, why.clone()));
+            slot.0 += 1;
+            slot.0 == 1
+        };
+        if first {
+            self.notice(dest, &why);
+        }
         self.log(dest, result, why, client);
         self.setup.permissive
+    }
+
+    /// Says the first refusal of `dest` where notices go.
+    fn notice(&self, dest: &Dest, why: &str) {
+        use crate::fs::notice::Destination;
+        let line = format!(
+            "veilfs: connect to {dest} {}: {}",
+            if self.setup.permissive {
+                "would be refused (permissive)"
+            } else {
+                "refused"
+            },
+            crate::escape::escape(why)
+        );
+        match &self.setup.notices {
+            Destination::Session(s, _) => s.write_other(&line),
+            Destination::Log => log::info!("{line}"),
+            // `run` always has one of the two; never the command's terminal.
+            Destination::Stderr => {}
+        }
     }
 
     fn log(&self, dest: &Dest, result: &'static str, rule: String, client: &TcpStream) {
