@@ -24,7 +24,7 @@ fn toml_syntax_error() {
 fn unknown_top_level_key() {
     assert_eq!(
         errors("default = \"allow\"\nmode = \"x\"\n"),
-        "bad.toml:2:1: error: unknown key `mode`, expected one of `extends`, `default`, `rules`, `env`"
+        "bad.toml:2:1: error: unknown key `mode`, expected one of `extends`, `default`, `rules`, `env`, `network`"
     );
 }
 
@@ -35,6 +35,17 @@ fn an_env_table_is_accepted_and_ignored() {
     let p = veilfs::Policy::parse(
         "both.toml",
         "default = \"allow\"\n[env]\nkeep = [\"A\"]\n[[rules]]\naction = \"deny\"\npaths = [\".env\"]\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(p.rule_count(), 1);
+}
+
+/// `[network]` (the network lists of `veilfs run`) may share the file too.
+#[test]
+fn a_network_table_is_accepted_and_ignored() {
+    let p = veilfs::Policy::parse(
+        "both.toml",
+        "[network]\nallow = [\"a.test\"]\n[[rules]]\naction = \"deny\"\npaths = [\".env\"]\n",
     )
     .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(p.rule_count(), 1);
