@@ -88,15 +88,22 @@ pub struct RawPolicy {
     pub default: Action,
     pub default_at: Option<Location>,
     pub rules: Vec<RawRule>,
-    /// `extends` as written (`"default"`, `"home-default"`, `"none"`), if given.
+    /// `extends` as written (`"default"`, `"home-default"`, `"none"`,
+    /// `"agent:NAME"`, or a list of them, joined with `, `), if given.
     pub extends: Option<String>,
+    /// The agent profiles its rules hold (`extends = "agent:NAME"`, or the agent
+    /// of the session, see [`parse_with_agent`]).
+    pub agents: Vec<&'static str>,
+    /// Where the file's own rules start in `rules` (those before come from
+    /// `extends`).
+    pub own_from: usize,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileShape {
-    /// A built-in policy whose rules come first (see [`parse`]).
-    extends: Option<Spanned<String>>,
+    /// Built-in policies whose rules come first (see [`parse`]).
+    extends: Option<Spanned<OneOrMany>>,
     default: Option<Spanned<String>>,
     #[serde(default)]
     rules: Vec<Spanned<RuleShape>>,
@@ -136,6 +143,14 @@ enum OneOrMany {
 }
 
 impl OneOrMany {
+    /// The names, as written.
+    fn written(&self) -> Vec<String> {
+        match self {
+            OneOrMany::One(s) => vec![s.clone()],
+            OneOrMany::Many(v) => v.clone(),
+        }
+    }
+
     /// The names, each with its byte offset in `text` (searched for inside `span`,
     /// where the value was written: serde cannot carry spans through an untagged
     /// enum).
@@ -201,7 +216,7 @@ fn importable() -> String {
     names.join(", ")
 }
 
-const EXTENDS: &str = r#""default" (the built-in workspace policy), "home-default" (the built-in home policy of `veilfs run`) or "none" (no built-in rules)"#;
+const EXTENDS: &str = r#""default" (the built-in workspace policy), "home-default" (the built-in home policy of `veilfs run`), "agent:NAME" (an agent's profile, after the built-in default) or "none" (no built-in rules), or a list of them (`["home-default", "agent:claude"]`)"#;
 
 /// The text of a built-in policy a file may extend, and the name its locations
 /// print as.
@@ -261,32 +276,15 @@ pub fn parse(name: &str, text: &str) -> Result<(RawPolicy, Vec<PolicyError>), Lo
     })?;
 
     let mut errors = Vec::new();
-    let base = match &shape.extends {
-        None => None,
-        // Said on purpose: no built-in rules (`check` does not warn).
-        Some(e) if e.get_ref() == "none" => None,
-        Some(e) => match builtin_text(e.get_ref()) {
-            Some((base_name, text)) => match parse(base_name, text) {
-                Ok((raw, _)) => Some(raw),
-                Err(e) => return Err(e),
-            },
-            None => {
-                errors.push(PolicyError {
-                    at: index.at(e.span().start),
-                    message: format!(
-                        "unknown built-in policy {:?} in `extends`: expected {EXTENDS}",
-                        e.get_ref()
-                    ),
-                });
-                None
-            }
-        },
-    };
+    let (bases, agents) = bases(shape.extends.as_ref(), &index, &mut errors)?;
+    // The default of the last built-in policy (an agent's profile has none).
+    let base_default = bases
+        .iter()
+        .rev()
+        .find(|(is_agent, _)| !is_agent)
+        .map(|(_, b)| (b.default, b.default_at.clone()));
     let (default, default_at) = match &shape.default {
-        None => match &base {
-            Some(b) => (b.default, b.default_at.clone()),
-            None => (Action::Allow, None),
-        },
+        None => base_default.unwrap_or((Action::Allow, None)),
         Some(d) => {
             let at = index.at(d.span().start);
             match parse_action(d.get_ref()) {
@@ -308,7 +306,8 @@ pub fn parse(name: &str, text: &str) -> Result<(RawPolicy, Vec<PolicyError>), Lo
 
     // The base's rules first: the file's own rules come later, so they win where
     // both match (last match wins), and `explain` names the base's by its location.
-    let mut rules = base.map(|b| b.rules).unwrap_or_default();
+    let mut rules: Vec<RawRule> = bases.into_iter().flat_map(|(_, b)| b.rules).collect();
+    let own_from = rules.len();
     for (i, rule) in shape.rules.iter().enumerate() {
         if let Some(r) = parse_rule(i, rule, (&index, text), &mut errors) {
             rules.push(r);
@@ -321,10 +320,102 @@ pub fn parse(name: &str, text: &str) -> Result<(RawPolicy, Vec<PolicyError>), Lo
             default,
             default_at,
             rules,
-            extends: shape.extends.map(|e| e.into_inner()),
+            extends: shape.extends.map(|e| e.into_inner().written().join(", ")),
+            agents,
+            own_from,
         },
         errors,
     ))
+}
+
+/// The built-in policies `extends` names, each parsed (and whether it is an
+/// agent's profile), in order, and the agents among them. One `"agent:NAME"`
+/// alone stands for `["default", "agent:NAME"]`: a profile never replaces the
+/// built-in rules. An unknown name is an error in `errors`.
+#[allow(clippy::type_complexity)]
+fn bases(
+    extends: Option<&Spanned<OneOrMany>>,
+    index: &LineIndex<'_>,
+    errors: &mut Vec<PolicyError>,
+) -> Result<(Vec<(bool, RawPolicy)>, Vec<&'static str>), LoadError> {
+    let Some(e) = extends else {
+        return Ok((Vec::new(), Vec::new()));
+    };
+    let at = index.at(e.span().start);
+    let mut names = e.get_ref().written();
+    if let [one] = names.as_slice()
+        && one.starts_with(AGENT)
+    {
+        names.insert(0, "default".to_string());
+    }
+    let (mut out, mut agents) = (Vec::new(), Vec::new());
+    for name in &names {
+        // Said on purpose: no built-in rules (`check` does not warn).
+        if name == "none" && names.len() == 1 {
+            continue;
+        }
+        if let Some(agent) = name.strip_prefix(AGENT) {
+            match super::agents::profile(agent) {
+                Some(p) => {
+                    agents.push(p.name);
+                    out.push((true, profile_raw(p)?));
+                }
+                None => errors.push(PolicyError {
+                    at: at.clone(),
+                    message: format!(
+                        "unknown agent {agent:?} in `extends`: the profiles are {}",
+                        super::agents::names()
+                    ),
+                }),
+            }
+            continue;
+        }
+        match builtin_text(name) {
+            Some((base_name, text)) => out.push((false, parse(base_name, text)?.0)),
+            None => errors.push(PolicyError {
+                at: at.clone(),
+                message: format!(
+                    "unknown built-in policy {name:?} in `extends`: expected {EXTENDS}"
+                ),
+            }),
+        }
+    }
+    Ok((out, agents))
+}
+
+/// What names a profile in `extends`.
+const AGENT: &str = "agent:";
+
+/// A profile's rules, parsed.
+fn profile_raw(p: &super::agents::Profile) -> Result<RawPolicy, LoadError> {
+    Ok(parse(&super::agents::location_name(p), p.text)?.0)
+}
+
+/// Parses as [`parse`] does, for a session whose agent is `agent` (`veilfs run
+/// --agent`, or found from the command's name): its profile's rules come after the
+/// built-in rules (those of `extends`, or all of a built-in policy's own text) and
+/// before the file's own, so that the person's rules still win; unless `extends`
+/// already names it.
+pub fn parse_with_agent(
+    name: &str,
+    text: &str,
+    agent: Option<&'static super::agents::Profile>,
+) -> Result<(RawPolicy, Vec<PolicyError>), LoadError> {
+    let (mut raw, errors) = parse(name, text)?;
+    let Some(p) = agent.filter(|p| !raw.agents.contains(&p.name)) else {
+        return Ok((raw, errors));
+    };
+    let profile = profile_raw(p)?;
+    let at = if name == super::BUILTIN_NAME || name == super::BUILTIN_HOME_NAME {
+        raw.rules.len()
+    } else {
+        raw.own_from
+    };
+    let n = profile.rules.len();
+    raw.rules.splice(at..at, profile.rules);
+    raw.own_from = at + n;
+    raw.agents.push(p.name);
+    Ok((raw, errors))
 }
 
 /// Rule `i` (0-based) of the file whose `text` `index` locates, as written; `None`

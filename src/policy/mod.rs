@@ -127,6 +127,7 @@ pub mod ignore;
 mod imports;
 mod index;
 mod lint;
+pub mod agents;
 pub mod net;
 
 use std::collections::HashMap;
