@@ -221,6 +221,88 @@ fn the_command_reaches_no_host_socket() {
     assert_none_reached(&o, &services, &before);
 }
 
+/// A name the command binds that holds a newline and, after it, a forged line of
+/// `/proc/net/unix` (its own socket's inode, bound to the host's abstract name)
+/// does not make the host's socket the session's: with and without Landlock (the
+/// supervisor connects outside Landlock's domain). Attacker pass on `--net`.
+#[test]
+fn a_forged_line_of_the_socket_table_reaches_no_host_socket() {
+    let s = Session::new();
+    let victim = Service::new(&format!(
+        "@veilfs-forged-{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::SeqCst)
+    ));
+    victim.answers_outside();
+    let before = victim.accepted();
+    let script = r#"
+import errno, os, socket, sys
+victim = sys.argv[1]
+forger = socket.socket(socket.AF_UNIX)
+ino = os.fstat(forger.fileno()).st_ino
+forged = "\0x\n0000000000000000: 00000002 00000000 00010000 0001 01 %d @%s" % (ino, victim)
+forger.bind(forged.encode()); forger.listen(1)
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect(b"\0" + victim.encode())
+    print("forged CONNECTED", s.recv(16))
+except OSError as e:
+    print("forged", errno.errorcode.get(e.errno, e.errno))
+"#;
+    for extra in [&[][..], &["--without-landlock"][..]] {
+        let o = s
+            .run(extra)
+            .args(["python3", "-c", script, &victim.name[1..]])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", show(&o));
+        assert_eq!(outcome(&o, "forged"), "ECONNREFUSED", "{}", show(&o));
+    }
+    assert_eq!(victim.accepted(), before, "the host's socket was reached");
+}
+
+/// A connection made by a thread other than the process's first (Go, Java, a
+/// thread pool) is decided as any other: the command's own sockets are reached,
+/// the host's are not. (The supervisor asked for the thread's own pidfd, which
+/// only a process's first thread has: every such connect failed with ENOENT.)
+#[test]
+fn a_thread_connects_as_its_process_does() {
+    let s = Session::new();
+    let host = Service::new(&format!(
+        "@veilfs-thread-{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::SeqCst)
+    ));
+    host.answers_outside();
+    let before = host.accepted();
+    let script = r#"
+import errno, socket, sys, threading
+def attempt(label, family, addr):
+    def go():
+        c = socket.socket(family)
+        try:
+            c.connect(addr); print(label, "CONNECTED", flush=True)
+        except OSError as e:
+            print(label, errno.errorcode.get(e.errno, e.errno), flush=True)
+    t = threading.Thread(target=go); t.start(); t.join()
+own = socket.socket(socket.AF_UNIX); own.bind(b"\0own-thread"); own.listen(4)
+tcp = socket.socket(); tcp.bind(("127.0.0.1", 0)); tcp.listen(4)
+attempt("own-abstract", socket.AF_UNIX, b"\0own-thread")
+attempt("own-tcp", socket.AF_INET, tcp.getsockname())
+attempt("host", socket.AF_UNIX, b"\0" + sys.argv[1].encode())
+"#;
+    let o = s
+        .run(&[])
+        .args(["python3", "-c", script, &host.name[1..]])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    assert_eq!(outcome(&o, "own-abstract"), "CONNECTED", "{}", show(&o));
+    assert_eq!(outcome(&o, "own-tcp"), "CONNECTED", "{}", show(&o));
+    assert_eq!(outcome(&o, "host"), "ECONNREFUSED", "{}", show(&o));
+    assert_eq!(host.accepted(), before);
+}
+
 /// `--share-tmp` shares the files of `/tmp`, not the sockets there at start;
 /// abstract names stay refused with `--without-landlock` too.
 #[test]

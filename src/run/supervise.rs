@@ -124,7 +124,10 @@ fn answer(listener: BorrowedFd<'_>, n: &sys::Notification, rules: &Rules) -> Res
     if len > std::mem::size_of::<libc::sockaddr_storage>() || len < 2 {
         return Err(libc::EINVAL);
     }
-    let pid = rustix::process::Pid::from_raw(n.pid as i32).ok_or(libc::ESRCH)?;
+    // The notification names the calling thread; a pidfd is opened on its
+    // process (a thread other than the first has none of its own), whose
+    // descriptor table the thread shares.
+    let pid = rustix::process::Pid::from_raw(thread_group(n.pid)? as i32).ok_or(libc::ESRCH)?;
     let pidfd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
         .map_err(|e| e.raw_os_error())?;
     let mut bytes = vec![0u8; len];
@@ -138,10 +141,14 @@ fn answer(listener: BorrowedFd<'_>, n: &sys::Notification, rules: &Rules) -> Res
     if !sys::seccomp_still_waits(listener, n.id) {
         return Err(libc::EINTR);
     }
+    let family = u16::from_ne_bytes([bytes[0], bytes[1]]);
+    // An abstract name is looked for among the session's sockets while this
+    // thread may still take copies of them (before it takes the command's user).
+    let abstract_bound = (family == libc::AF_UNIX as u16 && bytes.get(2) == Some(&0))
+        .then(|| session_binds(&bytes[3..]));
     if let Some((uid, gid)) = rules.user {
         sys::become_user_this_thread(uid, gid).map_err(errno)?;
     }
-    let family = u16::from_ne_bytes([bytes[0], bytes[1]]);
     if family != libc::AF_UNIX as u16 {
         if rules.own_net && !NAMESPACED.contains(&i32::from(family)) {
             return Err(libc::ECONNREFUSED);
@@ -150,7 +157,10 @@ fn answer(listener: BorrowedFd<'_>, n: &sys::Notification, rules: &Rules) -> Res
     }
     let path = &bytes[2..];
     match path.first() {
-        Some(0) => connect_abstract(sock.as_fd(), &bytes),
+        Some(0) if abstract_bound == Some(true) => {
+            sys::connect_bytes(sock.as_fd(), &bytes).map_err(errno)
+        }
+        Some(0) => Err(libc::ECONNREFUSED),
         Some(_) => connect_path(sock.as_fd(), n.pid, path, rules),
         // Unnamed: the kernel's own answer.
         None => sys::connect_bytes(sock.as_fd(), &bytes).map_err(errno),
@@ -280,66 +290,60 @@ fn connect_path(sock: BorrowedFd<'_>, pid: u32, raw: &[u8], rules: &Rules) -> Re
     sys::connect_bytes(sock, &addr).map_err(errno)
 }
 
-/// An abstract name: allowed when a process of the session holds a socket bound
-/// to it (every process this supervisor sees in its `/proc` is of the session).
-fn connect_abstract(sock: BorrowedFd<'_>, addr: &[u8]) -> Result<(), i32> {
-    let errno = |e: io::Error| e.raw_os_error().unwrap_or(libc::EIO);
-    // As `/proc/net/unix` shows it: `@`, then the name with NUL bytes as `@`.
-    let shown: Vec<u8> = addr[2..]
-        .iter()
-        .map(|&b| if b == 0 { b'@' } else { b })
-        .collect();
-    let table = std::fs::read("/proc/net/unix").map_err(errno)?;
-    let held = session_socket_inodes();
-    let bound = table.split(|&b| b == b'\n').skip(1).any(|line| {
-        let fields: Vec<&[u8]> = line
-            .splitn(8, |&b| b == b' ')
-            .filter(|f| !f.is_empty())
-            .collect();
-        let inode = fields
-            .get(6)
-            .and_then(|f| std::str::from_utf8(f).ok()?.parse::<u64>().ok());
-        let path = line
-            .iter()
-            .rposition(|&b| b == b' ')
-            .map(|i| &line[i + 1..]);
-        matches!((inode, path), (Some(i), Some(p)) if p == shown.as_slice() && held.contains(&i))
-    });
-    if !bound {
-        return Err(libc::ECONNREFUSED);
-    }
-    sys::connect_bytes(sock, addr).map_err(errno)
+/// The process (thread group) of thread `tid` (`Tgid:` in its status).
+fn thread_group(tid: u32) -> Result<u32, i32> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).map_err(|_| libc::ESRCH)?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or(libc::ESRCH)
 }
 
-/// The inodes of the sockets the processes in view hold (`socket:[N]` links in
-/// `/proc/*/fd`).
-fn session_socket_inodes() -> Vec<u64> {
-    let mut out = Vec::new();
+/// Whether a socket that a process in view holds (every process this supervisor
+/// sees in its `/proc` is of the session) is bound to the abstract `name`. Each
+/// such socket is asked its own name (`getsockname` on a copy of it), never
+/// `/proc/net/unix`, whose lines print a name's bytes raw: a name holding a
+/// newline could forge a line there.
+fn session_binds(name: &[u8]) -> bool {
     let Ok(procs) = std::fs::read_dir("/proc") else {
-        return out;
+        return false;
     };
-    for p in procs.flatten() {
-        let Ok(fds) = std::fs::read_dir(p.path().join("fd")) else {
-            continue;
+    procs.flatten().any(|p| {
+        let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            return false;
         };
-        for fd in fds.flatten() {
-            let Ok(link) = std::fs::read_link(fd.path()) else {
-                continue;
-            };
-            let link = link.as_os_str().as_bytes();
-            if let Some(n) = link
-                .strip_prefix(b"socket:[")
-                .and_then(|r| r.strip_suffix(b"]"))
-            {
-                out.extend(
-                    std::str::from_utf8(n)
-                        .ok()
-                        .and_then(|n| n.parse::<u64>().ok()),
-                );
-            }
-        }
-    }
-    out
+        let Ok(fds) = std::fs::read_dir(p.path().join("fd")) else {
+            return false;
+        };
+        let sockets: Vec<i32> = fds
+            .flatten()
+            .filter(|fd| {
+                std::fs::read_link(fd.path())
+                    .is_ok_and(|l| l.as_os_str().as_bytes().starts_with(b"socket:["))
+            })
+            .filter_map(|fd| fd.file_name().to_str()?.parse().ok())
+            .collect();
+        !sockets.is_empty() && holds_bound(pid, &sockets, name)
+    })
+}
+
+/// Whether one of the descriptors `fds` of process `pid` is a Unix socket bound to
+/// the abstract `name`.
+fn holds_bound(pid: i32, fds: &[i32], name: &[u8]) -> bool {
+    use rustix::process::{PidfdFlags, PidfdGetfdFlags, pidfd_getfd, pidfd_open};
+    let Some(pidfd) =
+        rustix::process::Pid::from_raw(pid).and_then(|p| pidfd_open(p, PidfdFlags::empty()).ok())
+    else {
+        return false;
+    };
+    fds.iter().any(|&fd| {
+        pidfd_getfd(&pidfd, fd, PidfdGetfdFlags::empty()).is_ok_and(|s| {
+            nix::sys::socket::getsockname::<nix::sys::socket::UnixAddr>(s.as_raw_fd())
+                .ok()
+                .is_some_and(|a| a.as_abstract() == Some(name))
+        })
+    })
 }
 
 #[cfg(test)]
