@@ -175,12 +175,15 @@ struct Handover {
 impl Handover {
     /// In the command, before `exec`: installs the seccomp filter, has the
     /// supervisor take the listener (by `pidfd_getfd`), and closes it here.
-    fn give(self) -> std::io::Result<()> {
+    fn give(self, own_net: bool) -> std::io::Result<()> {
         // Init made itself not dumpable, and so is this fork of it until `exec`:
         // the supervisor could not take the listener without a capability of the
         // first user namespace. Only init and the supervisor exist yet.
         nix::sys::prctl::set_dumpable(true)?;
-        let listener = sys::seccomp_connect_listener()?;
+        // In a network namespace of its own, the families no namespace bounds
+        // cannot even be made: a socket of them, listening, would be a way in.
+        let refused: &[i32] = if own_net { &super::net::UNBOUNDED } else { &[] };
+        let listener = sys::seccomp_connect_listener(refused)?;
         let mut msg = std::process::id().to_le_bytes().to_vec();
         msg.extend_from_slice(&(listener.as_raw_fd() as u32).to_le_bytes());
         nix::unistd::write(self.tell.as_fd(), &msg)?;
@@ -352,7 +355,7 @@ fn start_command(
             e,
         );
     }
-    if let Err(e) = handover.give() {
+    if let Err(e) = handover.give(own_net) {
         fail("cannot put the command's connections under supervision", e);
     }
     let (command, env) = (program.argv, program.env);

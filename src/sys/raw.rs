@@ -227,71 +227,154 @@ pub fn landlock_scope_self(scoped: u64) -> io::Result<()> {
 }
 
 /// `AUDIT_ARCH_*` of this build's native system call ABI, its compat ABI (32-bit
-/// programs on a 64-bit kernel), and the compat ABI's calls that can connect or
-/// bypass seccomp (`socketcall`, `connect`, io_uring's three).
+/// programs on a 64-bit kernel), the compat ABI's calls that can connect or
+/// bypass seccomp (`socketcall`, `connect`, io_uring's three), and its `socket`.
 #[cfg(target_arch = "x86_64")]
-const SECCOMP_ABI: (u32, u32, [u32; 5]) = (0xC000_003E, 0x4000_0003, [102, 362, 425, 426, 427]);
+const SECCOMP_ABI: (u32, u32, [u32; 5], u32) =
+    (0xC000_003E, 0x4000_0003, [102, 362, 425, 426, 427], 359);
 #[cfg(target_arch = "aarch64")]
-const SECCOMP_ABI: (u32, u32, [u32; 5]) = (0xC000_00B7, 0x4000_0028, [283, 283, 425, 426, 427]);
+const SECCOMP_ABI: (u32, u32, [u32; 5], u32) =
+    (0xC000_00B7, 0x4000_0028, [283, 283, 425, 426, 427], 281);
 
 /// One BPF instruction (`struct sock_filter`).
 const fn bpf(code: u16, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
     libc::sock_filter { code, jt, jf, k }
 }
 
-/// The seccomp program of [`seccomp_connect_listener`].
-#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-fn connect_filter() -> Vec<libc::sock_filter> {
-    use libc::{
-        BPF_ABS, BPF_JEQ, BPF_JGE, BPF_JMP, BPF_K, BPF_LD, BPF_RET, BPF_W, SECCOMP_RET_ALLOW,
-        SECCOMP_RET_ERRNO, SECCOMP_RET_USER_NOTIF,
-    };
-    let (native, compat, compat_calls) = SECCOMP_ABI;
-    let ld = (BPF_LD | BPF_W | BPF_ABS) as u16;
-    let jeq = (BPF_JMP | BPF_JEQ | BPF_K) as u16;
-    let jge = (BPF_JMP | BPF_JGE | BPF_K) as u16;
-    let ret = (BPF_RET | BPF_K) as u16;
-    let enosys = SECCOMP_RET_ERRNO | libc::ENOSYS as u32;
-    let uring = [
-        libc::SYS_io_uring_setup as u32,
-        libc::SYS_io_uring_enter as u32,
-        libc::SYS_io_uring_register as u32,
-    ];
-    let mut p = vec![
-        bpf(ld, 0, 0, 4), // arch
-        bpf(jeq, 1, 0, native),
-        bpf(jeq, 9, 6, compat), // to the compat checks at 12, else allow at 9
-        bpf(ld, 0, 0, 0),       // nr
-        bpf(jge, 5, 0, 0x4000_0000), // x32: ENOSYS
-        bpf(jeq, 5, 0, libc::SYS_connect as u32),
-        bpf(jeq, 3, 0, uring[0]),
-        bpf(jeq, 2, 0, uring[1]),
-        bpf(jeq, 1, 0, uring[2]),
-        bpf(ret, 0, 0, SECCOMP_RET_ALLOW),
-        bpf(ret, 0, 0, enosys),
-        bpf(ret, 0, 0, SECCOMP_RET_USER_NOTIF),
-    ];
-    // Compat: each listed call fails with ENOSYS.
-    p.push(bpf(ld, 0, 0, 0));
-    for (i, nr) in compat_calls.iter().enumerate() {
-        let left = (compat_calls.len() - i) as u8;
-        p.push(bpf(jeq, left, 0, *nr));
+/// A jump's target in [`Program`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Label {
+    Allow,
+    Enosys,
+    Notify,
+    Compat,
+    CompatAllow,
+    CompatEnosys,
+    Socket,
+    NoFamily,
+    Next,
+}
+
+/// A seccomp program being written: conditional jumps name labels, resolved to
+/// offsets once every label is placed.
+struct Program {
+    code: Vec<(libc::sock_filter, Label, Label)>,
+    at: Vec<(Label, usize)>,
+}
+
+impl Program {
+    fn op(&mut self, code: u32, k: u32) {
+        self.code
+            .push((bpf(code as u16, 0, 0, k), Label::Next, Label::Next));
     }
-    p.push(bpf(ret, 0, 0, SECCOMP_RET_ALLOW));
-    p.push(bpf(ret, 0, 0, enosys));
-    p
+    fn jeq(&mut self, k: u32, yes: Label, no: Label) {
+        use libc::{BPF_JEQ, BPF_JMP, BPF_K};
+        self.code
+            .push((bpf((BPF_JMP | BPF_JEQ | BPF_K) as u16, 0, 0, k), yes, no));
+    }
+    fn jge(&mut self, k: u32, yes: Label, no: Label) {
+        use libc::{BPF_JGE, BPF_JMP, BPF_K};
+        self.code
+            .push((bpf((BPF_JMP | BPF_JGE | BPF_K) as u16, 0, 0, k), yes, no));
+    }
+    fn label(&mut self, l: Label) {
+        self.at.push((l, self.code.len()));
+    }
+    fn finish(self) -> Vec<libc::sock_filter> {
+        let at = |l: Label, i: usize| -> u8 {
+            if l == Label::Next {
+                return 0;
+            }
+            let target = self.at.iter().find(|(x, _)| *x == l).map_or(i + 1, |x| x.1);
+            // Forward jumps only (the tests run the program), within a program
+            // far shorter than 256.
+            target.saturating_sub(i + 1) as u8
+        };
+        self.code
+            .iter()
+            .enumerate()
+            .map(|(i, (f, yes, no))| libc::sock_filter {
+                jt: at(*yes, i),
+                jf: at(*no, i),
+                ..*f
+            })
+            .collect()
+    }
+}
+
+/// The seccomp program of [`seccomp_connect_listener`]: `refused` socket
+/// families fail `socket()` with `EAFNOSUPPORT`.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+fn connect_filter(refused: &[i32]) -> Vec<libc::sock_filter> {
+    use Label::*;
+    use libc::{
+        BPF_ABS, BPF_K, BPF_LD, BPF_RET, BPF_W, SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO,
+        SECCOMP_RET_USER_NOTIF,
+    };
+    let (native, compat, compat_calls, compat_socket) = SECCOMP_ABI;
+    let (ld, ret) = (BPF_LD | BPF_W | BPF_ABS, BPF_RET | BPF_K);
+    let enosys = SECCOMP_RET_ERRNO | libc::ENOSYS as u32;
+    let socket = if refused.is_empty() { Allow } else { Socket };
+    let mut p = Program {
+        code: Vec::new(),
+        at: Vec::new(),
+    };
+    p.op(ld, 4); // arch
+    p.jeq(native, Next, Compat);
+    p.op(ld, 0); // nr
+    p.jge(0x4000_0000, Enosys, Next); // x32
+    p.jeq(libc::SYS_connect as u32, Notify, Next);
+    for nr in [
+        libc::SYS_io_uring_setup,
+        libc::SYS_io_uring_enter,
+        libc::SYS_io_uring_register,
+    ] {
+        p.jeq(nr as u32, Enosys, Next);
+    }
+    p.jeq(libc::SYS_socket as u32, socket, Allow);
+    p.label(Allow);
+    p.op(ret, SECCOMP_RET_ALLOW);
+    p.label(Enosys);
+    p.op(ret, enosys);
+    p.label(Notify);
+    p.op(ret, SECCOMP_RET_USER_NOTIF);
+    // Compat: each listed call fails with ENOSYS; its `socket` is checked too.
+    p.label(Compat);
+    p.jeq(compat, Next, CompatAllow);
+    p.op(ld, 0);
+    for nr in compat_calls {
+        p.jeq(nr, CompatEnosys, Next);
+    }
+    p.jeq(compat_socket, socket, CompatAllow);
+    p.label(CompatAllow);
+    p.op(ret, SECCOMP_RET_ALLOW);
+    p.label(CompatEnosys);
+    p.op(ret, enosys);
+    if !refused.is_empty() {
+        // socket(domain, ...): the low word of the first argument.
+        p.label(Socket);
+        p.op(ld, 16);
+        for &f in refused {
+            p.jeq(f as u32, NoFamily, Next);
+        }
+        p.op(ret, SECCOMP_RET_ALLOW);
+        p.label(NoFamily);
+        p.op(ret, SECCOMP_RET_ERRNO | libc::EAFNOSUPPORT as u32);
+    }
+    p.finish()
 }
 
 /// Installs on the calling process a seccomp filter under which every `connect`
 /// waits for the supervisor holding the returned listener (user notification),
-/// io_uring fails (`ENOSYS`: its connect would pass the filter by), and the
-/// 32-bit ABI's `socketcall` and `connect` fail (`ENOSYS`). It is inherited by
+/// io_uring fails (`ENOSYS`: its connect would pass the filter by), the
+/// 32-bit ABI's `socketcall` and `connect` fail (`ENOSYS`), and `socket()` of a
+/// family in `refused` fails (`EAFNOSUPPORT`). It is inherited by
 /// everything the process execs and forks, and cannot be removed. Needs
 /// `no_new_privs`.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-pub fn seccomp_connect_listener() -> io::Result<std::os::fd::OwnedFd> {
+pub fn seccomp_connect_listener(refused: &[i32]) -> io::Result<std::os::fd::OwnedFd> {
     use std::os::fd::FromRawFd;
-    let filter = connect_filter();
+    let filter = connect_filter(refused);
     let prog = libc::sock_fprog {
         len: filter.len() as u16,
         filter: filter.as_ptr() as *mut libc::sock_filter,
@@ -511,4 +594,77 @@ pub fn recv_fd(over: impl std::os::fd::AsFd) -> io::Result<std::os::fd::OwnedFd>
         }
     }
     got.ok_or_else(|| io::Error::from(io::ErrorKind::UnexpectedEof))
+}
+
+#[cfg(all(test, any(target_arch = "x86_64", target_arch = "aarch64")))]
+mod tests {
+    use super::*;
+
+    /// Runs a seccomp program (the instructions it uses) on one call.
+    fn run(p: &[libc::sock_filter], arch: u32, nr: u32, arg0: u32) -> u32 {
+        let (mut acc, mut pc) = (0u32, 0usize);
+        loop {
+            let f = p[pc];
+            match f.code as u32 {
+                c if c == libc::BPF_LD | libc::BPF_W | libc::BPF_ABS => {
+                    acc = match f.k {
+                        0 => nr,
+                        4 => arch,
+                        16 => arg0,
+                        k => panic!("load at {k}"),
+                    };
+                    pc += 1;
+                }
+                c if c == libc::BPF_RET | libc::BPF_K => return f.k,
+                c if c == libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K => {
+                    pc += 1 + usize::from(if acc == f.k { f.jt } else { f.jf });
+                }
+                c if c == libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K => {
+                    pc += 1 + usize::from(if acc >= f.k { f.jt } else { f.jf });
+                }
+                c => panic!("instruction {c:#x}"),
+            }
+        }
+    }
+
+    #[test]
+    fn the_filter_decides_each_kind_of_call() {
+        let (native, compat, calls, compat_socket) = SECCOMP_ABI;
+        let allow = libc::SECCOMP_RET_ALLOW;
+        let enosys = libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32;
+        let nofamily = libc::SECCOMP_RET_ERRNO | libc::EAFNOSUPPORT as u32;
+        let socket = libc::SYS_socket as u32;
+        let vsock = libc::AF_VSOCK as u32;
+        for refused in [&[][..], &[libc::AF_VSOCK][..]] {
+            let p = connect_filter(refused);
+            let vsock_result = if refused.is_empty() { allow } else { nofamily };
+            let table = [
+                (
+                    native,
+                    libc::SYS_connect as u32,
+                    0,
+                    libc::SECCOMP_RET_USER_NOTIF,
+                ),
+                (native, libc::SYS_io_uring_setup as u32, 0, enosys),
+                (native, 0x4000_0000 | 42, 0, enosys),
+                (native, libc::SYS_read as u32, 0, allow),
+                (native, socket, libc::AF_INET as u32, allow),
+                (native, socket, libc::AF_UNIX as u32, allow),
+                (native, socket, vsock, vsock_result),
+                (compat, calls[0], 0, enosys),
+                (compat, calls[1], 0, enosys),
+                (compat, 3, 0, allow),
+                (compat, compat_socket, vsock, vsock_result),
+                (compat, compat_socket, libc::AF_INET as u32, allow),
+                (0x1234, socket, vsock, allow),
+            ];
+            for (arch, nr, arg0, want) in table {
+                assert_eq!(
+                    run(&p, arch, nr, arg0),
+                    want,
+                    "arch {arch:#x} nr {nr} arg {arg0} (refused {refused:?})"
+                );
+            }
+        }
+    }
 }

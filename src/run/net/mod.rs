@@ -28,6 +28,11 @@ use std::os::fd::OwnedFd;
 
 use crate::policy::net::{NetRules, NetSpecError};
 
+/// The socket families no network namespace bounds, which a command with one of
+/// its own cannot make (`socket()` fails with `EAFNOSUPPORT`): `AF_VSOCK`, a
+/// virtual machine's channel to its host (and the host's way in), and Bluetooth.
+pub const UNBOUNDED: [i32; 2] = [libc::AF_VSOCK, libc::AF_BLUETOOTH];
+
 /// Where the proxy listens in the command's network namespace.
 pub const PROXY_PORT: u16 = 3128;
 
