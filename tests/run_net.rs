@@ -665,3 +665,61 @@ fn veilfs_prompt_shows_a_destination_and_allows_it_for_the_session() {
     prompt.out.expect("-- waiting for a session of ");
     assert_eq!(prompt.close(), 0);
 }
+
+/// A request that names no destination the proxy can read (an address in a form
+/// the resolver reads, `CONNECT 127.1:8001`; a SOCKS5 name that is one) is refused
+/// and, like any refusal, counted and in the audit log (attacker pass: such
+/// probes left no trace).
+#[test]
+fn a_malformed_request_is_a_refusal_on_the_record() {
+    let net = Net::new();
+    let audit = net.p("audit.log");
+    let script = r#"
+python3 - <<'EOF'
+import socket
+c = socket.create_connection(("127.0.0.1", 3128), timeout=10)
+c.sendall(b"CONNECT 127.1:8001 HTTP/1.1\r\n\r\n")
+print("http:", c.recv(64).split(b"\r\n")[0].decode())
+s = socket.create_connection(("127.0.0.1", 3128), timeout=10)
+s.sendall(b"\x05\x01\x00")
+assert s.recv(2) == b"\x05\x00"
+s.sendall(b"\x05\x01\x00\x03\x05127.1\x1f\x41")
+print("socks:", s.recv(2)[1])
+EOF
+"#;
+    let o = net.run(
+        &[
+            "--net",
+            "allow=localhost:8001",
+            "--audit",
+            audit.to_str().unwrap(),
+        ],
+        script,
+    );
+    let out = text(&o.stdout);
+    assert_eq!(
+        said(&out, "http"),
+        "HTTP/1.1 400 Bad Request",
+        "{}",
+        show(&o)
+    );
+    assert_eq!(said(&out, "socks"), "2", "{}", show(&o));
+    let malformed: Vec<_> = net
+        .audit()
+        .into_iter()
+        .filter(|e| e["net"] == "(a malformed request)" && e["result"] == "refused")
+        .collect();
+    assert_eq!(malformed.len(), 2, "{malformed:?}");
+    assert!(
+        malformed
+            .iter()
+            .all(|e| e["why"].as_str().unwrap().contains("127.1")),
+        "{malformed:?}"
+    );
+    assert!(
+        text(&o.stderr).contains("refused 2 connections"),
+        "{}",
+        show(&o)
+    );
+    assert_eq!(net.seen("tcp 8001"), 1, "only the probe: {:?}", net.log());
+}

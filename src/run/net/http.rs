@@ -110,7 +110,13 @@ pub fn parse_head(head: &[u8]) -> Result<Request, HttpError> {
     } else {
         path.to_string()
     };
-    let mut out = format!("{method} {path} {version}\r\nHost: {authority}\r\n");
+    // `Host` is the destination as decided (never the authority's own spelling,
+    // which may carry what the server reads otherwise).
+    let host = match dest.port {
+        80 => dest.host.to_string(),
+        _ => dest.to_string(),
+    };
+    let mut out = format!("{method} {path} {version}\r\nHost: {host}\r\n");
     for h in lines.filter(|l| !l.is_empty()) {
         let name = h.split(':').next().unwrap_or("").trim();
         let dropped = [
@@ -214,6 +220,23 @@ mod tests {
                 .unwrap()
                 .starts_with("POST /?q HTTP/1.0\r\n")
         );
+    }
+
+    #[test]
+    fn the_host_header_is_the_destination_as_decided() {
+        for (line, host) in [
+            ("GET http://A.Test./x HTTP/1.1", "Host: a.test\r\n"),
+            (
+                "GET http://a.test:9000\t/x HTTP/1.1",
+                "Host: a.test:9000\r\n",
+            ),
+            ("GET http://[::1]:8080/ HTTP/1.1", "Host: [::1]:8080\r\n"),
+        ] {
+            let Request::Forward { head, .. } = head_of(&format!("{line}\r\n\r\n")) else {
+                panic!("not forwarded")
+            };
+            assert!(String::from_utf8(head).unwrap().contains(host), "{line}");
+        }
     }
 
     fn head_of(s: &str) -> Request {

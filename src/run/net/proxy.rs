@@ -24,7 +24,7 @@ use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use parking_lot::Mutex;
 
@@ -171,7 +171,8 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
         };
         if shared.busy.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
             shared.busy.fetch_sub(1, Ordering::AcqRel);
-            log::warn!("proxy: more than {MAX_CONNECTIONS} connections; one closed");
+            let why = format!("more than {MAX_CONNECTIONS} connections at once: closed");
+            shared.refuse_request(TOO_MANY, why, &client);
             continue;
         }
         let s = shared.clone();
@@ -192,69 +193,135 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
     }
 }
 
+/// What the audit log and the summary call a request that names no destination
+/// the proxy can read.
+const MALFORMED: &str = "(a malformed request)";
+
+/// What they call a connection past [`MAX_CONNECTIONS`].
+const TOO_MANY: &str = "(too many connections)";
+
 /// Serves one client: reads where it goes, decides, connects, relays.
-fn serve(s: &Shared, id: u64, mut client: TcpStream) -> io::Result<()> {
-    client.set_read_timeout(Some(HEAD_TIMEOUT))?;
+fn serve(s: &Shared, id: u64, client: TcpStream) -> io::Result<()> {
     s.live.lock().insert(id, vec![client.try_clone()?]);
     let mut first = [0u8; 1];
-    if client.peek(&mut first)? == 0 {
+    let mut head = Within::new(&client);
+    if head.peek(&mut first)? == 0 {
         return Ok(());
     }
     if first[0] == socks::VERSION {
-        let dest = match socks::handshake(&mut client) {
-            Ok(d) => d,
-            Err(e) => {
-                if let Some(r) = e.reply() {
-                    socks::answer(&mut client, r)?;
-                }
-                return Err(io::Error::other(e));
-            }
-        };
-        let Some(by) = s.admit(&dest, &client) else {
-            return socks::answer(&mut client, socks::Reply::NotAllowed);
-        };
-        match s.connect(&dest, by, &client) {
-            Ok(up) => {
-                socks::answer(&mut client, socks::Reply::Succeeded)?;
-                s.relay(id, client, up, &[])
-            }
-            Err(Reach::Refused) => socks::answer(&mut client, socks::Reply::NotAllowed),
-            Err(Reach::Failed(e)) => {
-                socks::answer(&mut client, socks::Reply::HostUnreachable)?;
-                Err(e)
-            }
-        }
+        serve_socks(s, id, client)
     } else {
-        let (req, rest) = match http::read_request(&mut client) {
-            Ok(r) => r,
-            Err(e) => {
-                client.write_all(&http::refusal("400 Bad Request", &e.to_string()))?;
-                return Err(io::Error::other(e));
+        serve_http(s, id, client)
+    }
+}
+
+/// A SOCKS5 client.
+fn serve_socks(s: &Shared, id: u64, mut client: TcpStream) -> io::Result<()> {
+    let dest = match socks::handshake(&mut Within::new(&client)) {
+        Ok(d) => d,
+        Err(e) => {
+            if let Some(r) = e.reply() {
+                s.refuse_request(MALFORMED, format!("SOCKS5: {e}"), &client);
+                socks::answer(&mut client, r)?;
             }
-        };
-        let dest = req.dest().clone();
-        let refused =
-            format!("{dest} is not in this session's network allow-list (veilfs run --net)");
-        let Some(by) = s.admit(&dest, &client) else {
-            return client.write_all(&http::refusal("403 Forbidden", &refused));
-        };
-        let mut up = match s.connect(&dest, by, &client) {
-            Ok(up) => up,
-            Err(Reach::Refused) => {
-                let why = format!("{dest} leads to an address this session refuses");
-                return client.write_all(&http::refusal("403 Forbidden", &why));
-            }
-            Err(Reach::Failed(e)) => {
-                let why = format!("cannot reach {dest}: {e}");
-                client.write_all(&http::refusal("502 Bad Gateway", &why))?;
-                return Err(e);
-            }
-        };
-        match req {
-            http::Request::Connect(_) => client.write_all(http::ESTABLISHED)?,
-            http::Request::Forward { head, .. } => up.write_all(&head)?,
+            return Err(io::Error::other(e));
         }
-        s.relay(id, client, up, &rest)
+    };
+    let Some(by) = s.admit(&dest, &client) else {
+        return socks::answer(&mut client, socks::Reply::NotAllowed);
+    };
+    match s.connect(&dest, by, &client) {
+        Ok(up) => {
+            socks::answer(&mut client, socks::Reply::Succeeded)?;
+            s.relay(id, client, up, &[])
+        }
+        Err(Reach::Refused) => socks::answer(&mut client, socks::Reply::NotAllowed),
+        Err(Reach::Failed(e)) => {
+            socks::answer(&mut client, socks::Reply::HostUnreachable)?;
+            Err(e)
+        }
+    }
+}
+
+/// An HTTP client: `CONNECT`, or plain HTTP with an absolute URI.
+fn serve_http(s: &Shared, id: u64, mut client: TcpStream) -> io::Result<()> {
+    let (req, rest) = match http::read_request(&mut Within::new(&client)) {
+        Ok(r) => r,
+        Err(e) => {
+            if !matches!(e, http::HttpError::Io(_) | http::HttpError::Ended) {
+                s.refuse_request(MALFORMED, format!("HTTP: {e}"), &client);
+            }
+            client.write_all(&http::refusal("400 Bad Request", &e.to_string()))?;
+            return Err(io::Error::other(e));
+        }
+    };
+    let dest = req.dest().clone();
+    let refused = format!("{dest} is not in this session's network allow-list (veilfs run --net)");
+    let Some(by) = s.admit(&dest, &client) else {
+        return client.write_all(&http::refusal("403 Forbidden", &refused));
+    };
+    let mut up = match s.connect(&dest, by, &client) {
+        Ok(up) => up,
+        Err(Reach::Refused) => {
+            let why = format!("{dest} leads to an address this session refuses");
+            return client.write_all(&http::refusal("403 Forbidden", &why));
+        }
+        Err(Reach::Failed(e)) => {
+            let why = format!("cannot reach {dest}: {e}");
+            client.write_all(&http::refusal("502 Bad Gateway", &why))?;
+            return Err(e);
+        }
+    };
+    match req {
+        http::Request::Connect(_) => client.write_all(http::ESTABLISHED)?,
+        http::Request::Forward { head, .. } => up.write_all(&head)?,
+    }
+    s.relay(id, client, up, &rest)
+}
+
+/// A client read and written while it says where it goes: the whole of that must
+/// come within [`HEAD_TIMEOUT`] of the start, however slowly it trickles in.
+struct Within<'a> {
+    stream: &'a TcpStream,
+    until: Instant,
+}
+
+impl<'a> Within<'a> {
+    fn new(stream: &'a TcpStream) -> Within<'a> {
+        Within {
+            stream,
+            until: Instant::now() + HEAD_TIMEOUT,
+        }
+    }
+
+    /// Sets the read timeout to what is left; none left is `TimedOut`.
+    fn left(&self) -> io::Result<()> {
+        let left = self.until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        self.stream.set_read_timeout(Some(left))
+    }
+
+    fn peek(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.left()?;
+        self.stream.peek(buf)
+    }
+}
+
+impl io::Read for Within<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.left()?;
+        (&mut &*self.stream).read(buf)
+    }
+}
+
+impl Write for Within<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        (&mut &*self.stream).write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
     }
 }
 
@@ -305,7 +372,7 @@ impl Shared {
         };
         if allowed {
             if self.audit.lock().as_ref().is_some_and(Audit::all) {
-                self.log(dest, "allowed", why, client);
+                self.log(&dest.to_string(), "allowed", why, client);
             }
             let glob = d.rule.is_some_and(|r| matches!(r.spec, Spec::Below { .. }));
             return Some(if glob && d.action == NetAction::Allow {
@@ -320,30 +387,45 @@ impl Shared {
     /// Counts and logs a refusal of `dest` (`why`); under `--permissive`, what
     /// would have been one, and then `true`: go on.
     fn refuse(&self, dest: &Dest, why: String, client: &TcpStream) -> bool {
-        let (map, result) = if self.setup.permissive {
+        self.count(&dest.to_string(), self.setup.permissive, why, client);
+        self.setup.permissive
+    }
+
+    /// Counts and logs a request refused whatever the mode: one that names no
+    /// destination the proxy can read, or one past [`MAX_CONNECTIONS`] (`what`
+    /// says which).
+    fn refuse_request(&self, what: &str, why: String, client: &TcpStream) {
+        self.count(what, false, why, client);
+    }
+
+    /// Counts `what` (a destination, or a kind of request) refused for `why` (or,
+    /// `would`, that it would have been), says the first of each where notices go
+    /// and logs each.
+    fn count(&self, what: &str, would: bool, why: String, client: &TcpStream) {
+        let (map, result) = if would {
             (&self.would, "would-refuse")
         } else {
             (&self.refused, "refused")
         };
         let first = {
             let mut map = map.lock();
-            let slot = map.entry(dest.to_string()).or_insert((0, why.clone()));
+            let slot = map.entry(what.to_string()).or_insert((0, why.clone()));
             slot.0 += 1;
             slot.0 == 1
         };
         if first {
-            self.notice(dest, &why);
+            self.notice(what, would, &why);
         }
-        self.log(dest, result, why, client);
-        self.setup.permissive
+        self.log(what, result, why, client);
     }
 
-    /// Says the first refusal of `dest` where notices go.
-    fn notice(&self, dest: &Dest, why: &str) {
+    /// Says the first refusal of `what` where notices go.
+    fn notice(&self, what: &str, would: bool, why: &str) {
         use crate::fs::notice::Destination;
         let line = format!(
-            "veilfs: connect to {dest} {}: {}",
-            if self.setup.permissive {
+            "veilfs: connect to {} {}: {}",
+            crate::escape::escape(what),
+            if would {
                 "would be refused (permissive)"
             } else {
                 "refused"
@@ -358,7 +440,7 @@ impl Shared {
         }
     }
 
-    fn log(&self, dest: &Dest, result: &'static str, rule: String, client: &TcpStream) {
+    fn log(&self, dest: &str, result: &'static str, rule: String, client: &TcpStream) {
         let Some(audit) = self.audit.lock().clone() else {
             return;
         };
