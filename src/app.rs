@@ -54,6 +54,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             allow_socket,
             share_tmp,
             net,
+            agent,
             without_landlock,
             notices,
             command,
@@ -78,6 +79,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 without_landlock,
                 notices,
                 net,
+                agent,
                 command,
                 mount,
             })
@@ -112,7 +114,16 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             print_default,
             print_default_home,
             print_default_env,
+            print_profile,
         } => {
+            if let Some(name) = print_profile {
+                let Some(p) = crate::policy::agents::profile(&name) else {
+                    eprintln!("veilfs check: `none` names no profile");
+                    return Ok(ExitCode::from(2));
+                };
+                std::io::stdout().write_all(p.text.as_bytes())?;
+                return Ok(ExitCode::SUCCESS);
+            }
             if print_default_env {
                 print!("{}", crate::run::env::default_section());
                 return Ok(ExitCode::SUCCESS);

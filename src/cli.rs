@@ -129,6 +129,13 @@ pub enum Command {
         /// confines CMD the same way when --net is not given, and adds to `allow=`.
         #[arg(long, value_name = "MODE", value_parser = crate::run::net::parse_net)]
         net: Option<crate::run::net::NetArg>,
+        /// The agent CMD is (claude, codex, gemini, aider, opencode, goose; `none`
+        /// for no profile): its profile makes the files it runs later as you (hooks,
+        /// MCP servers, plugins) read-only, keeps its state writable and its login
+        /// readable. Default: the one the policy extends (`agent:NAME`), else the
+        /// one CMD's name starts. `veilfs check --print-profile NAME` prints one.
+        #[arg(long, value_name = "NAME", value_parser = crate::run::parse_agent)]
+        agent: Option<String>,
         /// Run although this kernel cannot confine CMD to its own abstract sockets
         /// and processes (Landlock ABI 6, Linux 6.12): connect() to the host's
         /// abstract sockets is still refused, but a datagram sent to one gets
@@ -266,6 +273,10 @@ pub enum Command {
         /// drops and keeps) as an `[env]` table and exit.
         #[arg(long, conflicts_with_all = ["policy", "print_default"])]
         print_default_env: bool,
+        /// Print the profile of the agent NAME (claude, codex, gemini, aider,
+        /// opencode, goose) as policy text, with the source of each entry, and exit.
+        #[arg(long, value_name = "NAME", conflicts_with = "policy", value_parser = crate::run::parse_agent)]
+        print_profile: Option<String>,
     },
     /// Say what the policy does with each PATH, and why.
     ///

@@ -216,8 +216,10 @@ impl Reloader {
                 path: file.to_path_buf(),
             });
         }
-        let mut policy = Policy::parse_between(
+        let agent = self.policy.read().implied_agent();
+        let mut policy = Policy::parse_for_agent(
             self.base.as_ref(),
+            agent,
             &self.after,
             &file.display().to_string(),
             &read.text,
@@ -265,8 +267,10 @@ impl Reloader {
             return Ok("built-in default policy: nothing to reload".into());
         }
         let text = crate::workspace::imports::builtin_text(&present);
-        let mut policy = Policy::parse_between(
+        let agent = self.policy.read().implied_agent();
+        let mut policy = Policy::parse_for_agent(
             self.base.as_ref(),
+            agent,
             &self.after,
             crate::policy::BUILTIN_NAME,
             &text,

