@@ -11,7 +11,7 @@
 //! "agent:NAME"` (the built-in default, then the profile) or `extends = ["home-default",
 //! "agent:NAME"]`; `veilfs run` takes the command's own (`--agent NAME`, or found
 //! from the command's name) for both its mounts, after the built-in rules and
-//! before the person's own ([`super::file::parse_with_agent`]).
+//! before the person's own ([`super::Policy::parse_for_agent`]).
 
 /// One agent's profile.
 #[derive(Debug)]

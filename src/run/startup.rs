@@ -318,6 +318,34 @@ pub(super) fn env_note(dropped: &[super::env::Dropped]) -> Note {
     )
 }
 
+/// What the start-up lines say of the agent's profile: whose, how it was chosen,
+/// and that the files it reads its login from are readable by the commands it
+/// runs too.
+pub(super) fn agent_note(p: &crate::policy::agents::Profile, from: super::plan::AgentFrom) -> Note {
+    use super::plan::AgentFrom;
+    let how = match from {
+        AgentFrom::Given => "--agent",
+        AgentFrom::Policy => "the policy extends it",
+        AgentFrom::Command => "found from the command's name",
+    };
+    let logins: Vec<String> = p.credentials.iter().map(|c| format!("~/{c}")).collect();
+    Note::new(
+        format!(
+            "agent {}: what it runs later read-only, its login readable by its commands",
+            p.name
+        ),
+        format!(
+            "agent {} ({}, {how}): its hooks, MCP servers, settings and plugins read-only; \
+             its state writable; its login ({}) readable by it and so by every command it \
+             runs (`veilfs check --print-profile {}` lists all; `--agent none` for none)",
+            p.name,
+            p.title,
+            logins.join(", "),
+            p.name
+        ),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -368,32 +396,4 @@ mod tests {
             "veilfs:   system read-only but /tmp, /var/tmp, /dev/shm"
         );
     }
-}
-
-/// What the start-up lines say of the agent's profile: whose, how it was chosen,
-/// and that the files it reads its login from are readable by the commands it
-/// runs too.
-pub(super) fn agent_note(p: &crate::policy::agents::Profile, from: super::plan::AgentFrom) -> Note {
-    use super::plan::AgentFrom;
-    let how = match from {
-        AgentFrom::Given => "--agent",
-        AgentFrom::Policy => "the policy extends it",
-        AgentFrom::Command => "found from the command's name",
-    };
-    let logins: Vec<String> = p.credentials.iter().map(|c| format!("~/{c}")).collect();
-    Note::new(
-        format!(
-            "agent {}: what it runs later read-only, its login readable by its commands",
-            p.name
-        ),
-        format!(
-            "agent {} ({}, {how}): its hooks, MCP servers, settings and plugins read-only; \
-             its state writable; its login ({}) readable by it and so by every command it \
-             runs (`veilfs check --print-profile {}` lists all; `--agent none` for none)",
-            p.name,
-            p.title,
-            logins.join(", "),
-            p.name
-        ),
-    )
 }
