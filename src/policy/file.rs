@@ -92,12 +92,12 @@ pub struct RawPolicy {
     /// `"agent:NAME"`, or a list of them, joined with `, `), if given.
     pub extends: Option<String>,
     /// The agent profiles its rules hold (`extends = "agent:NAME"`, or the agent
-    /// of the session, see [`parse_with_agent`]).
+    /// of the session, see `parse_with_agent`).
     pub agents: Vec<&'static str>,
     /// Where the file's own rules start in `rules` (those before come from
     /// `extends`).
     pub own_from: usize,
-    /// The session's agent, whose profile [`parse_with_agent`] put in (kept, so
+    /// The session's agent, whose profile `parse_with_agent` put in (kept, so
     /// that the policy is compiled again with it: a reload).
     pub implied: Option<&'static super::agents::Profile>,
 }
