@@ -336,7 +336,7 @@ impl Policy {
 
     /// As [`Policy::parse_between`], for a session whose agent is `agent`: its
     /// profile's rules come after the built-in ones and before the text's own
-    /// (see [`file::parse_with_agent`]).
+    /// (its place is after `extends` and, for a built-in text, after all of it).
     pub fn parse_for_agent(
         base: Option<&RawPolicy>,
         agent: Option<&'static agents::Profile>,
