@@ -895,6 +895,21 @@ pub fn literal_glob(path: &str) -> String {
     out
 }
 
+/// The `paths` entry, as a TOML string, naming exactly the mount-relative `path`
+/// and nothing else: anchored at the mount's root, each glob metacharacter in a
+/// class of its own ([`literal_glob`]), with a trailing `/` for a directory
+/// (`"/src/a[*].txt"`, `"/migrations/"`). `None` for a path that cannot be
+/// written as a person is shown it: empty, not UTF-8, or holding a control or
+/// invisible character (which [`crate::escape`] shows escaped).
+pub fn exact_entry(path: &[u8], is_dir: bool) -> Option<String> {
+    let path = std::str::from_utf8(path).ok()?;
+    if path.is_empty() || crate::escape::escape(path) != path {
+        return None;
+    }
+    let slash = if is_dir { "/" } else { "" };
+    Some(toml_string(&format!("/{}{slash}", literal_glob(path))))
+}
+
 /// The directories an anchored glob must pass through: its leading segments up to
 /// (not including) the first one with a glob metacharacter, and never the last.
 fn literal_dir_prefixes(glob: &str) -> Vec<&str> {

@@ -251,7 +251,7 @@ impl SessionNotices {
         if decision.action != Action::Deny || rule.dir_only || op == "mkdir" {
             return None;
         }
-        let pattern = allow_pattern(path)?;
+        let pattern = crate::policy::exact_entry(path, false)?;
         if rule.is_imported() {
             return Some(format!(
                 "veilfs: {shown}: {op} refused by line {:?} of {}; take it out of that \
@@ -289,7 +289,8 @@ impl SessionNotices {
     fn home_rule(&self, text: &mut String, prefix: &Path, path: &[u8]) {
         use std::os::unix::ffi::OsStrExt;
         let in_home = prefix.join(std::ffi::OsStr::from_bytes(path));
-        let Some(pattern) = allow_pattern(in_home.as_os_str().as_bytes()) else {
+        let Some(pattern) = crate::policy::exact_entry(in_home.as_os_str().as_bytes(), false)
+        else {
             return;
         };
         text.push_str(
@@ -336,18 +337,6 @@ fn nested_hint(shown: &str) -> String {
 /// `rule N "PATTERN" (FILE:LINE)`.
 fn rule_name(p: &Pattern) -> String {
     format!("rule {} {:?} ({}:{})", p.rule, p.text, p.at.file, p.at.line)
-}
-
-/// The `paths` entry, quoted, allowing exactly `path` anchored at the mount's root;
-/// `None` for a path that cannot be shown and written as it is (not UTF-8, or
-/// holding a character the terminal would be shown escaped).
-fn allow_pattern(path: &[u8]) -> Option<String> {
-    let path = std::str::from_utf8(path).ok()?;
-    if crate::escape::escape(path) != path {
-        return None;
-    }
-    let pattern = format!("/{}", crate::policy::literal_glob(path));
-    Some(crate::policy::toml_string(&pattern))
 }
 
 /// The rule allowing `pattern` (quoted), as lines indented under a hint; after
