@@ -957,6 +957,7 @@ fn ask_ws(permissive: bool) -> Ws {
                 ),
                 root: "",
                 mount: "test".into(),
+                policy_file: None,
             }),
             ..Default::default()
         },

@@ -579,6 +579,7 @@ fn a_grant_serves_the_request_that_holds_it_and_no_other() {
         broker: Broker::new("test".into(), std::time::Duration::from_secs(1), None),
         root: "",
         mount: "/mnt".into(),
+        policy_file: None,
     };
     let ws = Ws::with_config(
         "[[rules]]\naction = \"ask\"\npaths = [\"mig/\"]\n",

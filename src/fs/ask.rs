@@ -25,6 +25,7 @@
 //! such a path is refused without a question.
 
 use std::io;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -178,16 +179,38 @@ pub enum Verdict {
 pub type Waiter = Box<dyn FnOnce(Verdict) + Send>;
 
 /// Where one mount gets approvals for its `ask` paths: the broker that asks a
-/// person, which root its paths are relative to, and where
-/// it is mounted (shown in questions).
+/// person, which root its paths are relative to, where it is mounted, and the
+/// policy file it was loaded from (both shown in questions: a lasting answer of
+/// `veilfs prompt` adds its rule to that file).
 #[derive(Clone, Debug)]
 pub struct Approvals {
     pub broker: Arc<Broker>,
     pub root: &'static str,
     pub mount: String,
+    /// The mount's policy file, canonical (links resolved, as its reloader reads
+    /// it); `None` for a built-in policy.
+    pub policy_file: Option<PathBuf>,
 }
 
 impl Approvals {
+    /// The approvals of the mount of `root` at `mount`, asking `broker`, its
+    /// policy loaded from `policy_file` (`None`: a built-in policy).
+    pub fn new(
+        broker: Arc<Broker>,
+        root: &'static str,
+        mount: &Path,
+        policy_file: Option<&Path>,
+    ) -> Approvals {
+        Approvals {
+            broker,
+            root,
+            mount: mount.display().to_string(),
+            // The file as the reloader finds it (`PolicyFile::open` resolves its
+            // links too); one that cannot be resolved fails the mount there.
+            policy_file: policy_file.map(|f| f.canonicalize().unwrap_or_else(|_| f.to_path_buf())),
+        }
+    }
+
     /// Whether a grant in force (the request's own, or one for the session) lets
     /// `req` use `path` for `access` now.
     pub fn granted(&self, req: &Req, path: &[u8], access: Access) -> bool {

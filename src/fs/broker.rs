@@ -239,6 +239,11 @@ impl Broker {
             "comm": who.comm,
             "cmdline": who.cmdline,
             "rule": q.decision.why(),
+            // What a lasting answer writes (see `veilfs prompt`): where the rule
+            // that asks applies, what an approval grants, and the file.
+            "decided_at": String::from_utf8_lossy(q.decision.decided_at(&q.path)),
+            "grants": q.decision.granted().as_str(),
+            "policy_file": approvals.policy_file.as_ref().map(|f| f.display().to_string()),
             "timeout_ms": self.timeout.as_millis() as u64,
         });
         let about = Subject {

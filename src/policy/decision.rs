@@ -122,6 +122,18 @@ impl Decision {
         }
     }
 
+    /// Where the rule that decided `path` (this decision's path) applies: the
+    /// ancestor it inherits its action from, else `path` itself. A rule naming
+    /// exactly that place (and nothing else) changes this decision; one naming
+    /// `path` beneath an ancestor's action cannot, since a path is never less
+    /// restrictive than its parent.
+    pub fn decided_at<'a>(&'a self, path: &'a [u8]) -> &'a [u8] {
+        match &self.reason {
+            Reason::Ancestor { path: at, .. } => at,
+            _ => path,
+        }
+    }
+
     /// This decision as a person's approval leaves it (see [`Decision::granted`]).
     pub fn once_approved(&self) -> Decision {
         Decision {

@@ -122,7 +122,12 @@ pub(super) fn build(src: Sources<'_>, shared: Shared<'_>) -> Result<Filesystems,
         notices: Some(shared.notices.clone()),
         git: Git::Root,
         audit: shared.audit.as_ref().map(|a| a.for_root("workspace")),
-        approvals: Some(approvals(shared.broker, "workspace", ws)),
+        approvals: Some(Approvals::new(
+            shared.broker.clone(),
+            "workspace",
+            ws,
+            loaded.path.as_deref(),
+        )),
         ..FsConfig::of(shared.opts)
     };
     // No link or moved directory on the way to what the workspace policy names.
@@ -178,18 +183,6 @@ fn policy_paths_in(root: &Path, file: Option<&Path>) -> Vec<Vec<u8>> {
     file.map_or_else(Vec::new, |f| crate::fs::protect::policy_paths(root, f))
 }
 
-fn approvals(
-    broker: &std::sync::Arc<crate::fs::ask::Broker>,
-    root: &'static str,
-    at: &Path,
-) -> Approvals {
-    Approvals {
-        broker: broker.clone(),
-        root,
-        mount: at.display().to_string(),
-    }
-}
-
 /// The home directory `h`'s configuration (its policy `hp`, the rules `after` it),
 /// and what the workspace's (`wcfg`, of `ws`) learns of it: the home policy's ways
 /// and veilfs's configuration directories inside the workspace, and the way down to
@@ -232,7 +225,12 @@ fn home_config(
         run_logs,
         kept_entries: kept,
         audit: shared.audit.as_ref().map(|a| a.for_root("home")),
-        approvals: Some(approvals(shared.broker, "home", h)),
+        approvals: Some(Approvals::new(
+            shared.broker.clone(),
+            "home",
+            h,
+            hp.path.as_deref(),
+        )),
         // `--permissive` tunes the workspace's policy; the home policy is enforced.
         permissive: false,
         ..FsConfig::of(shared.opts)

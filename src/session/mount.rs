@@ -411,11 +411,12 @@ pub fn build(
     cfg.ways = crate::workspace::ways::ways_under(at.src_c, &ways);
     cfg.audit = audit;
     let broker = Broker::new("veilfs mount".into(), opts.ask_timeout, cfg.audit.clone());
-    cfg.approvals = Some(crate::fs::ask::Approvals {
+    cfg.approvals = Some(crate::fs::ask::Approvals::new(
         broker,
-        root: "",
-        mount: at.mnt_c.display().to_string(),
-    });
+        "",
+        at.mnt_c,
+        policy_file,
+    ));
     VeilFs::new(at.src_c, policy, policy_file, cfg).map_err(|source| MountError::Source {
         src: at.src.to_path_buf(),
         source,

@@ -29,6 +29,8 @@ fn ask(broker: &Arc<Broker>, dest: &Dest, why: &str, who: Option<(u32, String)>)
         broker: broker.clone(),
         root: ROOT,
         mount: "network".into(),
+        // A destination's rule lives in the `[network]` table, not in `[[rules]]`.
+        policy_file: None,
     };
     let q = NeedsApproval {
         path,
