@@ -31,6 +31,8 @@ use std::time::Duration;
 use crate::session::control::{self, ControlError, Known, Session, Wanted};
 use crate::workspace::load::WorkspaceError;
 
+mod lasting;
+
 /// How often the runtime directory is looked at for sessions started since.
 pub const SCAN_EVERY: Duration = Duration::from_millis(500);
 
@@ -524,6 +526,10 @@ impl Ui {
             let _ = io::stdout().flush();
             return true;
         }
+        if let Some(kind) = lasting::Lasting::of_key(k) {
+            self.lasting(conns, i, id, kind);
+            return true;
+        }
         let answer = match k.to_ascii_lowercase() {
             b'y' => "allow-once",
             b'p' => "allow-path",
@@ -540,6 +546,29 @@ impl Ui {
         };
         self.send(conns, i, id, answer, None);
         true
+    }
+
+    /// Answers question `id` of session `i` as `kind` does for the session, then
+    /// adds its rule to the policy file, saying what was written or why nothing.
+    fn lasting(&mut self, conns: &mut [Conn], i: usize, id: u64, kind: lasting::Lasting) {
+        let Some(q) = self
+            .queue
+            .iter()
+            .find(|(s, q)| *s == i && q["id"].as_u64() == Some(id))
+            .map(|(_, q)| lasting::Asked::of(q))
+        else {
+            return;
+        };
+        self.send(conns, i, id, kind.answer(&q), None);
+        match lasting::append(kind, &q, std::time::SystemTime::now()) {
+            Ok(done) => {
+                say(&format!("-- {done}"));
+                for w in &done.warnings {
+                    say(&format!("-- {w}"));
+                }
+            }
+            Err(e) => say(&format!("-- no rule written ({}): {e}", kind.only_now())),
+        }
     }
 
     fn send(
@@ -645,6 +674,16 @@ fn show(conn: &Conn, q: &serde_json::Value, open: usize) {
         "  y allow once | p allow this path for the session | d allow {} for the session | n deny | r deny with a reason   (refused in {} s)",
         crate::escape::escape(&dir),
         q["timeout_ms"].as_u64().unwrap_or(0) / 1000
+    ));
+    let asked = lasting::Asked::of(q);
+    let file = match &asked.policy_file {
+        Some(f) => format!("a rule in {}", show_path(f, true)),
+        None => "no policy file: for the session only".to_string(),
+    };
+    say(&format!(
+        "  {} | {}   ({file})",
+        lasting::Lasting::Allow.option(&asked),
+        lasting::Lasting::Deny.option(&asked)
     ));
 }
 

@@ -221,7 +221,8 @@ impl Audit {
     }
 }
 
-fn rfc3339(t: SystemTime) -> String {
+/// `t` in UTC as RFC 3339 with microseconds (`2026-12-03T10:11:12.000042Z`).
+pub fn rfc3339(t: SystemTime) -> String {
     let d = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
     let secs = d.as_secs() as i64;
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));

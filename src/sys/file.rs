@@ -95,6 +95,28 @@ pub fn stat_beneath(dir: BorrowedFd, path: &CStr) -> io::Result<libc::stat> {
     stat(fd.as_fd())
 }
 
+/// Opens the file at the absolute `path` for reading and appending (outside any
+/// request: `veilfs prompt` adding a rule to a policy file), resolved with
+/// `openat2` so that no symbolic link is followed on the way nor at the end.
+/// Opening never waits (`O_NONBLOCK`: a FIFO put there) and never takes a
+/// controlling terminal; the caller checks what it opened.
+pub fn open_append(path: &Path) -> io::Result<std::fs::File> {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    let fd = rustix::fs::openat2(
+        rustix::fs::CWD,
+        path,
+        OFlags::RDWR
+            | OFlags::APPEND
+            | OFlags::NOFOLLOW
+            | OFlags::NONBLOCK
+            | OFlags::NOCTTY
+            | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+    )?;
+    Ok(std::fs::File::from(fd))
+}
+
 /// `fstat` of any descriptor, `O_PATH` ones included.
 pub fn stat(fd: BorrowedFd) -> io::Result<libc::stat> {
     Ok(nix::sys::stat::fstatat(
