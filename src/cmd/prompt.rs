@@ -562,7 +562,7 @@ impl Ui {
         self.send(conns, i, id, kind.answer(&q), None);
         match lasting::append(kind, &q, std::time::SystemTime::now()) {
             Ok(done) => {
-                say(&format!("-- {done}"));
+                say(&format!("-- {}", done.said(&show_path(&done.file, true))));
                 for w in &done.warnings {
                     say(&format!("-- {w}"));
                 }

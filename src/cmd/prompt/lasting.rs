@@ -42,7 +42,6 @@
 //!   rule here: its rules are the `[network]` table's. Neither does a mount on a
 //!   built-in policy (no file): the prompt says how to make one.
 
-use std::fmt;
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -321,12 +320,11 @@ pub struct Appended {
     pub warnings: Vec<String>,
 }
 
-impl fmt::Display for Appended {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "added to {}:{}: {} {} (the session takes it within a second)",
-            self.file.display(),
+impl Appended {
+    /// What the prompt says of it, the file named by `shown`.
+    pub fn said(&self, shown: &str) -> String {
+        format!(
+            "added to {shown}:{}: {} {} (the session takes it within a second)",
             self.line,
             self.rule.action,
             crate::escape::escape(&self.rule.entry)
