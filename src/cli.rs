@@ -193,6 +193,18 @@ pub enum Command {
     /// session, n deny, r deny with a reason (written to the audit log). While no
     /// approver is connected to a session, its questions are refused at once.
     ///
+    /// Two keys answer for good: a always allow, x always deny this path. The
+    /// question is answered as p (or d) or n would, and a rule saying the same is
+    /// appended to the policy file of the mount that asked (the workspace's, or the
+    /// home policy for a path in the home directory), with a comment saying when
+    /// and for which process; the session reloads it, and the next one starts with
+    /// it. The rule names exactly what the line of keys shows: the path, or the
+    /// directory whose rule asks about it (a path beneath an asking directory asks
+    /// whatever a rule says of it alone). Nothing is written, and the prompt says
+    /// why, when the mount has no policy file (`veilfs init` writes one), for a
+    /// name shown escaped, a file not yours or reached through a symbolic link, or
+    /// a rule that would not lift the question.
+    ///
     /// Without PATH, it answers for the sessions of the workspace of the current
     /// directory (found as `veilfs run` finds it: the nearest directory holding a
     /// `.veilfs.toml`, else the top of the git work tree, else the current

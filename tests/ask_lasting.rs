@@ -64,8 +64,8 @@ impl Tree {
 
     /// `veilfs run -- sh -c script` in the workspace, each policy found where
     /// `run` looks for it.
-    fn run(&self, script: &str) -> Child {
-        Command::new(env!("CARGO_BIN_EXE_veilfs"))
+    fn run(&self, script: &str) -> Running {
+        let child = Command::new(env!("CARGO_BIN_EXE_veilfs"))
             .env("VEILFS_RUNTIME_DIR", self.p("rt"))
             .env("HOME", self.p("home"))
             .env_remove("XDG_CONFIG_HOME")
@@ -77,7 +77,8 @@ impl Tree {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .unwrap()
+            .unwrap();
+        Running(Some(child))
     }
 
     /// `veilfs prompt` in the workspace (its home the temporary directory, so that
@@ -111,8 +112,24 @@ fn read_once_served(path: &str, name: &str) -> String {
     )
 }
 
+/// A `veilfs run` child, killed (by its pid) if a test fails before
+/// [`finish`] waits for it.
+struct Running(Option<Child>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take()
+            && matches!(c.try_wait(), Ok(None))
+        {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
 #[track_caller]
-fn finish(child: Child) -> (i32, String, String) {
+fn finish(mut run: Running) -> (i32, String, String) {
+    let child = run.0.take().expect("not finished yet");
     common::finish(child, Duration::from_secs(60))
 }
 

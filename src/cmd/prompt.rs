@@ -8,7 +8,9 @@
 //! by the workspace or mount point of its session (`[~/project]`), and sends the
 //! answer for the key pressed. With a terminal on stdin the keys are read one by
 //! one (no Enter); otherwise (a pipe, in tests) one byte at a time all the same,
-//! so `printf 'y'` answers "allow once".
+//! so `printf 'y'` answers "allow once". Two keys answer for good (`a` always
+//! allow, `x` always deny): they answer as `p`/`d` and `n` do and append a rule to
+//! the policy file of the mount that asked (see the module `lasting`).
 //!
 //! What stays true:
 //! * **Only this user's sessions.** Sessions are found in this user's runtime

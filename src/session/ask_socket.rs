@@ -12,14 +12,16 @@
 //!  "path":"migrations/001.sql","directory":"migrations","is_dir":false,"op":"open",
 //!  "access":"read","pid":4242,"uid":1000,"comm":"cat",
 //!  "cmdline":["cat","migrations/001.sql"],
-//!  "rule":"rule 2 \"migrations/\" (.veilfs.toml:5:10)","timeout_ms":60000}
+//!  "rule":"rule 2 \"migrations/\" (.veilfs.toml:5:10)","decided_at":"migrations",
+//!  "grants":"allow","policy_file":"/mnt/ws/.veilfs.toml","timeout_ms":60000}
 //! {"type":"closed","id":7,"outcome":"allow-once","by":{"pid":99,"uid":1000,"comm":"veilfs"}}
 //! ```
 //!
 //! (`path`: the canonical path the session serves, the one its control socket is
 //! named after: the mount point of a `veilfs mount`, the workspace of a `veilfs
 //! run`), one `question` per open question (those already open when the client
-//! subscribes come first), and one `closed` when a question is answered (by any
+//! subscribes come first; `decided_at`, `grants` and `policy_file` say what an
+//! answer that lasts writes, see `veilfs prompt`), and one `closed` when a question is answered (by any
 //! approver: `allow-once`, `allow-path`, `allow-dir`, `deny`) or ends unanswered
 //! (`timeout`). The client answers with
 //!
