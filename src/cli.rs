@@ -200,10 +200,11 @@ pub enum Command {
     /// and for which process; the session reloads it, and the next one starts with
     /// it. The rule names exactly what the line of keys shows: the path, or the
     /// directory whose rule asks about it (a path beneath an asking directory asks
-    /// whatever a rule says of it alone). Nothing is written, and the prompt says
-    /// why, when the mount has no policy file (`veilfs init` writes one), for a
-    /// name shown escaped, a file not yours or reached through a symbolic link, or
-    /// a rule that would not lift the question.
+    /// whatever a rule says of it alone); after a question to read, it allows
+    /// reading only. Nothing is written, and the prompt says why, when the mount
+    /// has no policy file (`veilfs init` writes one), for a name shown escaped, a
+    /// file not yours or reached through a symbolic link, or a rule that would not
+    /// lift the question.
     ///
     /// Without PATH, it answers for the sessions of the workspace of the current
     /// directory (found as `veilfs run` finds it: the nearest directory holding a

@@ -137,9 +137,10 @@ fn finish(mut run: Running) -> (i32, String, String) {
 const UNHEARD: &str = "of `ask` paths";
 
 /// "Always allow" in the workspace and in the home directory: the rule names the
-/// directory the question comes from (as the prompt's line said), the running
-/// session takes it (a path the session grant never covered is served with nobody
-/// answering any more), and the next session serves both paths asking nobody.
+/// directory the question comes from (as the prompt's line said), for reading (what
+/// was asked), the running session takes it (a path the session grant never
+/// covered is served with nobody answering any more), and the next session serves
+/// both paths asking nobody.
 #[test]
 fn an_always_allow_lasts_into_the_next_session() {
     let t = Tree::new();
@@ -159,7 +160,7 @@ fn an_always_allow_lasts_into_the_next_session() {
     let shown = prompt.out.expect("always deny this path");
     assert!(
         shown.contains(
-            "  a always allow mig/ and what is in it | x always deny this path   \
+            "  a always allow reading mig/ and what is in it | x always deny this path   \
              (a rule in ~/ws/.veilfs.toml)"
         ),
         "{shown}"
@@ -168,18 +169,18 @@ fn an_always_allow_lasts_into_the_next_session() {
     let said = prompt.out.expect("within a second)");
     assert!(
         said.contains("-> allow-dir")
-            && said.contains("-- added to ~/ws/.veilfs.toml:6: allow \"/mig/\""),
+            && said.contains("-- added to ~/ws/.veilfs.toml:6: read-only \"/mig/\""),
         "{said}"
     );
     let shown = prompt.out.expect("always deny this path");
     assert!(
         shown.contains("wants to read ~/.config/tool/token")
-            && shown.contains("a always allow .config/tool/ and what is in it"),
+            && shown.contains("a always allow reading .config/tool/ and what is in it"),
         "{shown}"
     );
     prompt.type_keys(b"a");
     let said = prompt.out.expect("within a second)");
-    assert!(said.contains("allow \"/.config/tool/\""), "{said}");
+    assert!(said.contains("read-only \"/.config/tool/\""), "{said}");
     // Nobody answers from now on: what is served is the rules' doing.
     assert_eq!(prompt.close(), 0);
     t.go("go2");
@@ -198,24 +199,29 @@ fn an_always_allow_lasts_into_the_next_session() {
         added.starts_with("\n# veilfs prompt, 20")
             && added.contains("Z: always allow, asked by cat (pid ")
             && added.contains(", uid ")
-            && added.ends_with(")\n[[rules]]\naction = \"allow\"\npaths = [\"/mig/\"]\n"),
+            && added.ends_with(")\n[[rules]]\naction = \"read-only\"\npaths = [\"/mig/\"]\n"),
         "{added}"
     );
     let home = t.read("home/.config/veilfs/home.toml");
     assert!(
         home.starts_with(ASK_TOOL)
-            && home.ends_with("[[rules]]\naction = \"allow\"\npaths = [\"/.config/tool/\"]\n"),
+            && home.ends_with("[[rules]]\naction = \"read-only\"\npaths = [\"/.config/tool/\"]\n"),
         "{home}"
     );
 
-    // The next session: no approver at all, and nothing asks.
-    let run = t.run("cat mig/sub/001.sql mig/002.sql \"$HOME\"/.config/tool/token; echo rc=$?");
-    let (code, out, err) = finish(run);
-    assert_eq!(
-        (code, out),
-        (0, format!("{SECRET}{SECRET}{SECRET}rc=0\n")),
-        "{err}"
+    // The next session: no approver at all, and nothing asks. Reading was
+    // approved, not writing: a change is refused (without a question).
+    let run = t.run(
+        "cat mig/sub/001.sql mig/002.sql \"$HOME\"/.config/tool/token; echo rc=$?; \
+         echo more 2>/dev/null >> mig/002.sql; echo w=$?",
     );
+    let (code, out, err) = finish(run);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.starts_with(&format!("{SECRET}{SECRET}{SECRET}rc=0\nw=")) && !out.contains("w=0"),
+        "{out}{err}"
+    );
+    assert_eq!(t.read("ws/mig/002.sql"), SECRET);
     assert!(!err.contains(UNHEARD), "{err}");
 }
 
@@ -288,13 +294,16 @@ fn a_hostile_name_gets_an_exact_rule_or_none() {
         .expect("-- [~/ws] answering for veilfs run (pid ");
     t.go("go");
     for want in [
-        "allow \"/[*].sql\"",
-        "allow \"/[[]x[]].sql\"",
+        "read-only \"/[*].sql\"",
+        "read-only \"/[[]x[]].sql\"",
         "-- no rule written (allowed for the session only): nl\\x0a.sql cannot be \
          written as a rule exactly as it is shown",
     ] {
         let shown = prompt.out.expect("always deny this path");
-        assert!(shown.contains("a always allow this path"), "{shown}");
+        assert!(
+            shown.contains("a always allow reading this path"),
+            "{shown}"
+        );
         prompt.type_keys(b"a");
         let said = prompt.out.expect(want);
         assert!(said.contains("-> allow-path"), "{said}");
@@ -309,7 +318,7 @@ fn a_hostile_name_gets_an_exact_rule_or_none() {
     let text = t.read("ws/.veilfs.toml");
     let added = text.strip_prefix(own).unwrap_or_else(|| panic!("{text}"));
     assert_eq!(added.matches("[[rules]]").count(), 2, "{added}");
-    assert!(!added.contains("nl"), "{added}");
+    assert!(!added.contains("/nl"), "{added}");
 
     // The next session: the two named files are served asking nobody; `x.sql`
     // (which `[x].sql` read as a glob would name) and the newline one still ask.
@@ -403,4 +412,67 @@ cat mig/002.sql; echo rc=$?; cat "$HOME"/.config/tool/token; echo rc=$?
     let (code, out, err) = finish(t.run("cat mig/002.sql; echo rc=$?"));
     assert_eq!((code, out.as_str()), (0, "rc=1\n"), "{err}");
     assert!(err.contains(UNHEARD), "{err}");
+}
+
+/// Under `veilfs mount` too: "always allow" of a write writes an `allow` rule into
+/// the mount's policy file (given with `--policy`), and the next mount serves the
+/// change with no approver at all.
+#[test]
+fn an_always_allow_of_a_write_lasts_past_a_remount() {
+    let t = Tree::new();
+    std::fs::create_dir_all(t.p("mnt")).unwrap();
+    let policy = t.p("pol.toml");
+    std::fs::write(&policy, ASK_MIG).unwrap();
+    let mount = || {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_veilfs"));
+        cmd.env("VEILFS_RUNTIME_DIR", t.p("rt"))
+            .args(["mount", "--ask-timeout", "600", "--policy"])
+            .arg(&policy)
+            .arg(t.p("ws"))
+            .arg(t.p("mnt"));
+        common::daemon::Daemon::start(cmd, &t.p("mnt"))
+    };
+    let append = |file: &str| {
+        Command::new("sh")
+            .arg("-c")
+            .arg(format!("echo more >> {file}; echo rc=$?"))
+            .current_dir(t.p("mnt"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let daemon = mount();
+    let mut prompt = {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_veilfs"));
+        c.env("VEILFS_RUNTIME_DIR", t.p("rt"))
+            .env("HOME", t.tmp.path())
+            .arg("prompt")
+            .arg(t.p("mnt"));
+        Prompt::start(c)
+    };
+    prompt.out.expect("answering for veilfs mount");
+    let writer = append("mig/002.sql");
+    let shown = prompt.out.expect("always deny this path");
+    assert!(
+        shown.contains("wants to write ")
+            && shown.contains("  a always allow mig/ and what is in it | x always deny this path   (a rule in ~/pol.toml)"),
+        "{shown}"
+    );
+    prompt.type_keys(b"a");
+    let said = prompt.out.expect("within a second)");
+    assert!(
+        said.contains("-> allow-dir") && said.contains("-- added to ~/pol.toml:6: allow \"/mig/\""),
+        "{said}"
+    );
+    let (code, out, err) = common::finish(writer, Duration::from_secs(30));
+    assert_eq!((code, out.as_str()), (0, "rc=0\n"), "{err}");
+    assert_eq!(prompt.close(), 0);
+    drop(daemon);
+
+    let _daemon = mount();
+    let (code, out, err) = common::finish(append("mig/sub/001.sql"), Duration::from_secs(30));
+    assert_eq!((code, out.as_str()), (0, "rc=0\n"), "{err}");
+    assert_eq!(t.read("ws/mig/sub/001.sql"), format!("{SECRET}more\n"));
+    assert_eq!(t.read("ws/mig/002.sql"), format!("{SECRET}more\n"));
 }

@@ -677,15 +677,19 @@ fn show(conn: &Conn, q: &serde_json::Value, open: usize) {
         crate::escape::escape(&dir),
         q["timeout_ms"].as_u64().unwrap_or(0) / 1000
     ));
-    let asked = lasting::Asked::of(q);
-    let file = match &asked.policy_file {
+    show_lasting(&lasting::Asked::of(q));
+}
+
+/// The line of the keys that answer question `q` for good, and where they write.
+fn show_lasting(q: &lasting::Asked) {
+    let file = match &q.policy_file {
         Some(f) => format!("a rule in {}", show_path(f, true)),
         None => "no policy file: for the session only".to_string(),
     };
     say(&format!(
         "  {} | {}   ({file})",
-        lasting::Lasting::Allow.option(&asked),
-        lasting::Lasting::Deny.option(&asked)
+        lasting::Lasting::Allow.option(q),
+        lasting::Lasting::Deny.option(q)
     ));
 }
 

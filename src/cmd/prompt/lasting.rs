@@ -23,8 +23,11 @@
 //!   the path itself, or the directory it inherits its question from, named on the
 //!   prompt's line (`a always allow migrations/ and what is in it`), since a rule
 //!   for a path beneath an asking directory would not lift the question. A name
-//!   shown escaped (a control or invisible character, not UTF-8) gets no rule. An
-//!   `ask` path that is read-only once approved gets a `read-only` rule.
+//!   shown escaped (a control or invisible character, not UTF-8) gets no rule.
+//! * **No more access than approved.** An `a` rule is `allow` only for a question
+//!   to write a path that is writable once approved; otherwise it is `read-only`
+//!   (an approval to read never lets the command write, and a path beneath a
+//!   read-only rule stays read-only), and the prompt's line says `allow reading`.
 //! * **Only a rule that does what it says.** Before anything is written, the file
 //!   with the rule must parse; for `a`, the file's own rules must ask about the path
 //!   and, with the rule, no longer ask. Otherwise nothing is written and the prompt
@@ -67,6 +70,8 @@ pub struct Asked {
     pub is_dir: bool,
     /// Where the rule that asks applies: `path`, or an ancestor directory.
     pub decided_at: String,
+    /// The access asked for: `read` or `write`.
+    pub access: String,
     /// What an approval grants: `allow` or `read-only`.
     pub grants: String,
     pub policy_file: Option<PathBuf>,
@@ -87,6 +92,7 @@ impl Asked {
             root: s("root"),
             is_dir: q["is_dir"].as_bool().unwrap_or(false),
             decided_at,
+            access: s("access"),
             grants: s("grants"),
             policy_file: q["policy_file"].as_str().map(PathBuf::from),
             comm: s("comm"),
@@ -102,9 +108,11 @@ impl Asked {
         self.decided_at != self.path || self.is_dir
     }
 
-    /// The action an `a` rule takes: never more than an approval grants.
+    /// The action an `a` rule takes: never more than the approval gives, which
+    /// is for the access asked (reading does not let the command write) and never
+    /// beyond what the path is once approved.
     fn allow_action(&self) -> Action {
-        if self.grants == "allow" {
+        if self.access == "write" && self.grants == "allow" {
             Action::Allow
         } else {
             Action::ReadOnly
@@ -443,11 +451,13 @@ mod tests {
     use super::*;
 
     fn asked(path: &str, is_dir: bool, decided_at: &str, grants: &str) -> Asked {
+        let access = if grants == "allow" { "write" } else { "read" };
         Asked {
             root: "workspace".into(),
             path: path.into(),
             is_dir,
             decided_at: decided_at.into(),
+            access: access.into(),
             grants: grants.into(),
             policy_file: Some(PathBuf::from("/ws/.veilfs.toml")),
             comm: "cat".into(),
@@ -500,6 +510,19 @@ mod tests {
             Lasting::Allow.option(&own),
             "a always allow reading this path"
         );
+        // Reading approved, writable once approved: the rule still only reads.
+        let mut read = asked("mig/001.sql", false, "mig", "allow");
+        read.access = "read".into();
+        assert_eq!(
+            rule(Lasting::Allow, &read).unwrap().action,
+            Action::ReadOnly
+        );
+        assert_eq!(
+            Lasting::Allow.option(&read),
+            "a always allow reading mig/ and what is in it"
+        );
+        let write = asked("mig/001.sql", false, "mig", "allow");
+        assert_eq!(rule(Lasting::Allow, &write).unwrap().action, Action::Allow);
         assert_eq!(Lasting::of_key(b'A'), Some(Lasting::Allow));
         assert_eq!(Lasting::of_key(b'x'), Some(Lasting::Deny));
         for k in *b"ypdnrq" {
