@@ -616,4 +616,51 @@ mod tests {
             Err(NoRule::WouldNotParse { .. })
         ));
     }
+
+    /// The file is written only as itself: a regular file of this user's, by a
+    /// path with no symbolic link on it; and what was there stays.
+    #[test]
+    fn only_the_persons_own_regular_file_is_appended_to() {
+        use std::os::unix::fs::symlink;
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().canonicalize().unwrap();
+        let file = dir.join("p.toml");
+        let ask = "[[rules]]\naction = \"ask\"\npaths = [\"mig/\"]";
+        std::fs::write(&file, ask).unwrap();
+        let mut q = asked("mig/001.sql", false, "mig", "allow");
+        let at = |q: &mut Asked, f: &Path| q.policy_file = Some(f.to_path_buf());
+        at(&mut q, &file);
+        let done = append(Lasting::Allow, &q, SystemTime::now()).unwrap();
+        assert_eq!((done.line, done.warnings.len()), (6, 0), "{done:?}");
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(
+            text.starts_with(&format!("{ask}\n\n# veilfs prompt, ")),
+            "{text}"
+        );
+        assert!(text.ends_with("paths = [\"/mig/\"]\n"), "{text}");
+        // A link to it, or a directory link on the way: not followed.
+        symlink(&file, dir.join("link.toml")).unwrap();
+        symlink(&dir, dir.join("d")).unwrap();
+        for f in [dir.join("link.toml"), dir.join("d/p.toml")] {
+            at(&mut q, &f);
+            let e = append(Lasting::Deny, &q, SystemTime::now()).unwrap_err();
+            assert!(e.to_string().contains("symbolic link"), "{e}");
+        }
+        // Not a regular file; not this user's.
+        let fifo = dir.join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        at(&mut q, &fifo);
+        let e = append(Lasting::Deny, &q, SystemTime::now()).unwrap_err();
+        assert!(matches!(e, NoRule::NotRegular { .. }), "{e}");
+        if crate::sys::euid() == 0 {
+            let other = dir.join("other.toml");
+            std::fs::write(&other, ask).unwrap();
+            std::os::unix::fs::chown(&other, Some(4321), None).unwrap();
+            at(&mut q, &other);
+            let e = append(Lasting::Deny, &q, SystemTime::now()).unwrap_err();
+            assert!(matches!(e, NoRule::NotOwned { uid: 4321, .. }), "{e}");
+            assert_eq!(std::fs::read_to_string(&other).unwrap(), ask);
+        }
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), text);
+    }
 }
