@@ -21,9 +21,9 @@
 //! named after: the mount point of a `veilfs mount`, the workspace of a `veilfs
 //! run`), one `question` per open question (those already open when the client
 //! subscribes come first; `decided_at`, `grants` and `policy_file` say what an
-//! answer that lasts writes, see `veilfs prompt`), and one `closed` when a question is answered (by any
-//! approver: `allow-once`, `allow-path`, `allow-dir`, `deny`) or ends unanswered
-//! (`timeout`). The client answers with
+//! answer that lasts writes, see `veilfs prompt`), and one `closed` when a
+//! question is answered (by any approver: `allow-once`, `allow-path`,
+//! `allow-dir`, `deny`) or ends unanswered (`timeout`). The client answers with
 //!
 //! ```text
 //! {"type":"answer","id":7,"answer":"allow-once"}

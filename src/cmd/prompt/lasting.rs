@@ -9,7 +9,7 @@
 //! process (its `comm`, escaped, pid and uid as the question says), and one rule:
 //!
 //! ```toml
-//! # veilfs prompt, 2026-12-03T10:11:12.000042Z: always allow, asked by cat (pid 4242, uid 1000)
+//! # veilfs prompt, 2026-12-03T10:11:12.000042Z: always allow, asked by python3 (pid 4242, uid 1000)
 //! [[rules]]
 //! action = "allow"
 //! paths = ["/migrations/"]
