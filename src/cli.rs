@@ -409,6 +409,16 @@ pub struct CacheArgs {
     /// git's control files and veilfs's configuration directory.
     #[arg(long, requires = "audit")]
     pub permissive: bool,
+    /// Learn a policy from what the command does: exactly `--permissive --audit
+    /// FILE --audit-all` (nothing the policy would refuse is refused, and every
+    /// access is logged to FILE, outside the workspace). Then `veilfs init
+    /// --from-audit FILE` writes the allow-list of what it read and changed.
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with_all = ["audit", "audit_all", "permissive"]
+    )]
+    pub learn: Option<PathBuf>,
     /// Do not watch the source for outside edits (then only the TTL bounds how long
     /// the kernel may show stale entries).
     #[arg(long)]
@@ -433,9 +443,10 @@ impl CacheArgs {
         opts.strict_open = self.strict_open;
         opts.threads = self.threads.max(1);
         opts.transport = self.transport;
-        opts.audit = self.audit.clone();
-        opts.audit_all = self.audit_all;
-        opts.permissive = self.permissive;
+        opts.audit = self.audit.clone().or_else(|| self.learn.clone());
+        opts.audit_all = self.audit_all || self.learn.is_some();
+        opts.permissive = self.permissive || self.learn.is_some();
+        opts.learn = self.learn.is_some();
         opts.ask_timeout = std::time::Duration::from_secs_f64(self.ask_timeout);
     }
 }

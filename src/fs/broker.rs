@@ -492,6 +492,9 @@ impl Broker {
             comm: about.who.comm.clone(),
             result: Some(result),
             ask: Some(ask),
+            change: false,
+            absent: false,
+            dir: false,
         });
     }
 }

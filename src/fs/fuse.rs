@@ -57,8 +57,9 @@ impl Filesystem for Served {
             #[cfg(feature = "fault-injection")]
             self.injected_fault(parent.0, name);
             let r = VeilFs::lookup(self, cx, parent.0, name);
-            if let Err(e) = &r {
-                self.notice_refused_lookup(req.pid(), name, e);
+            match &r {
+                Ok((node, _)) => self.allowed(cx, "lookup", node.ino),
+                Err(e) => self.notice_refused_lookup(req.pid(), name, e),
             }
             self.reply_entry(cx, "lookup", r, reply)
         })
@@ -287,6 +288,11 @@ impl Filesystem for Served {
                     reply.opened(FileHandle(super::ops::NO_HANDLE), CACHED_OPEN);
                 }
                 Ok(Some(fh)) => {
+                    if !writes {
+                        // An open for writing is logged where the policy allowed
+                        // the change (`VeilFs::admit`).
+                        fs.allowed(cx, "open", ino.0);
+                    }
                     let rw = flags.0 & libc::O_ACCMODE != libc::O_RDONLY;
                     match fs.io_mode_for(ino.0, fh, rw, |f| reply.open_backing(f)) {
                         Some(id) => reply.opened_passthrough(FileHandle(fh), PASSTHROUGH_OPEN, &id),
@@ -438,6 +444,10 @@ impl Filesystem for Served {
             move |fs, cx| fs.listing_at(cx, ino.0, offset),
             move |fs, cx, r, reply| match r {
                 Ok((listing, pos)) => {
+                    if offset == 0 {
+                        // A listing read from its start: the directory was listed.
+                        fs.allowed(cx, "readdir", ino.0);
+                    }
                     fill_dir(ino, &listing, pos, reply);
                     fs.after_listing(cx, ino.0);
                 }
@@ -461,6 +471,10 @@ impl Filesystem for Served {
             move |fs, cx| fs.listing_at(cx, ino.0, offset),
             move |fs, cx, r, reply| match r {
                 Ok((listing, pos)) => {
+                    if offset == 0 {
+                        // A listing read from its start: the directory was listed.
+                        fs.allowed(cx, "readdirplus", ino.0);
+                    }
                     fill_dir_plus(fs, cx, ino, &listing, pos, reply);
                     fs.after_listing(cx, ino.0);
                 }

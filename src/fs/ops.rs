@@ -319,7 +319,7 @@ impl VeilFs {
 
     /// [`VeilFs::admit`] for `node` at its place `p`: its path is spelled only for
     /// a check that `d` does not meet outright (a refusal, or what a permissive
-    /// mount logs).
+    /// mount logs), or for an allowed change the audit log wants.
     fn admit_node(
         &self,
         s: &Snapshot,
@@ -329,7 +329,8 @@ impl VeilFs {
         need: super::permissive::Need,
         log: bool,
     ) -> io::Result<()> {
-        if need.met_by(d) {
+        let logged = log && need == Change && self.logs_allowed();
+        if need.met_by(d) && !logged {
             return Ok(());
         }
         self.admit(s, &self.path_of(s, node, p)?, d, need, log)
@@ -666,7 +667,16 @@ impl VeilFs {
             epoch: s.epoch,
         };
         let recheck = as_file.then(|| path.clone());
-        let (node, st) = self.enter(at, &cname, path, d)?;
+        // A name the policy lets the caller look up and that is not there is
+        // logged too (`--audit-all`): a probe the policy must keep answering.
+        let probed = self.logs_allowed().then(|| (path.clone(), d.clone()));
+        let (node, st) = self.enter(at, &cname, path, d).inspect_err(|e| {
+            if let Some((path, d)) = probed
+                && e.raw_os_error() == Some(libc::ENOENT)
+            {
+                self.allowed_absent(cx, path, d);
+            }
+        })?;
         if let Some(path) = recheck {
             self.same_kind(&s, &node, &dp, &path)?;
         }

@@ -19,7 +19,9 @@
 //!
 //! Every check in [`super::ops`] goes through [`VeilFs::admit`], which looks at the
 //! mode only on the way to a refusal, so a mount that is not permissive pays
-//! nothing. Each would-be refusal is logged once per request and
+//! nothing. (It is also where a change the policy allows is logged, with
+//! `--audit-all`: `"change": true`, once per request and path.) Each would-be
+//! refusal (a change's with `"change": true`) is logged once per request and
 //! path, with the path the request named in full (a path under a denied directory
 //! is looked up, so `cat certs/dev.key` logs `certs/dev.key`, where an enforcing
 //! mount can only log `certs`: the lookup stops there). The checks of a request's
@@ -65,6 +67,9 @@ impl VeilFs {
         log: bool,
     ) -> io::Result<()> {
         if need.met_by(d) {
+            if need == Need::Change && log {
+                self.allowed_change(s.req, path, d);
+            }
             return Ok(());
         }
         if !self.permissive {
@@ -75,7 +80,7 @@ impl VeilFs {
             return Err(refuse(path, &g));
         }
         if log {
-            self.would_refuse(s.req, path, d, "would-refuse");
+            self.would_refuse(s.req, path, d, "would-refuse", need == Need::Change);
         }
         Ok(())
     }
@@ -121,23 +126,26 @@ impl VeilFs {
         } else {
             "would-ask"
         };
-        self.would_refuse(s.req, path, d, result);
+        self.would_refuse(s.req, path, d, result, writes);
         Some(self.guards_alone(&s.policy, path))
     }
 
-    /// Logs that `req` would have been refused `path` by `d`, once per request and
-    /// path.
-    fn would_refuse(&self, req: &Req, path: &[u8], d: &Decision, result: &'static str) {
+    /// Logs that `req` would have been refused `path` by `d` (for a change, when
+    /// `change`), once per request and path.
+    fn would_refuse(
+        &self,
+        req: &Req,
+        path: &[u8],
+        d: &Decision,
+        result: &'static str,
+        change: bool,
+    ) {
         if self.audit.is_none() || !req.first_mention(path) {
             return;
         }
-        self.audit_as(
-            req.who,
-            req.op,
-            path.to_vec(),
-            d.clone(),
-            false,
-            Some(result),
-        );
+        let mut e = self.event(req.who, req.op, path.to_vec(), d.clone());
+        e.result = Some(result);
+        e.change = change;
+        self.record(e);
     }
 }

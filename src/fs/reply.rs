@@ -187,39 +187,74 @@ impl VeilFs {
         decision: crate::Decision,
         refused: bool,
     ) {
-        self.audit_as(who, op, path, decision, refused, None);
-    }
-
-    /// [`VeilFs::audit`] with the event's `result` when it is not plainly
-    /// `refused` or `allowed` (a permissive mount's `would-refuse`).
-    pub(super) fn audit_as(
-        &self,
-        who: impl Into<Who>,
-        op: &'static str,
-        path: Vec<u8>,
-        decision: crate::Decision,
-        refused: bool,
-        result: Option<&'static str>,
-    ) {
-        if let Some(audit) = &self.audit {
-            let who = who.into();
-            audit.record(crate::session::audit::Event {
-                time: SystemTime::now(),
-                op,
-                path,
-                decision,
-                refused,
-                pid: who.pid,
-                uid: who.uid,
-                gid: who.gid,
-                comm: crate::session::audit::comm(who.pid),
-                result,
-                ask: None,
-            });
+        if self.audit.is_some() {
+            let mut e = self.event(who.into(), op, path, decision);
+            e.refused = refused;
+            self.record(e);
         }
     }
 
-    /// Replies with a new or found entry, logging it when asked to.
+    /// Hands `e` to the audit log, if there is one.
+    pub(super) fn record(&self, e: crate::session::audit::Event) {
+        if let Some(audit) = &self.audit {
+            audit.record(e);
+        }
+    }
+
+    /// The audit event of `who`'s `op` on `path`, decided `decision`: allowed, and
+    /// neither a change nor absent until the caller says otherwise.
+    pub(super) fn event(
+        &self,
+        who: Who,
+        op: &'static str,
+        path: Vec<u8>,
+        decision: crate::Decision,
+    ) -> crate::session::audit::Event {
+        crate::session::audit::Event {
+            time: SystemTime::now(),
+            op,
+            path,
+            decision,
+            refused: false,
+            pid: who.pid,
+            uid: who.uid,
+            gid: who.gid,
+            comm: crate::session::audit::comm(who.pid),
+            result: None,
+            ask: None,
+            change: false,
+            absent: false,
+            dir: false,
+        }
+    }
+
+    /// Whether allowed operations are logged (`--audit-all`).
+    pub(super) fn logs_allowed(&self) -> bool {
+        self.audit.as_ref().is_some_and(|a| a.all())
+    }
+
+    /// Logs that the policy allowed `req` to change `path` (decided `d`), when
+    /// allowed operations are logged: once per request and path.
+    pub(super) fn allowed_change(&self, req: &Req, path: &[u8], d: &crate::Decision) {
+        if self.logs_allowed() && req.first_change(path) {
+            let mut e = self.event(req.who, req.op, path.to_vec(), d.clone());
+            e.change = true;
+            self.record(e);
+        }
+    }
+
+    /// Logs that the policy allowed `req` to look `path` up (decided `d`) and that
+    /// nothing is there, when allowed operations are logged.
+    pub(super) fn allowed_absent(&self, req: &Req, path: Vec<u8>, d: crate::Decision) {
+        if self.logs_allowed() {
+            let mut e = self.event(req.who, req.op, path, d);
+            e.absent = true;
+            self.record(e);
+        }
+    }
+
+    /// Replies with a new or found entry. (A lookup is logged by its handler; a
+    /// name made, where the policy allowed the change: see [`VeilFs::admit`].)
     pub(super) fn reply_entry(
         &self,
         cx: &Req,
@@ -228,14 +263,11 @@ impl VeilFs {
         reply: ReplyEntry,
     ) {
         match r {
-            Ok((node, st)) => {
-                self.allowed(cx, op, node.ino);
-                reply.entry(
-                    &self.ttl_of(node.ino),
-                    &self.attr(node.ino, &st),
-                    Generation(0),
-                )
-            }
+            Ok((node, st)) => reply.entry(
+                &self.ttl_of(node.ino),
+                &self.attr(node.ino, &st),
+                Generation(0),
+            ),
             Err(e) => reply.error(self.fail(cx, op, e)),
         }
     }
@@ -275,14 +307,16 @@ impl VeilFs {
 
     /// Logs an allowed operation on node `ino` when the audit log wants them all.
     pub(super) fn allowed(&self, cx: &Req, op: &'static str, ino: u64) {
-        if self.audit.as_ref().is_some_and(|a| a.all())
+        if self.logs_allowed()
             && let Some(node) = self.inodes.get(ino)
         {
             let place = node.place();
             // A path that cannot be spelled (its parent gone) is logged empty.
             let path = self.path_of(&self.snapshot(cx), &node, &place);
             let path = path.map(|p| p.to_vec()).unwrap_or_default();
-            self.audit(cx, op, path, place.decision, false);
+            let mut e = self.event(cx.who, op, path, place.decision);
+            e.dir = node.is_dir();
+            self.record(e);
         }
     }
 

@@ -9,7 +9,8 @@
 //!   it outlives that run or reaches another request (there is no per-thread state;
 //!   a request may be served on any thread, and a parked one is run again on the
 //!   thread that got the answer).
-//! * Each path's would-be refusal is logged once per request.
+//! * Each path's would-be refusal is logged once per request, and so is each
+//!   change of a path the policy allowed (`--audit-all`).
 
 use parking_lot::Mutex;
 
@@ -22,6 +23,8 @@ pub struct Req {
     pub(crate) op: &'static str,
     grants: Vec<Grant>,
     logged: Mutex<Vec<Vec<u8>>>,
+    /// The paths whose allowed change this request has logged.
+    changed: Mutex<Vec<Vec<u8>>>,
 }
 
 impl Req {
@@ -36,6 +39,7 @@ impl Req {
             op,
             grants: Vec::new(),
             logged: Mutex::new(Vec::new()),
+            changed: Mutex::new(Vec::new()),
         }
     }
 
@@ -53,13 +57,24 @@ impl Req {
 
     /// True the first time this request asks about `path` (it is then remembered).
     pub(crate) fn first_mention(&self, path: &[u8]) -> bool {
-        let mut logged = self.logged.lock();
-        if logged.iter().any(|p| p.as_slice() == path) {
-            return false;
-        }
-        logged.push(path.to_vec());
-        true
+        first(&self.logged, path)
     }
+
+    /// True the first time this request is allowed to change `path` (it is then
+    /// remembered).
+    pub(crate) fn first_change(&self, path: &[u8]) -> bool {
+        first(&self.changed, path)
+    }
+}
+
+/// True when `path` is not in `seen` yet (it is then added).
+fn first(seen: &Mutex<Vec<Vec<u8>>>, path: &[u8]) -> bool {
+    let mut seen = seen.lock();
+    if seen.iter().any(|p| p.as_slice() == path) {
+        return false;
+    }
+    seen.push(path.to_vec());
+    true
 }
 
 /// Who made a request (kept past the request, for one answered after a question).
@@ -113,5 +128,8 @@ mod tests {
         assert!(!r.first_mention(b"a"));
         assert!(r.first_mention(b"b"));
         assert!(Req::new("rename", 1, 0, 0).first_mention(b"a"));
+        // Changes are counted apart.
+        assert!(r.first_change(b"a"));
+        assert!(!r.first_change(b"a"));
     }
 }

@@ -359,7 +359,7 @@ pub(super) fn logs(
         let (a, w) = crate::session::audit::Audit::start(
             target,
             opts.audit_all,
-            crate::session::audit::QUEUE,
+            crate::session::audit::queue(opts.audit_all),
         )
         .map_err(|cause| ServeError::Audit {
             log: target.clone(),

@@ -182,7 +182,7 @@ pub(super) fn policy_note(source: &str, walk: &crate::workspace::walk::StartupWa
     }
 }
 
-/// `--permissive`: nothing is refused.
+/// `--permissive` (and `--learn`): nothing is refused.
 pub(super) fn mode_note(
     mount: &crate::session::mount::MountOptions,
     layout: &super::home::Layout,
@@ -191,8 +191,14 @@ pub(super) fn mode_note(
     match &mount.audit {
         Some(log) if mount.permissive => Note::new(
             format!(
-                "PERMISSIVE: nothing {}is refused, only logged to {}",
+                "{}: nothing {}is refused, {} logged to {}",
+                if mount.learn {
+                    "LEARNING"
+                } else {
+                    "PERMISSIVE"
+                },
                 if home { "in the workspace " } else { "" },
+                if mount.learn { "every access" } else { "only" },
                 log.display()
             ),
             mount.permissive_note(home).unwrap_or_default(),

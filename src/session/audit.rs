@@ -22,6 +22,15 @@ use crate::policy::Decision;
 /// How many events may wait for the writer.
 pub const QUEUE: usize = 4096;
 
+/// How many events may wait for the writer of a log of every operation (`all`,
+/// `--learn`): an event dropped there is a path a learned policy would miss.
+pub const QUEUE_ALL: usize = 1 << 16;
+
+/// The queue for a log that holds allowed operations too (`all`) or not.
+pub fn queue(all: bool) -> usize {
+    if all { QUEUE_ALL } else { QUEUE }
+}
+
 /// One operation, as the kernel asked for it.
 #[derive(Debug)]
 pub struct Event {
@@ -42,6 +51,16 @@ pub struct Event {
     /// About a question (see [`crate::fs::ask`]): its id, outcome, how long it
     /// waited, who answered and why.
     pub ask: Option<serde_json::Value>,
+    /// The access changes the path (writes, makes, removes, renames it or changes
+    /// its attributes), as the policy was asked: written `"change": true`. Said of
+    /// allowed changes (`all`) and of what a permissive mount would refuse.
+    pub change: bool,
+    /// An allowed lookup of a name that is not there (`ENOENT`): written
+    /// `"absent": true` (`all` only).
+    pub absent: bool,
+    /// The path is a directory: written `"dir": true` (said of allowed operations
+    /// on a node, `all` only).
+    pub dir: bool,
 }
 
 /// A connection the proxy of `veilfs run --net allow=...` refused, asked about or
@@ -303,6 +322,15 @@ fn write_loop(
             .into();
         if let Some(ask) = e.ask {
             v["ask"] = ask;
+        }
+        if e.change {
+            v["change"] = true.into();
+        }
+        if e.absent {
+            v["absent"] = true.into();
+        }
+        if e.dir {
+            v["dir"] = true.into();
         }
         v["pid"] = e.pid.into();
         v["uid"] = e.uid.into();

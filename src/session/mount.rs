@@ -57,6 +57,9 @@ pub struct MountOptions {
     /// Enforce none of the policy's rules; log what they would refuse (see
     /// [`crate::fs::config::FsConfig::permissive`]).
     pub permissive: bool,
+    /// Learning a policy (`--learn`): permissive, with every allowed access logged
+    /// too, for `veilfs init --from-audit`; said so in the start-up line.
+    pub learn: bool,
     /// Where the daemon says what its policy reloads did.
     pub reports: Reports,
     /// How long a question about an `ask` path waits for a person (see
@@ -81,6 +84,19 @@ impl MountOptions {
     /// workspace, when `home`: a home mount beside it enforces its own policy).
     pub fn permissive_note(&self, home: bool) -> Option<String> {
         let log = self.audit.as_ref().filter(|_| self.permissive)?;
+        if self.learn {
+            return Some(format!(
+                "LEARNING: nothing {}is refused, every access is logged to {} (write \
+                 the policy it learned with `veilfs init --from-audit {}`)",
+                if home {
+                    "in the workspace (the home policy is enforced) "
+                } else {
+                    ""
+                },
+                log.display(),
+                log.display()
+            ));
+        }
         Some(format!(
             "PERMISSIVE: nothing {}is refused, what the policy would refuse is logged to {} \
              (read it with `veilfs explain --audit {}`)",
@@ -139,6 +155,7 @@ impl Default for MountOptions {
             audit: None,
             audit_all: false,
             permissive: false,
+            learn: false,
             reports: Reports::Stderr,
             ask_timeout: crate::fs::ask::DEFAULT_TIMEOUT,
         }
@@ -382,7 +399,11 @@ pub fn start_audit(
     target: &Path,
     opts: &MountOptions,
 ) -> io::Result<(crate::session::audit::Audit, crate::session::audit::Writer)> {
-    crate::session::audit::Audit::start(target, opts.audit_all, crate::session::audit::QUEUE)
+    crate::session::audit::Audit::start(
+        target,
+        opts.audit_all,
+        crate::session::audit::queue(opts.audit_all),
+    )
 }
 
 /// Where a filesystem serves from and is mounted, as [`preflight`] found them.
