@@ -84,7 +84,11 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 mount,
             })
         }
-        Command::Init { workspace, force } => crate::cmd::init::init(workspace.as_deref(), force),
+        Command::Init {
+            workspace,
+            force,
+            from_audit,
+        } => crate::cmd::init::init(workspace.as_deref(), force, from_audit.as_deref()),
         Command::Doctor => Ok(crate::cmd::doctor::doctor()),
         Command::Completions { shell } => {
             use clap::CommandFactory;

@@ -235,6 +235,13 @@ pub enum Command {
     /// (`.cursorignore`, `.aiexclude`, ...) and Claude Code's settings imported, and
     /// a commented list of the files whose names look like secrets. Then print what
     /// the mount will hide. Never replaces an existing file without --force.
+    ///
+    /// With --from-audit LOG, the policy learned from a `veilfs run --learn LOG`
+    /// session instead: an allow-list (`default = "deny"`) of what the session
+    /// changed (`allow`) and read (`read-only`), directories it listed or used
+    /// several names of as one pattern, each pattern with how often it was used,
+    /// and the built-in default's deny rules after them, so that its secrets stay
+    /// hidden.
     Init {
         /// The workspace. Default: found from the current directory as `run` finds
         /// it (the nearest directory holding a `.veilfs.toml`, else the top of the
@@ -244,6 +251,11 @@ pub enum Command {
         /// Replace an existing `.veilfs.toml`.
         #[arg(long)]
         force: bool,
+        /// Write the policy learned from the audit log LOG of a `veilfs run
+        /// --learn LOG` session (paths of this workspace; home paths are not
+        /// learned).
+        #[arg(long, value_name = "LOG")]
+        from_audit: Option<PathBuf>,
     },
     /// Check what this machine offers veilfs, and say what to change.
     ///

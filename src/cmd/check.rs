@@ -2,7 +2,8 @@
 //! that match nothing there (a typo such as `config/prod.yml`, or a rule meant for
 //! files to come), and directory-only patterns naming a file. One walk of the tree
 //! (no link followed, `.git` not entered, no file opened); only the patterns of the
-//! policy's own file are looked at.
+//! policy's own file are looked at, and a deny pattern of the built-in default
+//! copied into it is never said to match nothing (it is meant for files to come).
 
 use std::collections::HashSet;
 use std::os::fd::AsFd;
@@ -42,6 +43,16 @@ pub fn warnings(policy: &Policy, workspace: &Path) -> Vec<String> {
     if !matches!(complete, Ok(true)) {
         return Vec::new();
     }
+    // The built-in default's deny patterns, copied into a policy (as `veilfs init
+    // --from-audit` writes them, after an allow-list), are meant for files to come:
+    // none is said to match nothing.
+    let builtin = Policy::builtin();
+    let to_come: HashSet<&str> = builtin
+        .patterns()
+        .iter()
+        .filter(|p| p.action == crate::policy::Action::Deny)
+        .map(|p| p.text.as_str())
+        .collect();
     let mut out = Vec::new();
     for id in own {
         let p = &pats[id];
@@ -54,7 +65,9 @@ pub fn warnings(policy: &Policy, workspace: &Path) -> Vec<String> {
                 crate::escape::escape(p.glob()),
                 p.text.trim_end_matches('/')
             ));
-        } else if !matched.contains(&id) {
+        } else if !matched.contains(&id)
+            && !(p.action == crate::policy::Action::Deny && to_come.contains(p.text.as_str()))
+        {
             out.push(format!(
                 "{head} matches nothing in the workspace now (a typo? it may be meant for \
                  files to come)"

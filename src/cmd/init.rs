@@ -9,6 +9,9 @@
 //! never enters `.git`. Then it prints what the mount will hide at the top of the
 //! tree and among those files.
 //!
+//! With `--from-audit LOG` it writes instead the allow-list learned from the audit
+//! log of a `veilfs run --learn LOG` session ([`crate::policy::learn`]).
+//!
 //! An existing policy file is never replaced without `--force`; the new file is
 //! written beside it and renamed over it, so a reader sees the old or the new one.
 
@@ -20,7 +23,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result, bail};
 
-use crate::policy::{Action, Decision, Policy, claude, ignore};
+use crate::policy::{Action, Decision, Policy, claude, ignore, learn};
 use crate::workspace::imports;
 use crate::workspace::load::{self, WORKSPACE_POLICY};
 
@@ -234,8 +237,13 @@ pub fn policy_text(s: &Survey, decide: impl Fn(&str) -> Decision) -> String {
 }
 
 /// `veilfs init`: writes the starting policy of the workspace `given` (else the
-/// one found from the current directory), then prints what the mount will hide.
-pub fn init(given: Option<&Path>, force: bool) -> Result<std::process::ExitCode> {
+/// one found from the current directory), or the one learned from the audit log
+/// `learned` when given, then prints what the mount will hide.
+pub fn init(
+    given: Option<&Path>,
+    force: bool,
+    learned: Option<&Path>,
+) -> Result<std::process::ExitCode> {
     let workspace: PathBuf = match given {
         Some(w) => std::path::absolute(w)?,
         None => {
@@ -260,6 +268,9 @@ pub fn init(given: Option<&Path>, force: bool) -> Result<std::process::ExitCode>
         );
         return Ok(std::process::ExitCode::from(1));
     }
+    if let Some(log) = learned {
+        return from_audit(&workspace, &target, exists, log);
+    }
     let s = survey(&workspace)?;
     // What the written rules decide, to sort the secrets: the file without the
     // secrets' block, with its imports attached.
@@ -282,6 +293,63 @@ pub fn init(given: Option<&Path>, force: bool) -> Result<std::process::ExitCode>
         summary_of(&s)
     );
     report(&policy, &workspace, &s)?;
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// `veilfs init --from-audit LOG`: writes at `target` (replacing it when it
+/// `exists`) the policy learned from `log`, checked as `mount` will load it, and
+/// says what it holds and what the mount will hide at the top of `workspace`.
+fn from_audit(
+    workspace: &Path,
+    target: &Path,
+    exists: bool,
+    log: &Path,
+) -> Result<std::process::ExitCode> {
+    let text = crate::cmd::explain::audit::read_bounded(log)
+        .with_context(|| format!("reading {}", log.display()))?;
+    let uses = learn::Uses::from_log(&text).with_context(|| log.display().to_string())?;
+    let learned = learn::learn(&uses, &log.display().to_string());
+    let policy = compiled(target, &learned.text, workspace)?;
+    write_policy(target, &learned.text, exists)?;
+    let mut parts = vec![format!(
+        "{} pattern{} learned",
+        learned.patterns,
+        if learned.patterns == 1 { "" } else { "s" }
+    )];
+    if learned.secrets > 0 {
+        parts.push(format!(
+            "{} path{} the built-in default denies left out",
+            learned.secrets,
+            if learned.secrets == 1 { "" } else { "s" }
+        ));
+    }
+    if learned.unwritable > 0 {
+        parts.push(format!(
+            "{} name{} that cannot be written as a pattern left out",
+            learned.unwritable,
+            if learned.unwritable == 1 { "" } else { "s" }
+        ));
+    }
+    if learned.home > 0 {
+        parts.push(format!(
+            "{} home directory operations not learned",
+            learned.home
+        ));
+    }
+    println!(
+        "veilfs init: wrote {} (an allow-list learned from {}: {})",
+        crate::escape::escape(&target.display().to_string()),
+        crate::escape::escape(&log.display().to_string()),
+        parts.join("; ")
+    );
+    if learned.dropped > 0 {
+        eprintln!(
+            "veilfs init: the log dropped {} events (its queue was full): the policy may \
+             miss paths the session used; run the session again with --learn",
+            learned.dropped
+        );
+    }
+    report(&policy, workspace, &Survey::default())?;
     Ok(std::process::ExitCode::SUCCESS)
 }
 

@@ -127,6 +127,7 @@ mod file;
 pub mod ignore;
 mod imports;
 mod index;
+pub mod learn;
 mod lint;
 pub mod net;
 

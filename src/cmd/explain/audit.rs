@@ -47,7 +47,7 @@ pub const MAX_LOG: u64 = 1 << 30;
 /// The text of the log `log`: a regular file (a link is followed, as the person
 /// named it, but a device or a FIFO put in its place is refused, and nothing waits
 /// for a writer) of at most [`MAX_LOG`] bytes.
-fn read_bounded(log: &Path) -> std::io::Result<String> {
+pub(crate) fn read_bounded(log: &Path) -> std::io::Result<String> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     let f = std::fs::OpenOptions::new()
