@@ -12,7 +12,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 
-use crate::policy::Policy;
+use crate::policy::{Action::Deny, Policy};
 use crate::workspace::imports;
 use crate::workspace::load::{self, ConfigError};
 
@@ -50,9 +50,11 @@ pub fn warnings(policy: &Policy, workspace: &Path) -> Vec<String> {
     let to_come: HashSet<&str> = builtin
         .patterns()
         .iter()
-        .filter(|p| p.action == crate::policy::Action::Deny)
+        .filter(|p| p.action == Deny)
         .map(|p| p.text.as_str())
         .collect();
+    let copied_from_default =
+        |p: &crate::policy::Pattern| p.action == Deny && to_come.contains(p.text.as_str());
     let mut out = Vec::new();
     for id in own {
         let p = &pats[id];
@@ -65,9 +67,7 @@ pub fn warnings(policy: &Policy, workspace: &Path) -> Vec<String> {
                 crate::escape::escape(p.glob()),
                 p.text.trim_end_matches('/')
             ));
-        } else if !matched.contains(&id)
-            && !(p.action == crate::policy::Action::Deny && to_come.contains(p.text.as_str()))
-        {
+        } else if !matched.contains(&id) && !copied_from_default(p) {
             out.push(format!(
                 "{head} matches nothing in the workspace now (a typo? it may be meant for \
                  files to come)"

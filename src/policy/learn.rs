@@ -212,6 +212,13 @@ impl Uses {
             *self.unwritable.entry(path.to_string()).or_default() += 1;
             return;
         }
+        // The directories on the way, used or not (the kernel may have had them
+        // cached): so that one of them can be learned whole.
+        let mut at = path;
+        while let Some((dir, _)) = at.rsplit_once('/') {
+            self.paths.entry(dir.to_string()).or_default().dir = true;
+            at = dir;
+        }
         let u = self.paths.entry(path.to_string()).or_default();
         if v["change"] == true || CHANGE_OPS.contains(&op) {
             u.changes += 1;
@@ -696,5 +703,358 @@ fn write_listed(t: &mut String, title: &str, paths: &[(&str, u64)]) {
     }
     if paths.len() > MAX_LISTED {
         let _ = writeln!(t, "#   … and {} more", paths.len() - MAX_LISTED);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One event of a log, as `veilfs run --learn` writes it (the fields read).
+    fn event(op: &str, path: &str, result: &str) -> serde_json::Value {
+        serde_json::json!({
+            "op": op, "path": path, "result": result, "root": "workspace", "comm": "cat",
+        })
+    }
+
+    /// A file read: looked up, opened.
+    fn read(path: &str) -> Vec<serde_json::Value> {
+        vec![
+            event("lookup", path, "allowed"),
+            event("open", path, "allowed"),
+        ]
+    }
+
+    /// A file made and written.
+    fn write(path: &str) -> Vec<serde_json::Value> {
+        let mut absent = event("lookup", path, "allowed");
+        absent["absent"] = true.into();
+        let mut made = event("create", path, "allowed");
+        made["change"] = true.into();
+        vec![absent, made]
+    }
+
+    /// A directory listed.
+    fn list(path: &str) -> Vec<serde_json::Value> {
+        let mut v = event("readdirplus", path, "allowed");
+        v["dir"] = true.into();
+        vec![v]
+    }
+
+    /// A directory looked up, nothing more.
+    fn look(path: &str) -> Vec<serde_json::Value> {
+        let mut v = event("lookup", path, "allowed");
+        v["dir"] = true.into();
+        vec![v]
+    }
+
+    fn mkdir(path: &str) -> Vec<serde_json::Value> {
+        let mut v = event("mkdir", path, "allowed");
+        v["change"] = true.into();
+        vec![v]
+    }
+
+    fn log(events: &[Vec<serde_json::Value>]) -> String {
+        let lines: Vec<String> = events.iter().flatten().map(|v| v.to_string()).collect();
+        lines.join("\n")
+    }
+
+    /// The policy learned from `events`, its text, and the text as compiled.
+    fn learned(events: &[Vec<serde_json::Value>]) -> (Outcome, Policy) {
+        let uses = Uses::from_log(&log(events)).unwrap();
+        let out = learn(&uses, "/logs/learn.log");
+        let policy = Policy::parse(".veilfs.toml", &out.text)
+            .unwrap_or_else(|e| panic!("{e}\n{}", out.text));
+        (out, policy)
+    }
+
+    const DIR: bool = true;
+    const FILE: bool = false;
+
+    /// One session, then what the learned policy decides: (path, as a directory,
+    /// action).
+    macro_rules! learns {
+        ($($name:ident: [$($ev:expr),* $(,)?] => [$(($path:expr, $dir:expr, $action:ident)),* $(,)?];)*) => {$(
+            #[test]
+            fn $name() {
+                let (out, policy) = learned(&[$($ev),*]);
+                $(
+                    let d = policy.decide($path.as_bytes(), $dir);
+                    assert_eq!(
+                        d.action,
+                        Action::$action,
+                        "{} ({}): {}\n{}",
+                        $path,
+                        d.why(),
+                        stringify!($name),
+                        out.text
+                    );
+                )*
+            }
+        )*};
+    }
+
+    learns! {
+        a_file_read_is_read_only_and_its_neighbours_denied:
+            [read("src/a.txt")] => [
+                ("src/a.txt", FILE, ReadOnly),
+                ("src/b.txt", FILE, Deny),
+                ("src", DIR, ReadOnly),
+                ("notes.txt", FILE, Deny),
+                ("src/a.txt/x", FILE, ReadOnly),
+            ];
+        three_files_make_their_directory_whole:
+            [read("src/a"), read("src/b"), read("src/c")] => [
+                ("src/d", FILE, ReadOnly),
+                ("src/deep/e", FILE, ReadOnly),
+                ("other", FILE, Deny),
+            ];
+        two_files_do_not:
+            [read("src/a"), read("src/b")] => [
+                ("src/a", FILE, ReadOnly),
+                ("src/c", FILE, Deny),
+            ];
+        a_listed_directory_is_whole:
+            [list("src")] => [
+                ("src", DIR, ReadOnly),
+                ("src/never-read", FILE, ReadOnly),
+                ("srcs", FILE, Deny),
+            ];
+        a_written_file_is_allowed_and_its_directory_admitted:
+            [write("out/log.txt")] => [
+                ("out/log.txt", FILE, Allow),
+                ("out", DIR, Allow),
+                ("out/other.txt", FILE, Deny),
+            ];
+        a_made_directory_is_whole_even_before_it_is_there_again:
+            [mkdir("build"), write("build/a.o")] => [
+                // Not there yet: a name that is not there is decided as a file.
+                ("build", FILE, Allow),
+                ("build", DIR, Allow),
+                ("build/b.o", FILE, Allow),
+            ];
+        a_change_in_a_listed_directory_makes_it_allow:
+            [list("src"), write("src/new.rs")] => [
+                ("src/old.rs", FILE, Allow),
+            ];
+        a_directory_gone_through_gets_no_rule:
+            [read("a/b/c.txt")] => [
+                ("a", DIR, ReadOnly),
+                ("a/b", DIR, ReadOnly),
+                ("a/x", FILE, Deny),
+                ("a/b/d.txt", FILE, Deny),
+            ];
+        a_directory_only_looked_at_is_there_but_closed:
+            [look("cache")] => [
+                ("cache", DIR, ReadOnly),
+                ("cache/blob", FILE, Deny),
+                ("cache/sub", DIR, Deny),
+            ];
+        a_name_probed_and_absent_is_read_only:
+            [vec![{
+                let mut v = event("lookup", "src/.gitattributes", "allowed");
+                v["absent"] = true.into();
+                v
+            }]] => [
+                ("src/.gitattributes", FILE, ReadOnly),
+                ("src/other", FILE, Deny),
+            ];
+        secrets_stay_denied_in_a_learned_directory:
+            [list("src"), vec![event("open", "src/.env", "would-refuse")], read("src/id_rsa")] => [
+                ("src/.env", FILE, Deny),
+                ("src/id_rsa", FILE, Deny),
+                ("src/server.pem", FILE, Deny),
+                ("src/secrets", DIR, Deny),
+                ("src/main.rs", FILE, ReadOnly),
+            ];
+        a_template_the_default_allows_is_learned_after_the_denies:
+            [read(".env.example"), list("keys"), read("keys/id_ed25519.pub")] => [
+                (".env.example", FILE, ReadOnly),
+                (".env.sample", FILE, Deny),
+                (".env", FILE, Deny),
+                ("keys/id_ed25519.pub", FILE, ReadOnly),
+                ("keys/id_ed25519", FILE, Deny),
+            ];
+        glob_characters_in_names_match_only_themselves:
+            [read("x*"), read("we[i]rd"), read("a{b,c}"), read("q?"), read("back\\slash"),
+             read("!bang"), read("quo\"te"), read("#hash")] => [
+                ("x*", FILE, ReadOnly),
+                ("xy", FILE, Deny),
+                ("we[i]rd", FILE, ReadOnly),
+                ("weird", FILE, Deny),
+                ("a{b,c}", FILE, ReadOnly),
+                ("ab", FILE, Deny),
+                ("q?", FILE, ReadOnly),
+                ("qx", FILE, Deny),
+                ("back\\slash", FILE, ReadOnly),
+                ("backslash", FILE, Deny),
+                ("!bang", FILE, ReadOnly),
+                ("quo\"te", FILE, ReadOnly),
+                ("#hash", FILE, ReadOnly),
+            ];
+        a_glob_directory_learned_whole_matches_only_itself:
+            [list("d*")] => [
+                ("d*", DIR, ReadOnly),
+                ("d*/f", FILE, ReadOnly),
+                ("dx", DIR, Deny),
+                ("dx/f", FILE, Deny),
+            ];
+        names_that_cannot_be_written_are_not_learned:
+            [read("new\nline"), read("bad\u{FFFD}name"), read("d*r/f"), read("a/../b"),
+             read("bidi\u{202e}txt")] => [
+                ("new\nline", FILE, Deny),
+                ("d*r/f", FILE, Deny),
+                ("dxr/f", FILE, Deny),
+                ("b", FILE, Deny),
+            ];
+        the_home_directory_connections_and_refusals_are_not_learned:
+            [vec![
+                serde_json::json!({"op": "open", "path": "notes", "result": "allowed", "root": "home"}),
+                serde_json::json!({"op": "connect", "net": "example.com:443", "result": "allowed"}),
+                event("lookup", "guarded", "refused"),
+                event("lookup", "waiting", "asked"),
+            ]] => [
+                ("notes", FILE, Deny),
+                ("guarded", FILE, Deny),
+                ("waiting", FILE, Deny),
+            ];
+        a_listings_hidden_entries_are_not_uses:
+            [vec![event("readdirplus", "src/hidden.txt", "would-refuse")]] => [
+                ("src/hidden.txt", FILE, Deny),
+            ];
+        an_older_log_without_change_flags_still_tells_changes:
+            [vec![event("mkdir", "gen", "allowed"), event("rename", "gen/x", "allowed")]] => [
+                ("gen", DIR, Allow),
+                ("gen/y", FILE, Allow),
+            ];
+        the_policy_file_is_readable:
+            [read("src/a")] => [
+                (".veilfs.toml", FILE, ReadOnly),
+            ];
+    }
+
+    #[test]
+    fn each_pattern_says_how_often_and_by_whom() {
+        let mut touched = event("setattr", "out/stamp", "allowed");
+        touched["change"] = true.into();
+        touched["comm"] = "touch".into();
+        let (out, _) = learned(&[write("out/stamp"), vec![touched], read("README")]);
+        assert!(
+            out.text
+                .contains("  \"/out/stamp\",  # 3 uses (2 changes) by cat, touch\n"),
+            "{}",
+            out.text
+        );
+        assert!(
+            out.text.contains("  \"/README\",  # 2 uses by cat\n"),
+            "{}",
+            out.text
+        );
+    }
+
+    #[test]
+    fn a_directory_says_it_holds_all() {
+        let (out, _) = learned(&[list("src"), read("src/a"), look("cache")]);
+        assert!(
+            out.text
+                .contains("\"/src\",  # directory, all it holds: 3 uses by cat\n"),
+            "{}",
+            out.text
+        );
+        assert!(
+            out.text
+                .contains("\"/cache\",  # directory, looked at: 1 use by cat\n"),
+            "{}",
+            out.text
+        );
+    }
+
+    #[test]
+    fn a_hostile_process_name_stays_in_its_comment() {
+        let mut v = event("open", "a.txt", "allowed");
+        v["comm"] = "x\n[[rules]]\naction = \"allow\"\npaths = [\"/\"]".into();
+        let (out, policy) = learned(&[vec![v]]);
+        // The learned rule, the policy file's, the default's deny rule.
+        assert_eq!(policy.raw.rules.len(), 3, "{}", out.text);
+        assert!(
+            out.text.contains("by x\\x0a[[rules]]\\x0aaction"),
+            "{}",
+            out.text
+        );
+        assert_eq!(policy.decide(b"b.txt", false).action, Action::Deny);
+    }
+
+    #[test]
+    fn secrets_and_names_left_out_are_listed_escaped() {
+        let (out, _) = learned(&[
+            vec![event("lookup", "src/.env", "would-refuse")],
+            read("new\nline"),
+        ]);
+        assert_eq!((out.secrets, out.unwritable, out.patterns), (1, 1, 0));
+        assert!(out.text.contains("#   src/.env  (1 use)\n"), "{}", out.text);
+        assert!(
+            out.text.contains("#   new\\x0aline  (2 uses)\n"),
+            "{}",
+            out.text
+        );
+    }
+
+    #[test]
+    fn the_default_deny_rules_come_after_the_learned_ones() {
+        let (out, policy) = learned(&[list("src")]);
+        let learned_at = out.text.find("\"/src\"").unwrap();
+        let deny_at = out.text.find("\".env\"").unwrap();
+        assert!(learned_at < deny_at, "{}", out.text);
+        assert_eq!(policy.default_action(), Action::Deny);
+        assert!(
+            policy.lint().is_empty(),
+            "{:?}\n{}",
+            policy.lint(),
+            out.text
+        );
+    }
+
+    #[test]
+    fn dropped_events_and_home_operations_are_said() {
+        let text = [
+            r#"{"dropped": 7}"#.to_string(),
+            serde_json::json!({"op": "open", "path": "x", "result": "allowed", "root": "home"})
+                .to_string(),
+            String::new(),
+        ]
+        .join("\n");
+        let uses = Uses::from_log(&text).unwrap();
+        let out = learn(&uses, "log\nname");
+        assert_eq!((out.dropped, out.home), (7, 1));
+        assert!(out.text.contains("dropped 7 events"), "{}", out.text);
+        assert!(
+            out.text.contains("# log\\x0aname, the audit log"),
+            "{}",
+            out.text
+        );
+        Policy::parse("p", &out.text).unwrap();
+    }
+
+    #[test]
+    fn a_line_that_is_not_json_is_named() {
+        let e = Uses::from_log("{\"op\": \"open\"}\nnot json\u{1b}[2J").unwrap_err();
+        assert_eq!(e.line, 2);
+        assert_eq!(e.to_string(), "line 2: not an audit line: not json\\x1b[2J");
+    }
+
+    #[test]
+    fn the_default_deny_rules_are_copied_whole() {
+        let text = default_denies();
+        let copied = Policy::parse("p", &format!("extends = \"none\"\n{text}")).unwrap();
+        let builtin = Policy::builtin();
+        let denies = |p: &Policy| -> Vec<String> {
+            p.patterns()
+                .iter()
+                .filter(|p| p.action == Action::Deny)
+                .map(|p| p.text.clone())
+                .collect()
+        };
+        assert_eq!(denies(&copied), denies(&builtin));
+        assert!(copied.patterns().iter().all(|p| p.action == Action::Deny));
     }
 }
