@@ -410,7 +410,8 @@ pub struct CacheArgs {
     /// path, action, rule, pid, uid, gid and process name.
     #[arg(long, value_name = "FILE")]
     pub audit: Option<PathBuf>,
-    /// With --audit, log allowed operations too.
+    /// With --audit, log allowed operations too: lookups, opens, listings, and
+    /// each change the policy allows (`"change": true`).
     #[arg(long, requires = "audit")]
     pub audit_all: bool,
     /// Enforce none of the policy's rules, for tuning a policy before enforcing it:

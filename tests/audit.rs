@@ -84,6 +84,62 @@ fn audit_all_logs_allowed_operations_too() {
 }
 
 #[test]
+fn audit_all_says_changes_absent_names_and_directories() {
+    let mut f = Fixture::new();
+    f.file("ok.txt", "ok").file("d/in.txt", "in");
+    let log = f.tmp.path().join("audit.log");
+    mount_audited(&mut f, &log, true);
+    assert_eq!(fs::read_to_string(f.m("ok.txt")).unwrap(), "ok");
+    fs::write(f.m("new.txt"), "x").unwrap();
+    fs::rename(f.m("new.txt"), f.m("moved.txt")).unwrap();
+    fs::remove_file(f.m("moved.txt")).unwrap();
+    fs::create_dir(f.m("made")).unwrap();
+    fs::OpenOptions::new()
+        .append(true)
+        .open(f.m("d/in.txt"))
+        .unwrap();
+    assert!(fs::metadata(f.m("missing.cfg")).is_err());
+    assert_eq!(fs::read_dir(f.m("d")).unwrap().count(), 1);
+    f.mount.take().unwrap().unmount().unwrap();
+    let entries = lines(&fs::read_to_string(&log).unwrap());
+    let has = |op: &str, path: &str, key: &str| {
+        entries.iter().any(|e| {
+            e["op"] == op && e["path"] == path && e["result"] == "allowed" && e[key] == true
+        })
+    };
+    for (op, path) in [
+        ("create", "new.txt"),
+        ("rename", "new.txt"),
+        ("rename", "moved.txt"),
+        ("unlink", "moved.txt"),
+        ("mkdir", "made"),
+        ("open", "d/in.txt"),
+    ] {
+        assert!(has(op, path, "change"), "{op} {path}: {entries:#?}");
+    }
+    assert!(has("lookup", "missing.cfg", "absent"), "{entries:#?}");
+    assert!(has("lookup", "d", "dir"), "{entries:#?}");
+    assert!(
+        entries
+            .iter()
+            .any(|e| e["path"] == "d" && e["op"].as_str().unwrap_or("").starts_with("readdir")),
+        "{entries:#?}"
+    );
+    // A read is not a change, and each change is said once per request.
+    assert!(
+        !entries
+            .iter()
+            .any(|e| e["path"] == "ok.txt" && e["change"] == true),
+        "{entries:#?}"
+    );
+    let creates = entries
+        .iter()
+        .filter(|e| e["op"] == "create" && e["path"] == "new.txt")
+        .count();
+    assert_eq!(creates, 1, "{entries:#?}");
+}
+
+#[test]
 fn a_flood_of_refusals_never_blocks_requests_and_drops_are_counted() {
     let mut f = Fixture::new();
     f.file(".env", "TOPSECRET").file("ok.txt", "ok");
