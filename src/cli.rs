@@ -83,7 +83,7 @@ pub enum Command {
         #[arg(long)]
         no_home: bool,
         #[command(flatten)]
-        cache: CacheArgs,
+        cache: Box<CacheArgs>,
         /// Run CMD as `USER[:GROUP]`, names or numbers (root only). Without a group:
         /// the user's primary group.
         #[arg(long, value_name = "USER[:GROUP]", value_parser = crate::run::parse_user)]
