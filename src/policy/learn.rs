@@ -495,6 +495,35 @@ pub fn default_denies() -> String {
     t
 }
 
+/// Every built-in agent profile's read-only paths (what an agent runs later as
+/// the person), as one rule after everything learned: a session that changed one
+/// while it was learning (permissive) must not make it writable for good, ahead
+/// of the profile a later session takes (which comes before the file's rules).
+pub fn agents_read_only() -> String {
+    let mut t = String::from(
+        "
+# What the agents run later as you (the read-only paths of every built-in
+         # profile, `veilfs check --print-profile NAME`), last: a hook, MCP server or
+         # plugin file the session changed while learning is not learned writable.
+         [[rules]]
+action = \"read-only\"
+paths = [\n",
+    );
+    for p in &super::agents::PROFILES {
+        let Ok(raw) = Policy::raw(&super::agents::location_name(p), p.text) else {
+            continue;
+        };
+        let _ = writeln!(t, "  # {}", p.title);
+        for r in raw.rules.iter().filter(|r| r.action == Action::ReadOnly) {
+            for (pat, _) in &r.patterns {
+                let _ = writeln!(t, "  {},", toml_string(pat));
+            }
+        }
+    }
+    t.push_str("]\n");
+    t
+}
+
 /// The policy learned from `uses`, read from the log named `source` (said in the
 /// file's header, escaped).
 pub fn learn(uses: &Uses, source: &str) -> Outcome {
@@ -547,6 +576,7 @@ pub fn learn(uses: &Uses, source: &str) -> Outcome {
         );
         write_rules(&mut t, &exceptions, &[]);
     }
+    t.push_str(&agents_read_only());
     write_listed(
         &mut t,
         "Used by the session but denied by the built-in default: not learned",
@@ -970,12 +1000,36 @@ mod tests {
     }
 
     #[test]
+    fn a_hook_file_changed_while_learning_stays_read_only() {
+        let (out, policy) = learned(&[
+            write(".claude/settings.json"),
+            write(".claude/notes.md"),
+            write(".mcp.json"),
+        ]);
+        for hook in [".claude/settings.json", ".mcp.json"] {
+            assert_eq!(
+                policy.decide(hook.as_bytes(), false).action,
+                Action::ReadOnly,
+                "{hook}: {}",
+                out.text
+            );
+        }
+        assert_eq!(
+            policy.decide(b".claude/notes.md", false).action,
+            Action::Allow,
+            "{}",
+            out.text
+        );
+    }
+
+    #[test]
     fn a_hostile_process_name_stays_in_its_comment() {
         let mut v = event("open", "a.txt", "allowed");
         v["comm"] = "x\n[[rules]]\naction = \"allow\"\npaths = [\"/\"]".into();
         let (out, policy) = learned(&[vec![v]]);
-        // The learned rule, the policy file's, the default's deny rule.
-        assert_eq!(policy.raw.rules.len(), 3, "{}", out.text);
+        // The learned rule, the policy file's, the default's deny rule, the
+        // agents' read-only one.
+        assert_eq!(policy.raw.rules.len(), 4, "{}", out.text);
         assert!(
             out.text.contains("by x\\x0a[[rules]]\\x0aaction"),
             "{}",
