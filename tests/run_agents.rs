@@ -126,6 +126,11 @@ impl Session {
     /// `veilfs run ARGS -- COMMAND ARGS...` in the workspace, the home directory
     /// `home/`, the stand-ins first on `PATH`.
     fn run(&self, args: &[&str], command: &[&str]) -> Output {
+        self.run_with(&[], args, command)
+    }
+
+    /// As [`Session::run`], with more variables.
+    fn run_with(&self, vars: &[(&str, PathBuf)], args: &[&str], command: &[&str]) -> Output {
         let path = format!(
             "{}:{}",
             self.p("bin").display(),
@@ -141,6 +146,7 @@ impl Session {
             .env_remove("XDG_CONFIG_HOME")
             .env("PATH", path)
             .env("VEILFS_RUNTIME_DIR", self.p("rt"))
+            .envs(vars.iter().map(|(k, v)| (*k, v)))
             .output()
             .unwrap()
     }
@@ -323,4 +329,113 @@ fn check_prints_each_profile_and_refuses_an_unknown_agent() {
         "{}",
         show(&o)
     );
+}
+
+/// What the second attacker pass planted past the first profiles, each now
+/// refused: a file an agent loads into its environment (gemini's `.env`, aider's
+/// OAuth keys), a project's settings in another project of the home directory or
+/// a subdirectory of the workspace, a status-line script beside Claude Code's
+/// settings, a downloaded program opencode runs, Codex's rules and skills. Each
+/// path is tried under its agent (`sh -c` through the stand-in's name), and the
+/// disk is checked after.
+#[test]
+fn what_an_agent_loads_or_runs_from_elsewhere_cannot_be_planted() {
+    let s = Session::new();
+    // (agent, path relative to the home directory; `ws/` for the workspace)
+    let plants: &[(&str, &str)] = &[
+        ("gemini", ".gemini/.env"),
+        ("gemini", "ws/.gemini/.env"),
+        ("gemini", "proj2/.gemini/settings.json"),
+        ("gemini", ".gemini/system.md"),
+        ("aider", ".aider/oauth-keys.env"),
+        ("aider", "proj2/.aider.conf.yml"),
+        ("aider", "ws/sub/.aider.conf.yml"),
+        ("claude", "proj2/.claude/settings.json"),
+        ("claude", "ws/sub/.claude/settings.json"),
+        ("claude", "ws/sub/.mcp.json"),
+        ("claude", ".claude/statusline.sh"),
+        ("claude", ".claude/statusline-command.sh"),
+        ("opencode", ".local/share/opencode/bin/rg"),
+        ("opencode", "ws/sub/opencode.json"),
+        ("codex", ".codex/rules/default.rules"),
+        ("codex", ".codex/skills/x/SKILL.md"),
+        ("codex", ".codex/AGENTS.override.md"),
+        ("codex", "proj2/.codex/config.toml"),
+        ("goose", ".config/goose/recipes/r.yaml"),
+    ];
+    let path_of = |rel: &str| match rel.strip_prefix("ws/") {
+        Some(w) => s.p("ws").join(w),
+        None => s.home(rel),
+    };
+    for (agent, rel) in plants {
+        // The directory it would go in exists (a project, a workspace's
+        // subdirectory, the agent's own).
+        std::fs::create_dir_all(path_of(rel).parent().unwrap()).unwrap();
+        let stand_in = s.p("bin").join(agent);
+        std::fs::write(&stand_in, "#!/bin/sh\nexec sh \"$@\"\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&stand_in, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let target = path_of(rel);
+        let script = format!(
+            "(echo 'AIDER_TEST_CMD=sh -c evil' >> '{}') 2>/dev/null && echo planted || echo refused",
+            target.display()
+        );
+        let o = s.run(&["-q"], &[agent, "-c", &script]);
+        assert_eq!(text(&o.stdout), "refused\n", "{agent} {rel}: {}", show(&o));
+        assert!(!target.exists(), "{agent} {rel}: on disk");
+    }
+}
+
+/// An agent whose directory a variable moves (`CLAUDE_CONFIG_DIR`, `CODEX_HOME`,
+/// `GEMINI_CLI_HOME`) is held there too, when it lies in the home directory.
+#[test]
+fn a_directory_moved_by_its_variable_is_held_there_too() {
+    let s = Session::new();
+    let moved: &[(&str, &str, &str, &str)] = &[
+        (
+            "claude",
+            "CLAUDE_CONFIG_DIR",
+            ".config/claude",
+            ".config/claude/settings.json",
+        ),
+        (
+            "claude",
+            "CLAUDE_CONFIG_DIR",
+            ".config/claude",
+            ".config/claude/hooks/h.sh",
+        ),
+        (
+            "codex",
+            "CODEX_HOME",
+            "codex-home",
+            "codex-home/config.toml",
+        ),
+        (
+            "gemini",
+            "GEMINI_CLI_HOME",
+            "gh",
+            "gh/.gemini/settings.json",
+        ),
+    ];
+    for (agent, var, dir, plant) in moved {
+        let target = s.home(plant);
+        std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+        let stand_in = s.p("bin").join(agent);
+        std::fs::write(&stand_in, "#!/bin/sh\nexec sh \"$@\"\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&stand_in, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let script = format!(
+            "(echo planted >> '{}') 2>/dev/null && echo planted || echo refused",
+            target.display()
+        );
+        let vars = [(*var, s.home(dir))];
+        let o = s.run_with(&vars, &["-q"], &[agent, "-c", &script]);
+        assert_eq!(
+            text(&o.stdout),
+            "refused\n",
+            "{agent} {var} {plant}: {}",
+            show(&o)
+        );
+        assert!(!target.exists(), "{plant}");
+    }
 }

@@ -27,6 +27,9 @@ pub struct Profile {
     /// The files it reads its login from, relative to the home directory (said in
     /// the start-up line: the agent's commands can read them too).
     pub credentials: &'static [&'static str],
+    /// The variable that moves its own directory, that directory (relative to the
+    /// home directory), and where it then lies below the variable's value.
+    pub moved_by: Option<(&'static str, &'static str, &'static str)>,
 }
 
 /// The built-in profiles.
@@ -37,6 +40,7 @@ pub const PROFILES: [Profile; 6] = [
         commands: &["claude"],
         text: include_str!("../../policy-examples/agents/claude.toml"),
         credentials: &[".claude/.credentials.json"],
+        moved_by: Some(("CLAUDE_CONFIG_DIR", ".claude", "")),
     },
     Profile {
         name: "codex",
@@ -44,6 +48,7 @@ pub const PROFILES: [Profile; 6] = [
         commands: &["codex"],
         text: include_str!("../../policy-examples/agents/codex.toml"),
         credentials: &[".codex/auth.json"],
+        moved_by: Some(("CODEX_HOME", ".codex", "")),
     },
     Profile {
         name: "gemini",
@@ -55,6 +60,7 @@ pub const PROFILES: [Profile; 6] = [
             ".gemini/google_accounts.json",
             ".gemini/.env",
         ],
+        moved_by: Some(("GEMINI_CLI_HOME", ".gemini", "/.gemini")),
     },
     Profile {
         name: "aider",
@@ -62,6 +68,7 @@ pub const PROFILES: [Profile; 6] = [
         commands: &["aider"],
         text: include_str!("../../policy-examples/agents/aider.toml"),
         credentials: &[".aider/oauth-keys.env"],
+        moved_by: None,
     },
     Profile {
         name: "opencode",
@@ -69,6 +76,7 @@ pub const PROFILES: [Profile; 6] = [
         commands: &["opencode"],
         text: include_str!("../../policy-examples/agents/opencode.toml"),
         credentials: &[".local/share/opencode/auth.json"],
+        moved_by: None,
     },
     Profile {
         name: "goose",
@@ -76,6 +84,7 @@ pub const PROFILES: [Profile; 6] = [
         commands: &["goose"],
         text: include_str!("../../policy-examples/agents/goose.toml"),
         credentials: &[".config/goose/secrets.yaml"],
+        moved_by: None,
     },
 ];
 
@@ -100,6 +109,34 @@ pub fn names() -> String {
         .join(", ")
 }
 
+/// The profile's text with each entry in its own directory named again where
+/// its variable moved that directory (`moved`, relative to the mount's root: the
+/// home directory), so that both places are held alike. One line per entry, as
+/// the profiles are written.
+pub fn relocated_text(p: &Profile, moved: &str) -> String {
+    let Some((_, dir, below)) = p.moved_by else {
+        return p.text.to_string();
+    };
+    let to = format!(
+        "\"/{}{below}/",
+        super::literal_glob(moved.trim_matches('/'))
+    );
+    let mut out = String::with_capacity(p.text.len() * 2);
+    for line in p.text.lines() {
+        out.push_str(line);
+        out.push('\n');
+        // Its own directory's entries, and a project's (`**/.claude/...`), which
+        // the moved directory holds as well.
+        for from in [format!("\"/{dir}/"), format!("\"**/{dir}/")] {
+            if line.trim_start().starts_with(&from) {
+                out.push_str(&line.replacen(&from, &to, 1));
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
 /// The name a profile's locations print as.
 pub fn location_name(profile: &Profile) -> String {
     format!("<agent:{}>", profile.name)
@@ -115,10 +152,11 @@ mod tests {
         for p in &PROFILES {
             let policy = Policy::parse(&location_name(p), p.text)
                 .unwrap_or_else(|e| panic!("agent:{}: {e}", p.name));
-            assert!(policy.rule_count() >= 3, "agent:{}", p.name);
+            assert!(policy.rule_count() >= 2, "agent:{}", p.name);
+            assert_eq!(policy.lint(), Vec::new(), "agent:{}", p.name);
             for c in p.credentials {
                 let d = policy.decide(c.as_bytes(), false);
-                assert_eq!(d.action, Action::Allow, "agent:{} {c}: {}", p.name, d.why());
+                assert!(d.action.visible(), "agent:{} {c}: {}", p.name, d.why());
             }
             // Each profile makes something read-only: what runs later.
             assert!(
@@ -130,6 +168,44 @@ mod tests {
                 p.name
             );
         }
+    }
+
+    #[test]
+    fn a_moved_directory_is_held_in_both_places() {
+        let claude = profile("claude").unwrap();
+        let text = relocated_text(claude, "cfg/claude");
+        let policy = Policy::parse("<t>", &text).unwrap();
+        for p in [
+            ".claude/settings.json",
+            "cfg/claude/settings.json",
+            "cfg/claude/statusline.sh",
+        ] {
+            assert_eq!(
+                policy.decide(p.as_bytes(), false).action,
+                Action::ReadOnly,
+                "{p}"
+            );
+        }
+        assert_eq!(
+            policy.decide(b"cfg/claude/.credentials.json", false).action,
+            Action::Allow
+        );
+        let gemini = profile("gemini").unwrap();
+        let policy = Policy::parse("<t>", &relocated_text(gemini, "gh")).unwrap();
+        assert_eq!(
+            policy.decide(b"gh/.gemini/settings.json", false).action,
+            Action::ReadOnly
+        );
+        // A name with glob characters is held as written.
+        let policy = Policy::parse("<t>", &relocated_text(claude, "c*")).unwrap();
+        assert_eq!(
+            policy.decide(b"cx/settings.json", false).action,
+            Action::Allow
+        );
+        assert_eq!(
+            policy.decide(b"c*/settings.json", false).action,
+            Action::ReadOnly
+        );
     }
 
     #[test]

@@ -1003,7 +1003,7 @@ mod tests {
     fn a_hook_file_changed_while_learning_stays_read_only() {
         let (out, policy) = learned(&[
             write(".claude/settings.json"),
-            write(".claude/notes.md"),
+            write("src/notes.md"),
             write(".mcp.json"),
         ]);
         for hook in [".claude/settings.json", ".mcp.json"] {
@@ -1015,7 +1015,7 @@ mod tests {
             );
         }
         assert_eq!(
-            policy.decide(b".claude/notes.md", false).action,
+            policy.decide(b"src/notes.md", false).action,
             Action::Allow,
             "{}",
             out.text

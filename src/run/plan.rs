@@ -343,7 +343,11 @@ fn policies(opts: &RunOptions, ws: &Path) -> Result<Policies, PlanError> {
     }
     .map_err(PlanError::Policy)?;
     // The agent's profile, in both mounts, before anything compiles them again.
-    let agent = agent_of(opts, &loaded.policy);
+    let home_dir = match &layout {
+        home::Layout::Separate(h) | home::Layout::Same(h) => Some(h.as_path()),
+        home::Layout::Uncovered(_) => None,
+    };
+    let agent = agent_of(opts, &loaded.policy).map(|(p, from)| (moved(p, home_dir), from));
     if let Some((p, _)) = agent {
         load::with_agent(&mut loaded, home_base.as_ref(), home::WS_BUILTIN, p)
             .map_err(PlanError::Policy)?;
@@ -422,6 +426,33 @@ fn agent_of(
             None => agents::detect(&super::command_of(opts)[0]).map(|p| (p, AgentFrom::Command)),
         },
     }
+}
+
+/// The profile `p` held where the variable that moves its directory puts it too,
+/// when that lies in the home directory `home` (elsewhere it is read-only with the
+/// rest of the system, or a `--writable` place the person chose).
+fn moved(p: &'static Profile, home: Option<&Path>) -> &'static Profile {
+    let (Some((var, _, _)), Some(home)) = (p.moved_by, home) else {
+        return p;
+    };
+    let Some(value) = std::env::var_os(var).map(PathBuf::from) else {
+        return p;
+    };
+    let value = load::resolve_existing(&value).unwrap_or(value);
+    let Some(rel) = value
+        .strip_prefix(home)
+        .ok()
+        .and_then(Path::to_str)
+        .filter(|r| !r.is_empty())
+    else {
+        return p;
+    };
+    let text = crate::policy::agents::relocated_text(p, rel);
+    // Made once per session, and kept as long as its policies (reloads included).
+    Box::leak(Box::new(Profile {
+        text: Box::leak(text.into_boxed_str()),
+        ..*p
+    }))
 }
 
 /// What is said of the workspace policy before mounting: what it hides (for the
