@@ -207,3 +207,19 @@ pub fn become_user(uid: u32, gid: u32) -> io::Result<()> {
 pub fn chdir(p: &std::path::Path) -> io::Result<()> {
     Ok(nix::unistd::chdir(p)?)
 }
+
+/// The addresses of this network namespace's interfaces (`getifaddrs`).
+pub fn own_addresses() -> Vec<std::net::IpAddr> {
+    let Ok(addrs) = nix::ifaddrs::getifaddrs() else {
+        return Vec::new();
+    };
+    addrs
+        .filter_map(|a| {
+            let sa = a.address?;
+            if let Some(v4) = sa.as_sockaddr_in() {
+                return Some(std::net::IpAddr::V4(v4.ip()));
+            }
+            sa.as_sockaddr_in6().map(|v6| std::net::IpAddr::V6(v6.ip()))
+        })
+        .collect()
+}

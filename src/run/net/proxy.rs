@@ -220,8 +220,10 @@ fn serve_socks(s: &Shared, id: u64, mut client: TcpStream) -> io::Result<()> {
     let dest = match socks::handshake(&mut Within::new(&client)) {
         Ok(d) => d,
         Err(e) => {
+            // Whatever it was, it named no destination that went through: on the
+            // record (a probe that stops halfway too).
+            s.refuse_request(MALFORMED, format!("SOCKS5: {e}"), &client);
             if let Some(r) = e.reply() {
-                s.refuse_request(MALFORMED, format!("SOCKS5: {e}"), &client);
                 socks::answer(&mut client, r)?;
             }
             return Err(io::Error::other(e));
@@ -248,9 +250,9 @@ fn serve_http(s: &Shared, id: u64, mut client: TcpStream) -> io::Result<()> {
     let (req, rest) = match http::read_request(&mut Within::new(&client)) {
         Ok(r) => r,
         Err(e) => {
-            if !matches!(e, http::HttpError::Io(_) | http::HttpError::Ended) {
-                s.refuse_request(MALFORMED, format!("HTTP: {e}"), &client);
-            }
+            // A head cut short, or never finished in time, as much as one that
+            // names nothing readable: on the record.
+            s.refuse_request(MALFORMED, format!("HTTP: {e}"), &client);
             client.write_all(&http::refusal("400 Bad Request", &e.to_string()))?;
             return Err(io::Error::other(e));
         }
@@ -345,15 +347,21 @@ enum Reach {
 }
 
 /// Addresses a name allowed by a glob never leads to: this host's own (loopback,
-/// unspecified) and link-local ones (a cloud's metadata service), where a name
-/// whose DNS someone else controls could otherwise point (DNS rebinding).
+/// unspecified, and the addresses of its interfaces, where a service bound to
+/// every address answers) and link-local ones (a cloud's metadata service), where
+/// a name whose DNS someone else controls could otherwise point (DNS rebinding).
 fn own_or_link_local(ip: IpAddr) -> bool {
-    match ip.to_canonical() {
+    let ip = ip.to_canonical();
+    let special = match ip {
         IpAddr::V4(a) => a.is_loopback() || a.is_unspecified() || a.is_link_local(),
         IpAddr::V6(a) => {
             a.is_loopback() || a.is_unspecified() || (a.segments()[0] & 0xffc0) == 0xfe80
         }
-    }
+    };
+    special
+        || crate::sys::own_addresses()
+            .into_iter()
+            .any(|own| own.to_canonical() == ip)
 }
 
 impl Shared {
