@@ -51,6 +51,8 @@ fn every_example_is_covered() {
     assert_eq!(
         names,
         [
+            // The agents' profiles: tests/run_agents.rs and `policy::agents`.
+            "agents",
             "allow-list.toml",
             "default.toml",
             "git-read-only.toml",

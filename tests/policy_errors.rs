@@ -235,7 +235,7 @@ fn a_rules_why_is_said_with_it() {
 fn unknown_built_in_to_extend() {
     assert_eq!(
         errors("extends = \"defaults\"\n"),
-        "bad.toml:1:11: error: unknown built-in policy \"defaults\" in `extends`: expected \"default\" (the built-in workspace policy), \"home-default\" (the built-in home policy of `veilfs run`) or \"none\" (no built-in rules)"
+        "bad.toml:1:11: error: unknown built-in policy \"defaults\" in `extends`: expected \"default\" (the built-in workspace policy), \"home-default\" (the built-in home policy of `veilfs run`), \"agent:NAME\" (an agent's profile, after the built-in default) or \"none\" (no built-in rules), or a list of them (`[\"home-default\", \"agent:claude\"]`)"
     );
 }
 
