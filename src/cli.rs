@@ -426,10 +426,13 @@ pub struct CacheArgs {
     /// FILE --audit-all` (nothing the policy would refuse is refused, and every
     /// access is logged to FILE, outside the workspace). Then `veilfs init
     /// --from-audit FILE` writes the allow-list of what it read and changed.
+    /// FILE's name ends in `.learn.log` (the built-in policies keep such files
+    /// read-only, so that no later session plants or extends one), and it is new.
     #[arg(
         long,
         value_name = "FILE",
-        conflicts_with_all = ["audit", "audit_all", "permissive"]
+        conflicts_with_all = ["audit", "audit_all", "permissive"],
+        value_parser = learn_log
     )]
     pub learn: Option<PathBuf>,
     /// Do not watch the source for outside edits (then only the TTL bounds how long
@@ -513,4 +516,33 @@ fn ttl(seconds: f64) -> std::time::Duration {
     } else {
         std::time::Duration::try_from_secs_f64(seconds).unwrap_or_default()
     }
+}
+
+/// `--learn FILE`: a name ending in `.learn.log`, and no file there yet with
+/// anything in it (what a log holds before the session would be learned too).
+fn learn_log(text: &str) -> Result<PathBuf, LearnLogError> {
+    let path = PathBuf::from(text);
+    if !path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.ends_with(".learn.log") && n.len() > ".learn.log".len())
+    {
+        return Err(LearnLogError::Name);
+    }
+    if std::fs::symlink_metadata(&path).is_ok_and(|m| m.len() > 0 || !m.is_file()) {
+        return Err(LearnLogError::Exists(text.to_string()));
+    }
+    Ok(path)
+}
+
+/// Why `--learn FILE` is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum LearnLogError {
+    #[error("a learning log's name ends in `.learn.log` (`session.learn.log`)")]
+    Name,
+    #[error(
+        "{0} exists: a learning session writes a new log (what one holds already would \
+         be learned too)"
+    )]
+    Exists(String),
 }

@@ -98,7 +98,7 @@ fn path_str(p: &Path) -> &str {
 #[test]
 fn a_learned_policy_runs_the_session_again_and_refuses_the_rest() {
     let s = Scratch::new();
-    let learn_log = s.log("learn.log");
+    let learn_log = s.log("session.learn.log");
 
     // The session, learning.
     let learning = s.run(&["--learn", path_str(&learn_log)], "sh session.sh");
@@ -203,7 +203,7 @@ fn learn_is_permissive_audit_and_audit_all_together() {
         &["--audit-all"][..],
         &["--permissive"][..],
     ] {
-        let mut args = vec!["--learn", "/tmp/learn.log"];
+        let mut args = vec!["--learn", "/tmp/x.learn.log"];
         args.extend_from_slice(other);
         let o = s.run(&args, "true");
         assert_eq!(o.status.code(), Some(2), "{other:?}: {}", show(&o));
@@ -214,7 +214,7 @@ fn learn_is_permissive_audit_and_audit_all_together() {
         );
     }
     // Its log is refused inside the workspace, as --audit's.
-    let inside = s.ws.join("learn.log");
+    let inside = s.ws.join("x.learn.log");
     let o = s.run(&["--learn", path_str(&inside)], "true");
     assert_eq!(o.status.code(), Some(2), "{}", show(&o));
     assert!(
@@ -237,4 +237,47 @@ fn a_log_that_is_not_an_audit_log_is_refused_and_nothing_written() {
         show(&o)
     );
     assert!(!s.ws.join(".veilfs.toml").exists());
+}
+
+/// A learning log cannot be planted by an earlier session, nor extended by a later
+/// one (third attacker pass: a log a session wrote in the home directory, then
+/// learned into, gave rules for paths the learning session never used): `--learn`
+/// takes a new file named `*.learn.log`, and every session finds such names
+/// read-only.
+#[test]
+fn a_learning_log_is_new_and_no_session_writes_one() {
+    let s = Scratch::new();
+    let planted = s.log("planted.learn.log");
+    std::fs::write(&planted, "{\"op\":\"create\",\"path\":\"secret.txt\"}\n").unwrap();
+    let o = s.run(&["--learn", path_str(&planted)], "true");
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+    assert!(text(&o.stderr).contains("exists"), "{}", show(&o));
+    let o = s.run(&["--learn", path_str(&s.log("session.log"))], "true");
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+    assert!(
+        text(&o.stderr).contains("ends in `.learn.log`"),
+        "{}",
+        show(&o)
+    );
+    // From inside a session, no such name is made in the home directory, nor is
+    // one there extended.
+    let home = s.dir.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(home.join("old.learn.log"), "").unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
+        .args(["run", "-q", "--", "sh", "-c"])
+        .arg(
+            "for f in new.learn.log old.learn.log; do \
+             (echo x >> \"$HOME/$f\") 2>/dev/null && echo made || echo refused; done",
+        )
+        .current_dir(&s.ws)
+        .env("HOME", &home)
+        .output()
+        .unwrap();
+    assert_eq!(text(&o.stdout), "refused\nrefused\n", "{}", show(&o));
+    assert!(!home.join("new.learn.log").exists());
+    assert_eq!(
+        std::fs::read_to_string(home.join("old.learn.log")).unwrap(),
+        ""
+    );
 }

@@ -266,10 +266,12 @@ fn a_policy_that_extends_a_profile_holds_for_every_command() {
     assert!(text(&o.stderr).contains("agent claude"), "{}", show(&o));
 }
 
-/// The person's own rules still win over the profile: a home policy that lets
-/// the agent's settings be written.
+/// What the agent runs later is held by a guard, not by rules: a policy's own
+/// rule (a home policy, a learned or committed workspace policy) cannot make it
+/// writable under the agent's session (third attacker pass: a learned `allow`
+/// came after the profile); `--agent none` runs without the profile.
 #[test]
-fn the_persons_own_rule_wins_over_the_profile() {
+fn a_policys_own_rule_cannot_loosen_the_profile() {
     let s = Session::new();
     let a = &AGENTS[0];
     s.prepare(a);
@@ -280,7 +282,49 @@ fn the_persons_own_rule_wins_over_the_profile() {
     .unwrap();
     let home_policy = s.p("home.toml");
     let o = s.stand_in(&["--home-policy", home_policy.to_str().unwrap()], a);
-    assert_eq!(said(&text(&o.stdout), "plant"), "ok", "{}", show(&o));
+    assert_eq!(said(&text(&o.stdout), "plant"), "refused", "{}", show(&o));
+    std::fs::write(
+        s.p("ws/.veilfs.toml"),
+        "extends = \"default\"\n[[rules]]\naction = \"allow\"\npaths = [\"/.claude/\", \"/.mcp.json\"]\n",
+    )
+    .unwrap();
+    let o = s.run(
+        &["--agent", "claude"],
+        &[
+            "sh",
+            "-c",
+            "mkdir -p .claude && (echo x > .claude/settings.json) 2>/dev/null && echo ok || echo refused; \
+             (echo x > .mcp.json) 2>/dev/null && echo ok || echo refused",
+        ],
+    );
+    assert_eq!(text(&o.stdout), "refused\nrefused\n", "{}", show(&o));
+}
+
+/// The profile only ever restricts: an agent's login file it makes readable in the
+/// home directory is not shown in the workspace, where the built-in policy hides a
+/// project's `.env` (third attacker pass: `--agent gemini` showed the project's
+/// `.gemini/.env`).
+#[test]
+fn a_profile_shows_nothing_the_workspace_policy_hides() {
+    let s = Session::new();
+    std::fs::create_dir_all(s.p("ws/.gemini")).unwrap();
+    std::fs::write(s.p("ws/.gemini/.env"), "GEMINI_API_KEY=project-secret\n").unwrap();
+    std::fs::create_dir_all(s.home(".gemini")).unwrap();
+    std::fs::write(s.home(".gemini/.env"), "GEMINI_API_KEY=person\n").unwrap();
+    let o = s.run(
+        &["--agent", "gemini"],
+        &[
+            "sh",
+            "-c",
+            "cat .gemini/.env 2>/dev/null || echo project: hidden; cat \"$HOME/.gemini/.env\"",
+        ],
+    );
+    assert_eq!(
+        text(&o.stdout),
+        "project: hidden\nGEMINI_API_KEY=person\n",
+        "{}",
+        show(&o)
+    );
 }
 
 #[test]

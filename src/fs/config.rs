@@ -87,6 +87,10 @@ pub struct FsConfig {
     pub other_policy_files: Vec<Vec<u8>>,
     /// What of git's is guarded.
     pub git: Git,
+    /// The session's agent's profile, compiled (see
+    /// [`crate::fs::gate::places::AgentFiles`]): what the agent runs later stays
+    /// read-only whatever the policy says.
+    pub agent_files: Option<std::sync::Arc<crate::policy::Policy>>,
     /// Entries (a directory's identity and a name in it) the node table keeps
     /// whatever the kernel forgets: the way down to a mount nested inside this one.
     pub kept_entries: Vec<(Key, Vec<u8>)>,
@@ -112,6 +116,7 @@ impl Default for FsConfig {
             other_policy_files: Vec::new(),
             git: Git::Off,
             kept_entries: Vec::new(),
+            agent_files: None,
         }
     }
 }

@@ -279,6 +279,7 @@ impl VeilFs {
             other_policy_files,
             git,
             kept_entries,
+            agent_files,
         } = config;
         policy_paths.extend(other_policy_files);
         let policy = Arc::new(RwLock::new(Arc::new(policy)));
@@ -290,6 +291,7 @@ impl VeilFs {
             ways,
             outer,
             policy: policy.clone(),
+            agent: agent_files,
         };
         let gate = gate::Gatekeeper::new(root.dir_fd()?, keeps, protected)?;
         let mut fs = VeilFs {

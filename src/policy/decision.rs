@@ -60,6 +60,10 @@ pub enum Reason {
     /// seen: its path is unknown, so it and everything beneath it are refused until
     /// a lookup finds it again (see `VeilFs::place`).
     Lost,
+    /// What the session's agent runs later as the person (its profile's read-only
+    /// entries, see [`crate::policy::agents`]): read-only whatever the policy
+    /// says (the profile's own rule, said).
+    AgentFile(Arc<str>),
     /// Not a path: a destination of `veilfs run --net` that an `ask` SPEC names,
     /// asked about as an `ask` path is (the SPEC, as [`crate::policy::net`] says
     /// it).
@@ -247,6 +251,24 @@ impl Decision {
         self.at_least_read_only(Decision::veilfs_config)
     }
 
+    /// This decision made read-only at least, for what the session's agent runs
+    /// later (`why`: the profile's rule that says so).
+    pub fn guard_agent_file(mut self, why: &str) -> Decision {
+        match self.action {
+            Action::Allow => Decision {
+                action: Action::ReadOnly,
+                reason: Reason::AgentFile(Arc::from(why)),
+                ruled: true,
+                approved: Action::ReadOnly,
+            },
+            Action::Ask => {
+                self.approved = self.approved.max(Action::ReadOnly);
+                self
+            }
+            _ => self,
+        }
+    }
+
     /// The decision refusing to replace a directory on the way to a named path
     /// (see [`Reason::Way`]).
     pub fn way() -> Decision {
@@ -353,6 +375,7 @@ impl Decision {
             Reason::AuditLog => ("audit-log", None, None),
             Reason::Lost => ("lost", None, None),
             Reason::Network(_) => ("network", None, None),
+            Reason::AgentFile(_) => ("agent-file", None, None),
             Reason::Ancestor { path, cause } => {
                 let p = match &**cause {
                     Reason::Rule(p) | Reason::Admitted(p) => Some(p),
@@ -411,6 +434,9 @@ fn write_reason(s: &mut String, action: Action, reason: &Reason) {
              rewrite its own rules",
         ),
         Reason::Network(why) => s.push_str(why),
+        Reason::AgentFile(why) => {
+            let _ = write!(s, "the session's agent runs it later as you: {why}");
+        }
         Reason::Lost => s.push_str(
             "the directory was moved or removed outside the mount to a place veilfs has \
              not seen: refused, with everything beneath it, until it is looked up again \

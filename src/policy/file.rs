@@ -359,11 +359,11 @@ fn bases(
             continue;
         }
         if let Some(agent) = name.strip_prefix(AGENT) {
+            // Named, not inserted: `veilfs run` holds what the agent runs later
+            // by a guard in both mounts, and its state and login in the home
+            // directory's (see `parse_with_agent`).
             match super::agents::profile(agent) {
-                Some(p) => {
-                    agents.push(p.name);
-                    out.push((true, profile_raw(p)?));
-                }
+                Some(p) => agents.push(p.name),
                 None => errors.push(PolicyError {
                     at: at.clone(),
                     message: format!(
@@ -407,7 +407,7 @@ pub fn parse_with_agent(
 ) -> Result<(RawPolicy, Vec<PolicyError>), LoadError> {
     let (mut raw, errors) = parse(name, text)?;
     raw.implied = agent;
-    let Some(p) = agent.filter(|p| !raw.agents.contains(&p.name)) else {
+    let Some(p) = agent else {
         return Ok((raw, errors));
     };
     let profile = profile_raw(p)?;
@@ -419,7 +419,9 @@ pub fn parse_with_agent(
     let n = profile.rules.len();
     raw.rules.splice(at..at, profile.rules);
     raw.own_from = at + n;
-    raw.agents.push(p.name);
+    if !raw.agents.contains(&p.name) {
+        raw.agents.push(p.name);
+    }
     Ok((raw, errors))
 }
 

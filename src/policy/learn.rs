@@ -140,6 +140,8 @@ struct Use {
     changes: u64,
     listed: bool,
     dir: bool,
+    /// Some event found it there (not only a lookup of a name that was absent).
+    found: bool,
     comms: BTreeSet<String>,
 }
 
@@ -166,6 +168,8 @@ pub struct Uses {
     pub home: u64,
     /// Events the log dropped (its queue was full).
     pub dropped: u64,
+    /// Names the session made as hard links (their uses).
+    linked: BTreeMap<String, u64>,
 }
 
 impl Uses {
@@ -219,7 +223,11 @@ impl Uses {
             self.paths.entry(dir.to_string()).or_default().dir = true;
             at = dir;
         }
+        if op == "link" {
+            *self.linked.entry(path.to_string()).or_default() += 1;
+        }
         let u = self.paths.entry(path.to_string()).or_default();
+        u.found |= v["absent"] != true;
         if v["change"] == true || CHANGE_OPS.contains(&op) {
             u.changes += 1;
         } else {
@@ -370,7 +378,11 @@ impl<'a> Learner<'a> {
             let named = self
                 .below(d)
                 .filter(|(c, _)| !c[d.len() + 1..].contains('/') && self.normal(c))
-                .filter(|(c, _)| self.used_as_such(c))
+                // A probe of a name that is not there uses nothing in it: three of
+                // them do not make a directory learned whole.
+                .filter(|(c, u)| {
+                    (u.found || self.whole.contains(c.as_str())) && self.used_as_such(c)
+                })
                 .count();
             if u.listed || u.changes > 0 || named >= GROUP {
                 self.whole.insert(d);
@@ -495,35 +507,6 @@ pub fn default_denies() -> String {
     t
 }
 
-/// Every built-in agent profile's read-only paths (what an agent runs later as
-/// the person), as one rule after everything learned: a session that changed one
-/// while it was learning (permissive) must not make it writable for good, ahead
-/// of the profile a later session takes (which comes before the file's rules).
-pub fn agents_read_only() -> String {
-    let mut t = String::from(
-        "
-# What the agents run later as you (the read-only paths of every built-in
-         # profile, `veilfs check --print-profile NAME`), last: a hook, MCP server or
-         # plugin file the session changed while learning is not learned writable.
-         [[rules]]
-action = \"read-only\"
-paths = [\n",
-    );
-    for p in &super::agents::PROFILES {
-        let Ok(raw) = Policy::raw(&super::agents::location_name(p), p.text) else {
-            continue;
-        };
-        let _ = writeln!(t, "  # {}", p.title);
-        for r in raw.rules.iter().filter(|r| r.action == Action::ReadOnly) {
-            for (pat, _) in &r.patterns {
-                let _ = writeln!(t, "  {},", toml_string(pat));
-            }
-        }
-    }
-    t.push_str("]\n");
-    t
-}
-
 /// The policy learned from `uses`, read from the log named `source` (said in the
 /// file's header, escaped).
 pub fn learn(uses: &Uses, source: &str) -> Outcome {
@@ -555,6 +538,7 @@ pub fn learn(uses: &Uses, source: &str) -> Outcome {
 
     let mut t = header(source, uses);
     write_rules(&mut t, &rules, &looked);
+    write_linked(&mut t, &uses.linked);
     let _ = write!(
         t,
         "\n# `veilfs run` reads this file through the mount when it starts; it stays\n\
@@ -576,7 +560,6 @@ pub fn learn(uses: &Uses, source: &str) -> Outcome {
         );
         write_rules(&mut t, &exceptions, &[]);
     }
-    t.push_str(&agents_read_only());
     write_listed(
         &mut t,
         "Used by the session but denied by the built-in default: not learned",
@@ -599,6 +582,30 @@ pub fn learn(uses: &Uses, source: &str) -> Outcome {
         home: uses.home,
         dropped: uses.dropped,
     }
+}
+
+/// A `deny` rule for the names the session made as hard links (after the learned
+/// rules, so that a learned directory does not show them): a link keeps its
+/// target's content, a secret's included, and whatever is written to the target
+/// later.
+fn write_linked(t: &mut String, linked: &BTreeMap<String, u64>) {
+    if linked.is_empty() {
+        return;
+    }
+    t.push_str(
+        "\n# Made as hard links while learning: a link shows its target's content (a\n\
+         # secret's too, and what is written to it later), so these stay denied.\n\
+         [[rules]]\naction = \"deny\"\npaths = [\n",
+    );
+    for (p, n) in linked {
+        let _ = writeln!(
+            t,
+            "  {},  # {n} link{}",
+            toml_string(&format!("/{}", super::literal_glob(p))),
+            if *n == 1 { "" } else { "s" }
+        );
+    }
+    t.push_str("]\n");
 }
 
 /// The file's first lines.
@@ -1000,23 +1007,50 @@ mod tests {
     }
 
     #[test]
-    fn a_hook_file_changed_while_learning_stays_read_only() {
-        let (out, policy) = learned(&[
-            write(".claude/settings.json"),
-            write("src/notes.md"),
-            write(".mcp.json"),
-        ]);
-        for hook in [".claude/settings.json", ".mcp.json"] {
-            assert_eq!(
-                policy.decide(hook.as_bytes(), false).action,
-                Action::ReadOnly,
-                "{hook}: {}",
-                out.text
-            );
-        }
+    fn probes_of_absent_names_do_not_open_their_directory() {
+        let probe = |p: &str| {
+            let mut v = event("lookup", p, "allowed");
+            v["absent"] = true.into();
+            v
+        };
+        let (out, policy) = learned(&[vec![
+            probe("data/nx1"),
+            probe("data/nx2"),
+            probe("data/nx3"),
+        ]]);
         assert_eq!(
-            policy.decide(b"src/notes.md", false).action,
-            Action::Allow,
+            policy.decide(b"data/y.csv", false).action,
+            Action::Deny,
+            "{}",
+            out.text
+        );
+    }
+
+    #[test]
+    fn a_name_made_as_a_hard_link_stays_denied() {
+        let (out, policy) = learned(&[vec![
+            event("link", "keycopy.txt", "allowed"),
+            event("open", "keycopy.txt", "allowed"),
+            event("open", "src/a.rs", "allowed"),
+            event("open", "src/b.rs", "allowed"),
+            event("open", "src/c.rs", "allowed"),
+            event("link", "src/d.rs", "allowed"),
+        ]]);
+        assert_eq!(
+            policy.decide(b"keycopy.txt", false).action,
+            Action::Deny,
+            "{}",
+            out.text
+        );
+        assert_eq!(
+            policy.decide(b"src/d.rs", false).action,
+            Action::Deny,
+            "{}",
+            out.text
+        );
+        assert_ne!(
+            policy.decide(b"src/a.rs", false).action,
+            Action::Deny,
             "{}",
             out.text
         );
@@ -1027,9 +1061,8 @@ mod tests {
         let mut v = event("open", "a.txt", "allowed");
         v["comm"] = "x\n[[rules]]\naction = \"allow\"\npaths = [\"/\"]".into();
         let (out, policy) = learned(&[vec![v]]);
-        // The learned rule, the policy file's, the default's deny rule, the
-        // agents' read-only one.
-        assert_eq!(policy.raw.rules.len(), 4, "{}", out.text);
+        // The learned rule, the policy file's, the default's deny rule.
+        assert_eq!(policy.raw.rules.len(), 3, "{}", out.text);
         assert!(
             out.text.contains("by x\\x0a[[rules]]\\x0aaction"),
             "{}",

@@ -347,12 +347,24 @@ fn policies(opts: &RunOptions, ws: &Path) -> Result<Policies, PlanError> {
         home::Layout::Separate(h) | home::Layout::Same(h) => Some(h.as_path()),
         home::Layout::Uncovered(_) => None,
     };
-    let agent = agent_of(opts, &loaded.policy).map(|(p, from)| (moved(p, home_dir), from));
+    let agent = agent_of(
+        opts,
+        &loaded.policy,
+        home_loaded.as_ref().map(|h| &h.policy),
+    )
+    .map(|(p, from)| (moved(p, home_dir), from));
+    // Its state and login in the home directory's policy (what it runs later is
+    // held by a guard in both mounts, see `serve`).
     if let Some((p, _)) = agent {
-        load::with_agent(&mut loaded, home_base.as_ref(), home::WS_BUILTIN, p)
-            .map_err(PlanError::Policy)?;
-        if let (home::Layout::Separate(_), Some(hp)) = (&layout, &mut home_loaded) {
-            load::with_agent(hp, None, home::HOME_BUILTIN, p).map_err(PlanError::Policy)?;
+        match (&layout, &mut home_loaded) {
+            (home::Layout::Separate(_), Some(hp)) => {
+                load::with_agent(hp, None, home::HOME_BUILTIN, p).map_err(PlanError::Policy)?
+            }
+            (home::Layout::Same(_), _) => {
+                load::with_agent(&mut loaded, home_base.as_ref(), home::WS_BUILTIN, p)
+                    .map_err(PlanError::Policy)?
+            }
+            _ => {}
         }
     }
     // The targets of links the home policy hides by name are hidden too.
@@ -391,6 +403,7 @@ fn policies(opts: &RunOptions, ws: &Path) -> Result<Policies, PlanError> {
         agent,
         walk,
         served: super::serve::Policies {
+            agent: agent.map(|(p, _)| p),
             workspace: loaded,
             home_base,
             workspace_after,
@@ -412,16 +425,21 @@ pub(super) enum AgentFrom {
 }
 
 /// The session's agent: `--agent` (`none`: no profile), else the one the workspace
-/// policy extends, else the one the command's name starts.
+/// policy (or the home policy) extends, else the one the command's name starts.
 fn agent_of(
     opts: &RunOptions,
     ws_policy: &crate::policy::Policy,
+    home_policy: Option<&crate::policy::Policy>,
 ) -> Option<(&'static Profile, AgentFrom)> {
     use crate::policy::agents;
+    let named = ws_policy
+        .agents()
+        .first()
+        .or_else(|| home_policy.and_then(|h| h.agents().first()));
     match opts.agent.as_deref() {
         Some("none") => None,
         Some(name) => agents::profile(name).map(|p| (p, AgentFrom::Given)),
-        None => match ws_policy.agents().first() {
+        None => match named {
             Some(name) => agents::profile(name).map(|p| (p, AgentFrom::Policy)),
             None => agents::detect(&super::command_of(opts)[0]).map(|p| (p, AgentFrom::Command)),
         },
@@ -675,6 +693,7 @@ mod tests {
             },
         };
         let policies = super::super::serve::Policies {
+            agent: None,
             workspace: loaded(files.map(|f| f.0)),
             home_base: None,
             workspace_after: Vec::new(),

@@ -51,6 +51,8 @@ pub(super) struct Roots {
 /// The policies the session's filesystems serve, loaded before anything started.
 #[derive(Debug)]
 pub(super) struct Policies {
+    /// The session's agent, whose profile's read-only entries both mounts guard.
+    pub agent: Option<&'static crate::policy::agents::Profile>,
     /// The workspace's policy, its imports attached.
     pub workspace: LoadedPolicy,
     /// The workspace is the home directory: the home policy's rules, under the
@@ -111,6 +113,7 @@ pub(super) fn build(src: Sources<'_>, shared: Shared<'_>) -> Result<Filesystems,
         layout,
         policies:
             Policies {
+                agent,
                 workspace: loaded,
                 home_base,
                 workspace_after: after,
@@ -128,6 +131,7 @@ pub(super) fn build(src: Sources<'_>, shared: Shared<'_>) -> Result<Filesystems,
             ws,
             loaded.path.as_deref(),
         )),
+        agent_files: agent.and_then(agent_files),
         ..FsConfig::of(shared.opts)
     };
     // No link or moved directory on the way to what the workspace policy names.
@@ -144,6 +148,7 @@ pub(super) fn build(src: Sources<'_>, shared: Shared<'_>) -> Result<Filesystems,
             // Each mount keeps the other's policy file where it holds it.
             let hcfg = FsConfig {
                 other_policy_files: policy_paths_in(h, loaded.path.as_deref()),
+                agent_files: wcfg.agent_files.clone(),
                 ..hcfg
             };
             wcfg.other_policy_files = policy_paths_in(ws, hp.path.as_deref());
@@ -175,6 +180,20 @@ pub(super) fn build(src: Sources<'_>, shared: Shared<'_>) -> Result<Filesystems,
         workspace: fs,
         home,
     })
+}
+
+/// The agent profile `p`, compiled for its guard
+/// ([`crate::fs::gate::places::AgentFiles`]).
+fn agent_files(
+    p: &crate::policy::agents::Profile,
+) -> Option<std::sync::Arc<crate::policy::Policy>> {
+    match crate::policy::Policy::parse(&crate::policy::agents::location_name(p), p.text) {
+        Ok(policy) => Some(std::sync::Arc::new(policy)),
+        Err(e) => {
+            log::error!("agent profile {}: {e}", p.name);
+            None
+        }
+    }
 }
 
 /// The paths of the policy file `file` inside the mount of `root` (see

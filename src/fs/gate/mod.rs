@@ -247,6 +247,9 @@ pub struct Keeps {
     pub outer: Option<super::protect::Outer>,
     /// The policy in force (its imports change with reloads).
     pub policy: Arc<parking_lot::RwLock<Arc<Policy>>>,
+    /// The session's agent's profile, compiled: what it runs later stays
+    /// read-only.
+    pub agent: Option<Arc<Policy>>,
 }
 
 impl Gatekeeper {
@@ -296,6 +299,9 @@ impl Gatekeeper {
         }
         if let Some(o) = keeps.outer {
             table.push(Box::new(outer::Outer(o)));
+        }
+        if let Some(profile) = keeps.agent {
+            table.push(Box::new(places::AgentFiles { profile }));
         }
         let wants_kind = table.iter().any(|g| g.wants_kind());
         Ok(Gatekeeper {

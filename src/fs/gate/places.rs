@@ -58,3 +58,39 @@ impl Guard for Ways {
             .and_then(|d| refusal(at.path, d))
     }
 }
+
+/// What the session's agent runs later as the person (its profile's read-only
+/// entries: hooks, MCP servers, plugins, ...; see [`crate::policy::agents`]):
+/// read-only whatever the policy says. A guard, not rules in the policy: it only
+/// ever restricts (a profile's entry never shows what the policy hides), and the
+/// policy's own rules cannot loosen it (`--agent none` runs without it).
+#[derive(Debug)]
+pub struct AgentFiles {
+    /// The profile, compiled (its allow entries are ignored here).
+    pub profile: std::sync::Arc<crate::policy::Policy>,
+}
+
+impl Guard for AgentFiles {
+    fn wants_kind(&self) -> bool {
+        true
+    }
+
+    fn refuse(&self, _: &Target, _: &Intent, _: &Disk) -> Option<Refusal> {
+        None
+    }
+
+    fn mark(
+        &self,
+        path: &[u8],
+        is_dir: &mut dyn FnMut() -> bool,
+        d: Decision,
+        _: &Disk,
+    ) -> Decision {
+        let p = self.profile.decide(path, is_dir());
+        if p.action == crate::policy::Action::ReadOnly {
+            d.guard_agent_file(&p.why())
+        } else {
+            d
+        }
+    }
+}
