@@ -483,3 +483,40 @@ fn a_directory_moved_by_its_variable_is_held_there_too() {
         assert!(!target.exists(), "{plant}");
     }
 }
+
+/// `veilfs mount` of a tree whose policy extends an agent's profile holds what
+/// the agent runs later read-only too (a guard of the mount), and shows nothing the
+/// policy hides.
+#[test]
+fn a_mount_whose_policy_extends_a_profile_guards_it() {
+    let s = Session::new();
+    let src = s.p("ws");
+    std::fs::write(src.join(".veilfs.toml"), "extends = \"agent:claude\"\n").unwrap();
+    std::fs::create_dir_all(src.join(".claude")).unwrap();
+    std::fs::write(src.join(".claude/settings.json"), BEFORE).unwrap();
+    std::fs::write(src.join(".env"), "SECRET\n").unwrap();
+    let mnt = s.p("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let mut c = Command::new(env!("CARGO_BIN_EXE_veilfs"));
+    c.arg("mount").arg(&src).arg(&mnt);
+    let _d = common::daemon::Daemon::start(c, &mnt);
+    let write = |rel: &str| {
+        std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(mnt.join(rel))
+            .map(drop)
+    };
+    for rel in [".claude/settings.json", ".mcp.json", "sub/.mcp.json"] {
+        std::fs::create_dir_all(mnt.join("sub")).unwrap();
+        let e = write(rel).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EACCES), "{rel}");
+    }
+    assert!(write("notes.txt").is_ok());
+    assert!(std::fs::read(mnt.join(".env")).is_err());
+    assert_eq!(
+        std::fs::read_to_string(src.join(".claude/settings.json")).unwrap(),
+        BEFORE
+    );
+    assert!(!src.join(".mcp.json").exists() && !src.join("sub/.mcp.json").exists());
+}

@@ -430,6 +430,16 @@ pub fn build(
     // No link or moved directory on the way to what the policy names.
     let ways = crate::workspace::ways::guarded_ways(at.src_c, &policy);
     cfg.ways = crate::workspace::ways::ways_under(at.src_c, &ways);
+    // `extends = "agent:NAME"`: what that agent runs later stays read-only.
+    cfg.agent_files = policy
+        .agents()
+        .first()
+        .and_then(|name| crate::policy::agents::profile(name))
+        .and_then(|p| {
+            Policy::parse(&crate::policy::agents::location_name(p), p.text)
+                .ok()
+                .map(std::sync::Arc::new)
+        });
     cfg.audit = audit;
     let broker = Broker::new("veilfs mount".into(), opts.ask_timeout, cfg.audit.clone());
     cfg.approvals = Some(crate::fs::ask::Approvals::new(
