@@ -281,3 +281,38 @@ fn a_learning_log_is_new_and_no_session_writes_one() {
         ""
     );
 }
+
+/// A learning log is held read-only wherever it lies, whatever the policy says (a
+/// home policy without the built-in rules, a workspace): a standing guard, not a
+/// rule (fourth attacker pass).
+#[test]
+fn no_policy_lets_a_session_plant_a_learning_log() {
+    let s = Scratch::new();
+    let home = s.dir.join("home2");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(home.join("old.learn.log"), "").unwrap();
+    std::fs::write(s.ws.join("kept.learn.log"), "").unwrap();
+    let open = s.dir.join("open.toml");
+    std::fs::write(&open, "extends = \"none\"\ndefault = \"allow\"\n").unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_veilfs"))
+        .args(["run", "-q", "--home-policy", path_str(&open), "--", "sh", "-c"])
+        .arg(
+            "for f in \"$HOME/new.learn.log\" \"$HOME/old.learn.log\" kept.learn.log w.learn.log; do \
+             (echo '{}' >> \"$f\") 2>/dev/null && echo made || echo refused; done",
+        )
+        .current_dir(&s.ws)
+        .env("HOME", &home)
+        .output()
+        .unwrap();
+    assert_eq!(
+        text(&o.stdout),
+        "refused\nrefused\nrefused\nrefused\n",
+        "{}",
+        show(&o)
+    );
+    assert!(!home.join("new.learn.log").exists() && !s.ws.join("w.learn.log").exists());
+    assert_eq!(
+        std::fs::read_to_string(home.join("old.learn.log")).unwrap(),
+        ""
+    );
+}

@@ -520,3 +520,79 @@ fn a_mount_whose_policy_extends_a_profile_guards_it() {
     );
     assert!(!src.join(".mcp.json").exists() && !src.join("sub/.mcp.json").exists());
 }
+
+/// A link made where a project keeps an agent's directory (`.claude`, `.gemini`,
+/// `.codex`) would lead its settings to a place nothing holds: only a directory is
+/// made there, in the workspace and in the home directory, by any call (fourth
+/// attacker pass).
+#[test]
+fn no_link_stands_where_a_project_keeps_an_agents_directory() {
+    let s = Session::new();
+    std::fs::create_dir_all(s.home("evil")).unwrap();
+    std::fs::write(s.home("evil/settings.json"), "{\"hooks\":1}\n").unwrap();
+    std::fs::create_dir_all(s.home("np2")).unwrap();
+    let evil = s.home("evil");
+    let script = format!(
+        "t() {{ \"$@\" 2>/dev/null && echo made || echo refused; }}; \
+         t ln -s {evil} .claude; t ln -s {evil} sub/.gemini; t ln -s ../evil \"$HOME/np2/.codex\"; \
+         ln -s {evil} lnk && t mv lnk .claude; t mkdir -p sub/.claude/hooks",
+        evil = evil.display()
+    );
+    std::fs::create_dir_all(s.p("ws/sub")).unwrap();
+    for agent in ["claude", "gemini", "codex"] {
+        let o = s.run(&["-q", "--agent", agent], &["sh", "-c", &script]);
+        let out = text(&o.stdout);
+        let want = if agent == "claude" {
+            // (its hooks directory is held too: not made)
+            "refused\nmade\nmade\nrefused\nrefused\n"
+        } else if agent == "gemini" {
+            "made\nrefused\nmade\nmade\nmade\n"
+        } else {
+            "made\nmade\nrefused\nmade\nmade\n"
+        };
+        // Clean what an allowed step made, for the next agent.
+        for p in [".claude", "sub/.gemini", "lnk", "sub/.claude"] {
+            let p = s.p("ws").join(p);
+            if std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink()) {
+                std::fs::remove_file(&p).unwrap();
+            } else if p.is_dir() {
+                std::fs::remove_dir_all(&p).unwrap();
+            }
+        }
+        let _ = std::fs::remove_file(s.home("np2/.codex"));
+        assert_eq!(out, want, "{agent}: {}", show(&o));
+    }
+}
+
+/// A home policy of the person's own that starts from nothing (`default =
+/// "deny"`) gets none of a profile's allows: the agent's login and state stay as
+/// that policy decides (fourth attacker pass).
+#[test]
+fn a_profile_allows_nothing_a_policy_of_ones_own_denies() {
+    let s = Session::new();
+    let a = &AGENTS[1]; // codex
+    s.prepare(a);
+    std::fs::write(
+        s.p("deny-home.toml"),
+        "extends = \"none\"\ndefault = \"deny\"\n[[rules]]\naction = \"allow\"\npaths = [\"/.cache/\"]\n",
+    )
+    .unwrap();
+    let policy = s.p("deny-home.toml");
+    let o = s.run(
+        &[
+            "-q",
+            "--home-policy",
+            policy.to_str().unwrap(),
+            "--agent",
+            "codex",
+        ],
+        &[
+            "sh",
+            "-c",
+            "cat \"$HOME/.codex/auth.json\" 2>/dev/null || echo login: hidden; \
+             (echo pwn > \"$HOME/.codex/auth.json\") 2>/dev/null && echo written || echo refused",
+        ],
+    );
+    assert_eq!(text(&o.stdout), "login: hidden\nrefused\n", "{}", show(&o));
+    assert_eq!(std::fs::read_to_string(s.home(a.login)).unwrap(), LOGIN);
+}

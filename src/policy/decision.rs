@@ -64,6 +64,9 @@ pub enum Reason {
     /// entries, see [`crate::policy::agents`]): read-only whatever the policy
     /// says (the profile's own rule, said).
     AgentFile(Arc<str>),
+    /// A path veilfs keeps read-only whatever the policy says, for the reason
+    /// given (a learning session's log).
+    Kept(Arc<str>),
     /// Not a path: a destination of `veilfs run --net` that an `ask` SPEC names,
     /// asked about as an `ask` path is (the SPEC, as [`crate::policy::net`] says
     /// it).
@@ -253,11 +256,21 @@ impl Decision {
 
     /// This decision made read-only at least, for what the session's agent runs
     /// later (`why`: the profile's rule that says so).
-    pub fn guard_agent_file(mut self, why: &str) -> Decision {
+    pub fn guard_agent_file(self, why: &str) -> Decision {
+        self.read_only_for(Reason::AgentFile(Arc::from(why)))
+    }
+
+    /// This decision made read-only at least, for a reason veilfs keeps whatever
+    /// the policy says (`why`, said as it is).
+    pub fn guard_kept(self, why: &str) -> Decision {
+        self.read_only_for(Reason::Kept(Arc::from(why)))
+    }
+
+    fn read_only_for(mut self, reason: Reason) -> Decision {
         match self.action {
             Action::Allow => Decision {
                 action: Action::ReadOnly,
-                reason: Reason::AgentFile(Arc::from(why)),
+                reason,
                 ruled: true,
                 approved: Action::ReadOnly,
             },
@@ -376,6 +389,7 @@ impl Decision {
             Reason::Lost => ("lost", None, None),
             Reason::Network(_) => ("network", None, None),
             Reason::AgentFile(_) => ("agent-file", None, None),
+            Reason::Kept(_) => ("kept", None, None),
             Reason::Ancestor { path, cause } => {
                 let p = match &**cause {
                     Reason::Rule(p) | Reason::Admitted(p) => Some(p),
@@ -434,6 +448,7 @@ fn write_reason(s: &mut String, action: Action, reason: &Reason) {
              rewrite its own rules",
         ),
         Reason::Network(why) => s.push_str(why),
+        Reason::Kept(why) => s.push_str(why),
         Reason::AgentFile(why) => {
             let _ = write!(s, "the session's agent runs it later as you: {why}");
         }

@@ -407,7 +407,18 @@ pub fn parse_with_agent(
 ) -> Result<(RawPolicy, Vec<PolicyError>), LoadError> {
     let (mut raw, errors) = parse(name, text)?;
     raw.implied = agent;
-    let Some(p) = agent else {
+    // Only on the built-in rules, which it refines (a login they hide): a policy
+    // of the person's own that starts from nothing gets none of its allows.
+    let on_built_in = name == super::BUILTIN_NAME
+        || name == super::BUILTIN_HOME_NAME
+        || raw.extends.as_deref().is_some_and(|e| {
+            let names: Vec<&str> = e.split(", ").collect();
+            names
+                .iter()
+                .any(|n| *n == "default" || *n == "home-default")
+                || matches!(names.as_slice(), [one] if one.starts_with(AGENT))
+        });
+    let Some(p) = agent.filter(|_| on_built_in) else {
         return Ok((raw, errors));
     };
     let profile = profile_raw(p)?;

@@ -456,6 +456,7 @@ fn moved(p: &'static Profile, home: Option<&Path>) -> &'static Profile {
     let Some(value) = std::env::var_os(var).map(PathBuf::from) else {
         return p;
     };
+    let value = std::path::absolute(&value).unwrap_or(value);
     let value = load::resolve_existing(&value).unwrap_or(value);
     let Some(rel) = value
         .strip_prefix(home)

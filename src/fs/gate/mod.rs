@@ -301,8 +301,9 @@ impl Gatekeeper {
             table.push(Box::new(outer::Outer(o)));
         }
         if let Some(profile) = keeps.agent {
-            table.push(Box::new(places::AgentFiles { profile }));
+            table.push(Box::new(places::AgentFiles::new(profile)));
         }
+        table.push(Box::new(places::LearnLogs));
         let wants_kind = table.iter().any(|g| g.wants_kind());
         Ok(Gatekeeper {
             table,

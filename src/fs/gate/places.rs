@@ -68,6 +68,36 @@ impl Guard for Ways {
 pub struct AgentFiles {
     /// The profile, compiled (its allow entries are ignored here).
     pub profile: std::sync::Arc<crate::policy::Policy>,
+    /// The names of the directories a held path lies in at any depth (`.claude`
+    /// for `**/.claude/settings.json`): only ever made as directories, so that no
+    /// link leads a project's settings to a place nothing holds.
+    pub ways: Vec<Vec<u8>>,
+}
+
+impl AgentFiles {
+    /// The guard of `profile`.
+    pub fn new(profile: std::sync::Arc<crate::policy::Policy>) -> AgentFiles {
+        let mut ways: Vec<Vec<u8>> = Vec::new();
+        for p in profile.patterns() {
+            if p.action != crate::policy::Action::ReadOnly {
+                continue;
+            }
+            let glob = p.glob().trim_start_matches('/');
+            let segs: Vec<&str> = glob.split('/').filter(|s| !s.is_empty()).collect();
+            // `**/NAME/...` and `/NAME/...`: NAME is on the way.
+            let first = match segs.as_slice() {
+                ["**", name, _, ..] => Some(*name),
+                [name, _, ..] if *name != "**" => Some(*name),
+                _ => None,
+            };
+            if let Some(name) = first.filter(|n| !n.contains(['*', '?', '[', '{']))
+                && !ways.iter().any(|w| w == name.as_bytes())
+            {
+                ways.push(name.as_bytes().to_vec());
+            }
+        }
+        AgentFiles { profile, ways }
+    }
 }
 
 impl Guard for AgentFiles {
@@ -75,8 +105,17 @@ impl Guard for AgentFiles {
         true
     }
 
-    fn refuse(&self, _: &Target, _: &Intent, _: &Disk) -> Option<Refusal> {
-        None
+    fn refuse(&self, at: &Target, intent: &Intent, _: &Disk) -> Option<Refusal> {
+        let arrives = matches!(intent, Intent::Make | Intent::MoveTo | Intent::Carry { .. });
+        let name = at.path.rsplit(|&b| b == b'/').next().unwrap_or(at.path);
+        if !arrives || at.is_dir() || !self.ways.iter().any(|w| w.as_slice() == name) {
+            return None;
+        }
+        let why = format!(
+            "`{}` is where the agent finds files it runs later: only a directory is made there",
+            String::from_utf8_lossy(name)
+        );
+        refusal(at.path, Decision::allowed().guard_agent_file(&why))
     }
 
     fn mark(
@@ -89,6 +128,33 @@ impl Guard for AgentFiles {
         let p = self.profile.decide(path, is_dir());
         if p.action == crate::policy::Action::ReadOnly {
             d.guard_agent_file(&p.why())
+        } else {
+            d
+        }
+    }
+}
+
+/// The logs of `veilfs run --learn` (names ending in `.learn.log`), which `veilfs
+/// init --from-audit` turns into a policy: read-only wherever they lie, so that no
+/// session plants or extends one, whatever its policy says.
+#[derive(Debug)]
+pub struct LearnLogs;
+
+/// What names a learning log.
+pub const LEARN_LOG: &[u8] = b".learn.log";
+
+impl Guard for LearnLogs {
+    fn refuse(&self, _: &Target, _: &Intent, _: &Disk) -> Option<Refusal> {
+        None
+    }
+
+    fn mark(&self, path: &[u8], _: &mut dyn FnMut() -> bool, d: Decision, _: &Disk) -> Decision {
+        let name = path.rsplit(|&b| b == b'/').next().unwrap_or(path);
+        if name.len() > LEARN_LOG.len() && name.ends_with(LEARN_LOG) {
+            d.guard_kept(
+                "a learning session's log (`veilfs init --from-audit` writes a policy from it): \
+                 no session plants or extends one",
+            )
         } else {
             d
         }
