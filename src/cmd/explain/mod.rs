@@ -348,6 +348,20 @@ fn re_inclusion_note(
     s
 }
 
+/// The workspace `given`, else the one found from the current directory as `run`
+/// finds it (for `--audit` and `--net`, which take no paths).
+pub(crate) fn workspace_or_found(given: Option<&Path>) -> Result<std::path::PathBuf> {
+    Ok(match given {
+        Some(w) => w.to_path_buf(),
+        None => {
+            let cwd = std::env::current_dir()?.canonicalize()?;
+            load::find_workspace(&cwd, None)
+                .map_err(anyhow::Error::msg)?
+                .0
+        }
+    })
+}
+
 /// `veilfs explain --audit FILE`: refusals (and what a permissive run would have
 /// refused) by rule and by path, with what the policy in force decides now.
 pub fn explain_audit(
@@ -356,15 +370,7 @@ pub fn explain_audit(
     given: Option<&Path>,
     json: bool,
 ) -> Result<ExitCode> {
-    let workspace = match given {
-        Some(w) => w.to_path_buf(),
-        None => {
-            let cwd = std::env::current_dir()?.canonicalize()?;
-            load::find_workspace(&cwd, None)
-                .map_err(anyhow::Error::msg)?
-                .0
-        }
-    };
+    let workspace = workspace_or_found(given)?;
     let e = load_for_explain(policy, &workspace, Some(None))?;
     let outer = home_around(&e, &workspace);
     let now = crate::cmd::explain::audit::Now {

@@ -19,15 +19,7 @@ pub fn explain_net(
     given: Option<&Path>,
     json: bool,
 ) -> Result<ExitCode> {
-    let workspace = match given {
-        Some(w) => w.to_path_buf(),
-        None => {
-            let cwd = std::env::current_dir()?.canonicalize()?;
-            load::find_workspace(&cwd, None)
-                .map_err(anyhow::Error::msg)?
-                .0
-        }
-    };
+    let workspace = super::workspace_or_found(given)?;
     let loaded = load::load_policy(policy, &workspace)?;
     let table = load::network_table(loaded.path.as_deref())?;
     let out = std::io::stdout();
