@@ -137,6 +137,12 @@ pub fn relocated_text(p: &Profile, moved: &str) -> String {
     out
 }
 
+/// The profile compiled, for the guard of what the agent runs later
+/// (`crate::fs::gate::places::AgentFiles`).
+pub fn compiled(p: &Profile) -> Result<super::Policy, super::LoadError> {
+    super::Policy::parse(&location_name(p), p.text)
+}
+
 /// The name a profile's locations print as.
 pub fn location_name(profile: &Profile) -> String {
     format!("<agent:{}>", profile.name)

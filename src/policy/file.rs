@@ -280,12 +280,8 @@ pub fn parse(name: &str, text: &str) -> Result<(RawPolicy, Vec<PolicyError>), Lo
 
     let mut errors = Vec::new();
     let (bases, agents) = bases(shape.extends.as_ref(), &index, &mut errors)?;
-    // The default of the last built-in policy (an agent's profile has none).
-    let base_default = bases
-        .iter()
-        .rev()
-        .find(|(is_agent, _)| !is_agent)
-        .map(|(_, b)| (b.default, b.default_at.clone()));
+    // The default of the last built-in policy.
+    let base_default = bases.last().map(|b| (b.default, b.default_at.clone()));
     let (default, default_at) = match &shape.default {
         None => base_default.unwrap_or((Action::Allow, None)),
         Some(d) => {
@@ -309,7 +305,7 @@ pub fn parse(name: &str, text: &str) -> Result<(RawPolicy, Vec<PolicyError>), Lo
 
     // The base's rules first: the file's own rules come later, so they win where
     // both match (last match wins), and `explain` names the base's by its location.
-    let mut rules: Vec<RawRule> = bases.into_iter().flat_map(|(_, b)| b.rules).collect();
+    let mut rules: Vec<RawRule> = bases.into_iter().flat_map(|b| b.rules).collect();
     let own_from = rules.len();
     for (i, rule) in shape.rules.iter().enumerate() {
         if let Some(r) = parse_rule(i, rule, (&index, text), &mut errors) {
@@ -332,16 +328,15 @@ pub fn parse(name: &str, text: &str) -> Result<(RawPolicy, Vec<PolicyError>), Lo
     ))
 }
 
-/// The built-in policies `extends` names, each parsed (and whether it is an
-/// agent's profile), in order, and the agents among them. One `"agent:NAME"`
-/// alone stands for `["default", "agent:NAME"]`: a profile never replaces the
-/// built-in rules. An unknown name is an error in `errors`.
-#[allow(clippy::type_complexity)]
+/// The built-in policies `extends` names, each parsed, in order, and the agents
+/// it names (whose profiles add no rules here). One `"agent:NAME"` alone stands
+/// for `["default", "agent:NAME"]`: naming an agent never drops the built-in
+/// rules. An unknown name is an error in `errors`.
 fn bases(
     extends: Option<&Spanned<OneOrMany>>,
     index: &LineIndex<'_>,
     errors: &mut Vec<PolicyError>,
-) -> Result<(Vec<(bool, RawPolicy)>, Vec<&'static str>), LoadError> {
+) -> Result<(Vec<RawPolicy>, Vec<&'static str>), LoadError> {
     let Some(e) = extends else {
         return Ok((Vec::new(), Vec::new()));
     };
@@ -375,7 +370,7 @@ fn bases(
             continue;
         }
         match builtin_text(name) {
-            Some((base_name, text)) => out.push((false, parse(base_name, text)?.0)),
+            Some((base_name, text)) => out.push(parse(base_name, text)?.0),
             None => errors.push(PolicyError {
                 at: at.clone(),
                 message: format!(

@@ -187,7 +187,7 @@ pub(super) fn build(src: Sources<'_>, shared: Shared<'_>) -> Result<Filesystems,
 fn agent_files(
     p: &crate::policy::agents::Profile,
 ) -> Option<std::sync::Arc<crate::policy::Policy>> {
-    match crate::policy::Policy::parse(&crate::policy::agents::location_name(p), p.text) {
+    match crate::policy::agents::compiled(p) {
         Ok(policy) => Some(std::sync::Arc::new(policy)),
         Err(e) => {
             log::error!("agent profile {}: {e}", p.name);

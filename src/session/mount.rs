@@ -435,11 +435,8 @@ pub fn build(
         .agents()
         .first()
         .and_then(|name| crate::policy::agents::profile(name))
-        .and_then(|p| {
-            Policy::parse(&crate::policy::agents::location_name(p), p.text)
-                .ok()
-                .map(std::sync::Arc::new)
-        });
+        .and_then(|p| crate::policy::agents::compiled(p).ok())
+        .map(std::sync::Arc::new);
     cfg.audit = audit;
     let broker = Broker::new("veilfs mount".into(), opts.ask_timeout, cfg.audit.clone());
     cfg.approvals = Some(crate::fs::ask::Approvals::new(
